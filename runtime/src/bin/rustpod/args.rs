@@ -1,0 +1,231 @@
+//! The command line, spelled as runc spells it, so that containerd's runc
+//! shim, conmon and test harnesses can drive rustpod unchanged.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::logging::LogFormat;
+
+#[derive(Debug, Parser)]
+#[command(name = "rustpod", version, about = "An OCI container runtime, a drop-in for runc")]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalOpts,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct GlobalOpts {
+    /// Directory for container state
+    #[arg(long, global = true, default_value = rustpod::DEFAULT_ROOT)]
+    pub root: PathBuf,
+    /// Write logs to this file instead of stderr
+    #[arg(long, global = true)]
+    pub log: Option<PathBuf>,
+    /// Log format
+    #[arg(long = "log-format", global = true, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// Log at debug level
+    #[arg(long, global = true)]
+    pub debug: bool,
+    /// Manage cgroups through systemd (cgroupsPath is slice:prefix:name)
+    #[arg(long = "systemd-cgroup", global = true)]
+    pub systemd_cgroup: bool,
+    /// Accepted for runc compatibility; checkpointing is not supported
+    #[arg(long, hide = true)]
+    pub criu: Option<String>,
+    /// Accepted for runc compatibility (true|false|auto)
+    #[arg(long = "rootless", id = "global_rootless", hide = true)]
+    pub rootless: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create a container from a bundle
+    Create(CreateArgs),
+    /// Start a created container
+    Start { id: String },
+    /// Create and start a container
+    Run(RunArgs),
+    /// Print a container's state as JSON
+    State { id: String },
+    /// Send a signal to a container's init (or all processes)
+    Kill {
+        #[arg(short, long)]
+        all: bool,
+        id: String,
+        #[arg(default_value = "SIGTERM")]
+        signal: String,
+    },
+    /// Delete containers and everything they own
+    Delete {
+        #[arg(short, long)]
+        force: bool,
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+    /// Run a process in a running container
+    Exec(ExecArgs),
+    /// List the processes of a container
+    Ps {
+        #[arg(short, long, value_enum, default_value = "table")]
+        format: Format,
+        id: String,
+        /// Options passed to ps(1)
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        ps_args: Vec<String>,
+    },
+    /// List containers
+    List {
+        #[arg(short, long, value_enum, default_value = "table")]
+        format: Format,
+        #[arg(short, long)]
+        quiet: bool,
+    },
+    /// Freeze all processes of a container
+    Pause { id: String },
+    /// Thaw a paused container
+    Resume { id: String },
+    /// Change a container's resource limits
+    Update(UpdateArgs),
+    /// Print container statistics
+    Events {
+        /// Print stats once and exit
+        #[arg(long)]
+        stats: bool,
+        /// Seconds between stats
+        #[arg(long, default_value = "5s")]
+        interval: String,
+        id: String,
+    },
+    /// Print the OCI features this runtime supports
+    Features,
+    /// Write a starter config.json
+    Spec {
+        #[arg(short, long, default_value = ".")]
+        bundle: PathBuf,
+        #[arg(long)]
+        rootless: bool,
+    },
+    /// Not supported
+    #[command(hide = true)]
+    Checkpoint {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        rest: Vec<String>,
+    },
+    /// Not supported
+    #[command(hide = true)]
+    Restore {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        rest: Vec<String>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// Path to the bundle
+    #[arg(short, long, default_value = ".")]
+    pub bundle: PathBuf,
+    /// File to write the init's pid to
+    #[arg(long = "pid-file")]
+    pub pid_file: Option<PathBuf>,
+    /// Unix socket to send the pty master to
+    #[arg(long = "console-socket")]
+    pub console_socket: Option<PathBuf>,
+    /// Use chroot instead of pivot_root
+    #[arg(long = "no-pivot")]
+    pub no_pivot: bool,
+    /// Do not create a new session keyring
+    #[arg(long = "no-new-keyring")]
+    pub no_new_keyring: bool,
+    /// Pass this many extra fds (from 3) to the container
+    #[arg(long = "preserve-fds", default_value_t = 0)]
+    pub preserve_fds: i32,
+    pub id: String,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub create: CreateArgs,
+    /// Do not wait for the container
+    #[arg(short, long)]
+    pub detach: bool,
+    /// Accepted for runc compatibility
+    #[arg(long = "keep", hide = true)]
+    pub keep: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// process.json to run instead of a command
+    #[arg(short, long)]
+    pub process: Option<PathBuf>,
+    #[arg(short, long)]
+    pub tty: bool,
+    #[arg(short, long)]
+    pub detach: bool,
+    #[arg(long = "pid-file")]
+    pub pid_file: Option<PathBuf>,
+    #[arg(long = "console-socket")]
+    pub console_socket: Option<PathBuf>,
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// KEY=VALUE, repeatable
+    #[arg(short, long)]
+    pub env: Vec<String>,
+    /// uid[:gid]
+    #[arg(short, long)]
+    pub user: Option<String>,
+    /// Repeatable
+    #[arg(short = 'g', long = "additional-gids")]
+    pub additional_gids: Vec<u32>,
+    /// Capability to add, repeatable
+    #[arg(short, long)]
+    pub cap: Vec<String>,
+    #[arg(long = "no-new-privs")]
+    pub no_new_privs: bool,
+    #[arg(long = "preserve-fds", default_value_t = 0)]
+    pub preserve_fds: i32,
+    #[arg(long = "process-label")]
+    pub process_label: Option<String>,
+    #[arg(long)]
+    pub apparmor: Option<String>,
+    pub id: String,
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct UpdateArgs {
+    /// JSON resources file, or - for stdin
+    #[arg(short, long)]
+    pub resources: Option<PathBuf>,
+    #[arg(long)]
+    pub memory: Option<String>,
+    #[arg(long = "memory-reservation")]
+    pub memory_reservation: Option<String>,
+    #[arg(long = "memory-swap")]
+    pub memory_swap: Option<String>,
+    #[arg(long = "cpu-shares")]
+    pub cpu_shares: Option<u64>,
+    #[arg(long = "cpu-quota")]
+    pub cpu_quota: Option<i64>,
+    #[arg(long = "cpu-period")]
+    pub cpu_period: Option<u64>,
+    #[arg(long = "cpuset-cpus")]
+    pub cpuset_cpus: Option<String>,
+    #[arg(long = "cpuset-mems")]
+    pub cpuset_mems: Option<String>,
+    #[arg(long = "pids-limit")]
+    pub pids_limit: Option<i64>,
+    pub id: String,
+}

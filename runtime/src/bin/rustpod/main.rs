@@ -1,0 +1,288 @@
+//! The `rustpod` CLI: parses runc's command line and calls the library,
+//! one function per command. Errors print as one line on stderr and, with
+//! `--log`, as an error entry in the log.
+
+mod args;
+mod logging;
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+
+use args::{Cli, Command, CreateArgs, ExecArgs, Format, UpdateArgs};
+use rustpod::create::CreateOptions;
+use rustpod::exec::{ExecOptions, ProcessArgs};
+
+fn main() {
+    rustpod::mount_propagation::run_hook_if_invoked();
+    let cli = Cli::parse();
+    if let Err(err) = logging::init(cli.global.log.as_deref(), cli.global.log_format, cli.global.debug) {
+        eprintln!("rustpod: {err:#}");
+        std::process::exit(1);
+    }
+    match dispatch(cli) {
+        Ok(code) => std::process::exit(code),
+        Err(err) => {
+            let line = format!("{err:#}").replace('\n', " ");
+            tracing::error!("{line}");
+            eprintln!("rustpod: {line}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<i32> {
+    let root = cli.global.root.as_path();
+    let systemd = cli.global.systemd_cgroup;
+    match cli.command {
+        Command::Create(args) => {
+            let id = args.id.clone();
+            rustpod::create::create(root, &id, create_options(args, systemd))?;
+            Ok(0)
+        }
+        Command::Start { id } => rustpod::start::start(root, &id).map(|_| 0).map_err(Into::into),
+        Command::Run(args) => {
+            let id = args.create.id.clone();
+            let code = rustpod::run::run(root, &id, create_options(args.create, systemd), args.detach)?;
+            Ok(code)
+        }
+        Command::State { id } => {
+            let dir = rustpod::container_dir::ContainerDir::new(root, &id)?;
+            print_json_pretty(&rustpod::state::state(&dir)?)
+        }
+        Command::Kill { all, id, signal } => {
+            let signal = rustpod::signal::parse(&signal)?;
+            rustpod::kill::kill(root, &id, signal, all)?;
+            Ok(0)
+        }
+        Command::Delete { force, ids } => {
+            for id in ids {
+                rustpod::delete::delete(root, &id, force)?;
+            }
+            Ok(0)
+        }
+        Command::Exec(args) => exec(root, args),
+        Command::Ps { format, id, ps_args } => ps(root, &id, format, &ps_args),
+        Command::List { format, quiet } => list(root, format, quiet),
+        Command::Pause { id } => rustpod::pause::pause(root, &id).map(|_| 0).map_err(Into::into),
+        Command::Resume { id } => rustpod::resume::resume(root, &id).map(|_| 0).map_err(Into::into),
+        Command::Update(args) => update(root, args),
+        Command::Events { stats, interval, id } => {
+            let interval = parse_interval(&interval)?;
+            let stdout = &mut std::io::stdout();
+            rustpod::events::events(root, &id, interval, stats, stdout)?;
+            Ok(0)
+        }
+        Command::Features => print_json_pretty(&rustpod::features::features()),
+        Command::Spec { bundle, rootless } => {
+            rustpod::spec::write(&bundle, rootless)?;
+            Ok(0)
+        }
+        Command::Checkpoint { .. } | Command::Restore { .. } => {
+            bail!("checkpoint and restore are not supported by rustpod")
+        }
+    }
+}
+
+fn create_options(args: CreateArgs, systemd_cgroup: bool) -> CreateOptions {
+    CreateOptions {
+        bundle: args.bundle,
+        pid_file: args.pid_file,
+        console_socket: args.console_socket,
+        no_pivot: args.no_pivot,
+        no_new_keyring: args.no_new_keyring,
+        preserve_fds: args.preserve_fds,
+        systemd_cgroup,
+        ..Default::default()
+    }
+}
+
+fn exec(root: &Path, args: ExecArgs) -> Result<i32> {
+    if args.process.is_none() && args.command.is_empty() {
+        bail!("exec needs a command or --process");
+    }
+    let user = args.user.as_deref().map(parse_user).transpose()?;
+    let opts = ExecOptions {
+        process: ProcessArgs {
+            process_file: args.process,
+            args: args.command,
+            tty: args.tty,
+            cwd: args.cwd,
+            env: args.env,
+            user,
+            additional_gids: args.additional_gids,
+            caps: args.cap,
+            no_new_privs: args.no_new_privs,
+            process_label: args.process_label,
+            apparmor: args.apparmor,
+        },
+        detach: args.detach,
+        pid_file: args.pid_file,
+        console_socket: args.console_socket,
+        preserve_fds: args.preserve_fds,
+        ..Default::default()
+    };
+    Ok(rustpod::exec::exec(root, &args.id, opts)?)
+}
+
+/// `uid[:gid]`, numeric as runc takes it.
+fn parse_user(raw: &str) -> Result<(u32, Option<u32>)> {
+    let (uid, gid) = match raw.split_once(':') {
+        Some((u, g)) => (u, Some(g)),
+        None => (raw, None),
+    };
+    let uid = uid.parse().with_context(|| format!("--user {raw:?}: uid must be a number"))?;
+    let gid = gid
+        .map(|g| g.parse().with_context(|| format!("--user {raw:?}: gid must be a number")))
+        .transpose()?;
+    Ok((uid, gid))
+}
+
+fn ps(root: &Path, id: &str, format: Format, ps_args: &[String]) -> Result<i32> {
+    let pids = rustpod::ps::pids(root, id)?;
+    if format == Format::Json {
+        return print_json_pretty(&pids);
+    }
+    let ps_args: Vec<String> = if ps_args.is_empty() { vec!["-ef".into()] } else { ps_args.to_vec() };
+    let output = std::process::Command::new("ps")
+        .args(&ps_args)
+        .output()
+        .context("run ps")?;
+    if !output.status.success() {
+        bail!("ps {}: {}", ps_args.join(" "), String::from_utf8_lossy(&output.stderr).trim());
+    }
+    let text = String::from_utf8_lossy(&output.stdout);
+    let mut lines = text.lines();
+    let header = lines.next().unwrap_or_default();
+    let pid_col = header
+        .split_whitespace()
+        .position(|h| h == "PID")
+        .context("ps output has no PID column")?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{header}")?;
+    for line in lines {
+        let pid = line.split_whitespace().nth(pid_col).and_then(|p| p.parse::<i32>().ok());
+        if pid.is_some_and(|p| pids.contains(&p)) {
+            writeln!(out, "{line}")?;
+        }
+    }
+    Ok(0)
+}
+
+fn list(root: &Path, format: Format, quiet: bool) -> Result<i32> {
+    let states = rustpod::list::list(root)?;
+    let mut out = std::io::stdout().lock();
+    if quiet {
+        for s in &states {
+            writeln!(out, "{}", s.id)?;
+        }
+        return Ok(0);
+    }
+    if format == Format::Json {
+        // runc prints `null` for no containers; keep that for parsers.
+        if states.is_empty() {
+            writeln!(out, "null")?;
+            return Ok(0);
+        }
+        writeln!(out, "{}", serde_json::to_string(&states)?)?;
+        return Ok(0);
+    }
+    let rows: Vec<[String; 6]> = states
+        .iter()
+        .map(|s| {
+            [
+                s.id.clone(),
+                s.pid.to_string(),
+                s.status.clone(),
+                s.bundle.display().to_string(),
+                s.created.clone(),
+                if s.owner.is_empty() { "root".into() } else { s.owner.clone() },
+            ]
+        })
+        .collect();
+    let header = ["ID", "PID", "STATUS", "BUNDLE", "CREATED", "OWNER"].map(String::from);
+    write_table(&mut out, &header, &rows)?;
+    Ok(0)
+}
+
+/// Columns padded like Go's tabwriter with minwidth 12 and padding 1.
+fn write_table(out: &mut dyn Write, header: &[String; 6], rows: &[[String; 6]]) -> Result<()> {
+    let mut widths = [12usize; 6];
+    for row in std::iter::once(header).chain(rows.iter()) {
+        for (w, cell) in widths.iter_mut().zip(row.iter()) {
+            *w = (*w).max(cell.len() + 1);
+        }
+    }
+    for row in std::iter::once(header).chain(rows.iter()) {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<width$}", width = widths[i]));
+            }
+        }
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
+}
+
+fn update(root: &Path, args: UpdateArgs) -> Result<i32> {
+    let base = match &args.resources {
+        None => None,
+        Some(path) => {
+            let data = read_file_or_stdin(path)?;
+            Some(rustpod::update::parse_resources(&data)?)
+        }
+    };
+    let size = |v: &Option<String>| v.as_deref().map(rustpod::update::parse_size).transpose();
+    let flags = rustpod::update::ResourceFlags {
+        memory: size(&args.memory)?,
+        memory_reservation: size(&args.memory_reservation)?,
+        memory_swap: size(&args.memory_swap)?,
+        cpu_shares: args.cpu_shares,
+        cpu_quota: args.cpu_quota,
+        cpu_period: args.cpu_period,
+        cpuset_cpus: args.cpuset_cpus,
+        cpuset_mems: args.cpuset_mems,
+        pids_limit: args.pids_limit,
+    };
+    rustpod::update::update(root, &args.id, base, &flags)?;
+    Ok(0)
+}
+
+fn read_file_or_stdin(path: &Path) -> Result<Vec<u8>> {
+    if path == Path::new("-") {
+        let mut data = Vec::new();
+        std::io::stdin().read_to_end(&mut data).context("read resources from stdin")?;
+        return Ok(data);
+    }
+    std::fs::read(path).with_context(|| format!("read {}", path.display()))
+}
+
+/// Go-style durations as runc takes them (`5s`, `500ms`, `1m`), or seconds.
+fn parse_interval(raw: &str) -> Result<Duration> {
+    let split = raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len());
+    let (num, unit) = raw.split_at(split);
+    let n: u64 = num.parse().with_context(|| format!("invalid interval {raw:?}"))?;
+    let d = match unit {
+        "" | "s" => Duration::from_secs(n),
+        "ms" => Duration::from_millis(n),
+        "m" => Duration::from_secs(n * 60),
+        _ => bail!("invalid interval {raw:?}"),
+    };
+    if d.is_zero() {
+        bail!("interval must be greater than 0");
+    }
+    Ok(d)
+}
+
+fn print_json_pretty<T: serde::Serialize>(value: &T) -> Result<i32> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, value)?;
+    writeln!(out)?;
+    Ok(0)
+}

@@ -1,0 +1,144 @@
+//! Layout of the state root: one directory per container (owned by the
+//! engine), our own metadata beside the engine's, and the engine bundles.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use libcontainer::container::Container;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Holds the engine copies of the bundles' configs. `@` cannot appear in a
+/// container id, so this never clashes with a container directory.
+const ENGINE_BUNDLES: &str = "@engine";
+/// Our metadata inside the engine's container directory.
+const METADATA_FILE: &str = "rustpod.json";
+
+/// What we remember about a container beyond the engine's state.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Metadata {
+    /// The bundle the user gave, as runc reports it.
+    pub bundle: PathBuf,
+    /// The absolute rootfs path.
+    pub rootfs: PathBuf,
+}
+
+/// The paths that belong to one container under a state root.
+#[derive(Debug, Clone)]
+pub struct ContainerDir {
+    pub root: PathBuf,
+    pub id: String,
+}
+
+impl ContainerDir {
+    pub fn new(root: &Path, id: &str) -> Result<Self> {
+        validate_id(id)?;
+        Ok(ContainerDir {
+            root: root.to_path_buf(),
+            id: id.to_string(),
+        })
+    }
+
+    /// The engine's directory for this container (state.json lives here).
+    pub fn path(&self) -> PathBuf {
+        self.root.join(&self.id)
+    }
+
+    /// The directory holding the engine's copy of config.json.
+    pub fn engine_bundle(&self) -> PathBuf {
+        self.root.join(ENGINE_BUNDLES).join(&self.id)
+    }
+
+    pub fn exists(&self) -> bool {
+        self.path().join("state.json").exists()
+    }
+
+    pub fn load(&self) -> Result<Container> {
+        if !self.path().exists() {
+            return Err(Error::NotFound(self.id.clone()));
+        }
+        Container::load(self.path()).map_err(|e| Error::engine("load state of", &self.id, &e))
+    }
+
+    pub fn save_metadata(&self, meta: &Metadata) -> Result<()> {
+        let path = self.path().join(METADATA_FILE);
+        let tmp = self.path().join(".rustpod.json.tmp");
+        let data = serde_json::to_vec(meta).expect("metadata serializes");
+        fs::write(&tmp, data).map_err(|e| Error::io("write", &tmp, e))?;
+        fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &path, e))
+    }
+
+    pub fn metadata(&self) -> Option<Metadata> {
+        let data = fs::read(self.path().join(METADATA_FILE)).ok()?;
+        serde_json::from_slice(&data).ok()
+    }
+
+    /// Removes what the engine does not: our engine bundle and, if the engine
+    /// left it, the container directory.
+    pub fn remove_all(&self) -> Result<()> {
+        for dir in [self.engine_bundle(), self.path()] {
+            match fs::remove_dir_all(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("remove", dir, e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Lists the ids of the containers under `root`, sorted.
+pub fn list_ids(root: &Path) -> Result<Vec<String>> {
+    let entries = match fs::read_dir(root) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io("read directory", root, e)),
+    };
+    let mut ids: Vec<String> = entries
+        .filter_map(|entry| entry.ok())
+        .filter(|entry| entry.path().join("state.json").exists())
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|name| validate_id(name).is_ok())
+        .collect();
+    ids.sort();
+    Ok(ids)
+}
+
+/// Accepts the ids runc accepts: letters, digits and `_ + - .`, and not `.`/`..`.
+pub fn validate_id(id: &str) -> Result<()> {
+    let invalid = |reason: &str| Error::InvalidId {
+        id: id.to_string(),
+        reason: reason.to_string(),
+    };
+    if id.is_empty() {
+        return Err(invalid("it is empty"));
+    }
+    if id == "." || id == ".." {
+        return Err(invalid("it is not a valid file name"));
+    }
+    if id.len() > 1024 {
+        return Err(invalid("it is longer than 1024 bytes"));
+    }
+    if let Some(c) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "_+-.".contains(*c)))
+    {
+        return Err(invalid(&format!("character {c:?} is not allowed")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_follow_runc_rules() {
+        assert!(validate_id("abc-1.2_x+y").is_ok());
+        assert!(validate_id("").is_err());
+        assert!(validate_id("..").is_err());
+        assert!(validate_id("a/b").is_err());
+        assert!(validate_id("@engine").is_err());
+    }
+}

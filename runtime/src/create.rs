@@ -1,0 +1,116 @@
+//! `create`: set up a container from a bundle and leave its init waiting
+//! for `start`. On any failure nothing is left: no state, cgroup or process.
+
+use std::fs;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use libcontainer::container::builder::ContainerBuilder;
+use libcontainer::container::Container;
+use libcontainer::syscall::syscall::SyscallType;
+
+use crate::container_dir::{ContainerDir, Metadata};
+use crate::engine_bundle::{self, EngineOptions};
+use crate::error::{Error, Result};
+
+/// Standard streams to give the container instead of inheriting ours.
+#[derive(Debug, Default)]
+pub struct Stdio {
+    pub stdin: Option<OwnedFd>,
+    pub stdout: Option<OwnedFd>,
+    pub stderr: Option<OwnedFd>,
+}
+
+#[derive(Debug, Default)]
+pub struct CreateOptions {
+    pub bundle: PathBuf,
+    pub pid_file: Option<PathBuf>,
+    pub console_socket: Option<PathBuf>,
+    pub no_pivot: bool,
+    /// Accepted for runc compatibility; the engine never joins a new
+    /// session keyring, so there is nothing to turn off.
+    pub no_new_keyring: bool,
+    pub preserve_fds: i32,
+    pub systemd_cgroup: bool,
+    pub stdio: Stdio,
+    /// Make the init a child of our parent instead of ours (for a shim that
+    /// forks a helper to create).
+    pub as_sibling: bool,
+}
+
+pub fn create(root: &Path, id: &str, opts: CreateOptions) -> Result<Container> {
+    let dir = ContainerDir::new(root, id)?;
+    ensure_root(root)?;
+    if dir.path().exists() {
+        return Err(Error::AlreadyExists(id.to_string()));
+    }
+    let bundle = engine_bundle::load(&opts.bundle)?;
+    claim(&dir)?;
+    let result = build(&dir, &bundle, opts);
+    match result {
+        Ok(container) => Ok(container),
+        Err(err) => {
+            let _ = crate::delete::remove_leftovers(&dir);
+            Err(err)
+        }
+    }
+}
+
+fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions) -> Result<Container> {
+    let engine_opts = EngineOptions {
+        systemd_cgroup: opts.systemd_cgroup,
+    };
+    let engine_dir = engine_bundle::write_engine_bundle(dir, bundle, &engine_opts)?;
+    let engine_err = |e: &dyn std::error::Error| Error::engine("create", &dir.id, e);
+
+    let mut builder = ContainerBuilder::new(dir.id.clone(), SyscallType::default())
+        .with_root_path(&dir.root)
+        .map_err(|e| engine_err(&e))?
+        .with_pid_file(opts.pid_file.as_ref())
+        .map_err(|e| engine_err(&e))?
+        .with_console_socket(opts.console_socket.as_ref())
+        .with_preserved_fds(opts.preserve_fds);
+    if let Some(fd) = opts.stdio.stdin {
+        builder = builder.with_stdin(fd);
+    }
+    if let Some(fd) = opts.stdio.stdout {
+        builder = builder.with_stdout(fd);
+    }
+    if let Some(fd) = opts.stdio.stderr {
+        builder = builder.with_stderr(fd);
+    }
+    let container = builder
+        .as_init(&engine_dir)
+        .with_systemd(opts.systemd_cgroup)
+        .with_detach(true)
+        .with_no_pivot(opts.no_pivot)
+        .as_sibling(opts.as_sibling)
+        .build()
+        .map_err(|e| engine_err(&e))?;
+
+    dir.save_metadata(&Metadata {
+        bundle: bundle.path.clone(),
+        rootfs: bundle.rootfs.clone(),
+    })?;
+    Ok(container)
+}
+
+fn ensure_root(root: &Path) -> Result<()> {
+    fs::create_dir_all(root).map_err(|e| Error::io("create state root", root, e))
+}
+
+/// Creating the engine bundle directory is our exclusive claim on the id:
+/// of two concurrent creates with one id, exactly one gets past here.
+fn claim(dir: &ContainerDir) -> Result<()> {
+    let engine = dir.engine_bundle();
+    if let Some(parent) = engine.parent() {
+        fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
+    }
+    match fs::create_dir(&engine) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            Err(Error::AlreadyExists(dir.id.clone()))
+        }
+        Err(e) => Err(Error::io("create directory", engine, e)),
+    }
+}

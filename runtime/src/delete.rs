@@ -1,0 +1,51 @@
+//! `delete`: remove a stopped container (or, with `force`, any container,
+//! including one whose create crashed half-way) and everything it owned.
+
+use std::path::Path;
+
+use libcontainer::container::ContainerStatus;
+
+use crate::cgroup;
+use crate::container_dir::ContainerDir;
+use crate::error::{Error, Result};
+use crate::state::status_word;
+
+pub fn delete(root: &Path, id: &str, force: bool) -> Result<()> {
+    let dir = ContainerDir::new(root, id)?;
+    if !dir.path().exists() {
+        if dir.engine_bundle().exists() {
+            // A create that died before the engine wrote any state.
+            return remove_leftovers(&dir);
+        }
+        return if force { Ok(()) } else { Err(Error::NotFound(id.to_string())) };
+    }
+    let mut container = match dir.load() {
+        Ok(c) => c,
+        Err(_) if force => return remove_leftovers(&dir),
+        Err(e) => return Err(e),
+    };
+    let status = container.status();
+    let deletable = matches!(status, ContainerStatus::Stopped | ContainerStatus::Created);
+    if !deletable && !force {
+        return Err(Error::WrongStatus {
+            id: id.to_string(),
+            op: "delete",
+            status: status_word(status).to_string(),
+            wanted: "stopped (or use --force)",
+        });
+    }
+    match container.delete(force) {
+        Ok(()) => remove_leftovers(&dir),
+        Err(_) if force => remove_leftovers(&dir),
+        Err(e) => Err(Error::engine("delete", id, &e)),
+    }
+}
+
+/// Kills whatever is still in the container's cgroup, removes the cgroup
+/// and the state. Used after a failed create and by `delete --force`.
+pub fn remove_leftovers(dir: &ContainerDir) -> Result<()> {
+    if let Some(path) = cgroup::recorded_path(dir) {
+        cgroup::kill_and_remove(&path, &dir.id)?;
+    }
+    dir.remove_all()
+}

@@ -1,0 +1,32 @@
+//! `kill`: send a signal to the init, or with `all` to every process of
+//! the container.
+
+use std::path::Path;
+
+use libcontainer::container::ContainerStatus;
+use nix::sys::signal::Signal;
+
+use crate::container_dir::ContainerDir;
+use crate::error::{Error, Result};
+use crate::state::status_word;
+
+pub fn kill(root: &Path, id: &str, signal: Signal, all: bool) -> Result<()> {
+    let dir = ContainerDir::new(root, id)?;
+    let mut container = dir.load()?;
+    let status = container.status();
+    let alive = matches!(
+        status,
+        ContainerStatus::Created | ContainerStatus::Running | ContainerStatus::Paused
+    );
+    if !alive && !all {
+        return Err(Error::WrongStatus {
+            id: id.to_string(),
+            op: "kill",
+            status: status_word(status).to_string(),
+            wanted: "created, running or paused",
+        });
+    }
+    container
+        .kill(signal, all)
+        .map_err(|e| Error::engine("kill", id, &e))
+}

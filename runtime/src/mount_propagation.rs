@@ -1,0 +1,165 @@
+//! Per-mount propagation (`rshared`, `rslave`, `private`, …): the engine
+//! drops these options, so we apply them ourselves from a createContainer
+//! hook that runs in the container's mount namespace before pivot_root.
+
+use std::ffi::{CString, OsString};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use nix::mount::{mount, MsFlags};
+use oci_spec::runtime::Hook;
+
+/// argv[0] by which our binaries recognise the hook invocation.
+pub const HOOK_ARG0: &str = "rustpod-mount-propagation";
+
+/// The propagation options of one mount, in the order they were given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountPropagation {
+    pub destination: PathBuf,
+    pub flags: Vec<String>,
+}
+
+/// The mount(2) flags for a propagation option, or None if it is not one.
+pub fn propagation_flags(option: &str) -> Option<MsFlags> {
+    let flags = match option {
+        "private" => MsFlags::MS_PRIVATE,
+        "rprivate" => MsFlags::MS_PRIVATE | MsFlags::MS_REC,
+        "slave" => MsFlags::MS_SLAVE,
+        "rslave" => MsFlags::MS_SLAVE | MsFlags::MS_REC,
+        "shared" => MsFlags::MS_SHARED,
+        "rshared" => MsFlags::MS_SHARED | MsFlags::MS_REC,
+        "unbindable" => MsFlags::MS_UNBINDABLE,
+        "runbindable" => MsFlags::MS_UNBINDABLE | MsFlags::MS_REC,
+        _ => return None,
+    };
+    Some(flags)
+}
+
+/// Splits mount options into (the rest, the propagation options).
+pub fn split_options(options: &[String]) -> (Vec<String>, Vec<String>) {
+    options
+        .iter()
+        .cloned()
+        .partition(|o| propagation_flags(o).is_none())
+}
+
+/// The hook that applies `entries` inside the rootfs. It re-executes the
+/// running binary (`/proc/self/exe`), which dispatches on argv[0].
+pub fn hook(rootfs: &Path, entries: &[MountPropagation]) -> Hook {
+    let mut args = vec![HOOK_ARG0.to_string(), rootfs.display().to_string()];
+    for entry in entries {
+        args.push(entry.destination.display().to_string());
+        args.push(entry.flags.join(","));
+    }
+    let mut hook = Hook::default();
+    hook.set_path(PathBuf::from("/proc/self/exe"));
+    hook.set_args(Some(args));
+    hook
+}
+
+/// Call first thing in `main` of every binary that creates containers: if
+/// this process is our propagation hook, do the work and exit.
+pub fn run_hook_if_invoked() {
+    let mut args = std::env::args_os();
+    let is_hook = args
+        .next()
+        .is_some_and(|arg0| arg0.as_bytes() == HOOK_ARG0.as_bytes());
+    if !is_hook {
+        return;
+    }
+    let code = match apply_from_args(args.collect()) {
+        Ok(()) => 0,
+        Err(err) => {
+            eprintln!("rustpod: mount propagation: {err}");
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+fn apply_from_args(args: Vec<OsString>) -> Result<(), String> {
+    let (rootfs, pairs) = args.split_first().ok_or("missing rootfs argument")?;
+    if pairs.len() % 2 != 0 {
+        return Err("arguments must be destination/options pairs".into());
+    }
+    let root = open_path(None, Path::new(rootfs)).map_err(|e| format!("open rootfs {rootfs:?}: {e}"))?;
+    for pair in pairs.chunks(2) {
+        let entry = MountPropagation {
+            destination: PathBuf::from(&pair[0]),
+            flags: pair[1].to_string_lossy().split(',').map(str::to_string).collect(),
+        };
+        apply(&root, &entry)?;
+    }
+    Ok(())
+}
+
+/// Applies one mount's propagation options, resolving the destination
+/// inside the rootfs so a symlink can never point it at the host.
+pub fn apply(root: &OwnedFd, entry: &MountPropagation) -> Result<(), String> {
+    let dest = &entry.destination;
+    let target = open_path(Some(root), dest).map_err(|e| format!("open {}: {e}", dest.display()))?;
+    let proc_path = format!("/proc/self/fd/{}", target.as_raw_fd());
+    for option in &entry.flags {
+        let flags = propagation_flags(option)
+            .ok_or_else(|| format!("{}: {option:?} is not a propagation option", dest.display()))?;
+        mount(None::<&str>, proc_path.as_str(), None::<&str>, flags, None::<&str>)
+            .map_err(|e| format!("set {option} on {}: {e}", dest.display()))?;
+    }
+    Ok(())
+}
+
+/// openat2(O_PATH) of `path`, resolved inside `root` when given.
+fn open_path(root: Option<&OwnedFd>, path: &Path) -> std::io::Result<OwnedFd> {
+    let (dirfd, rel, resolve) = match root {
+        Some(root) => (
+            root.as_raw_fd(),
+            path.strip_prefix("/").unwrap_or(path),
+            libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS,
+        ),
+        None => (libc::AT_FDCWD, path, 0),
+    };
+    let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
+    let cpath = CString::new(rel.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: open_how is plain data; zeroed is a valid value.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
+    how.resolve = resolve;
+    // SAFETY: the pointers are valid for the duration of the call.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dirfd,
+            cpath.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this descriptor to us.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_propagation_from_other_options() {
+        let opts: Vec<String> = ["rbind", "rslave", "ro", "shared"].map(String::from).to_vec();
+        let (rest, prop) = split_options(&opts);
+        assert_eq!(rest, vec!["rbind", "ro"]);
+        assert_eq!(prop, vec!["rslave", "shared"]);
+    }
+
+    #[test]
+    fn every_spec_propagation_option_is_known() {
+        for o in ["private", "rprivate", "slave", "rslave", "shared", "rshared", "unbindable", "runbindable"] {
+            assert!(propagation_flags(o).is_some(), "{o}");
+        }
+        assert!(propagation_flags("rbind").is_none());
+    }
+}

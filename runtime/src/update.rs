@@ -1,0 +1,148 @@
+//! `update`: change a live container's cgroup resources.
+
+use std::path::Path;
+
+use libcgroups::common::{CgroupManager, ControllerOpt};
+use oci_spec::runtime::{
+    LinuxCpu, LinuxCpuBuilder, LinuxMemory, LinuxMemoryBuilder, LinuxPidsBuilder, LinuxResources,
+};
+
+use crate::cgroup;
+use crate::container_dir::ContainerDir;
+use crate::error::{Error, Result};
+
+/// The single-value flags of `runc update`; each overrides the same field
+/// of the resources document, if one was given.
+#[derive(Debug, Default, Clone)]
+pub struct ResourceFlags {
+    pub memory: Option<i64>,
+    pub memory_reservation: Option<i64>,
+    pub memory_swap: Option<i64>,
+    pub cpu_shares: Option<u64>,
+    pub cpu_quota: Option<i64>,
+    pub cpu_period: Option<u64>,
+    pub cpuset_cpus: Option<String>,
+    pub cpuset_mems: Option<String>,
+    pub pids_limit: Option<i64>,
+}
+
+pub fn update(root: &Path, id: &str, base: Option<LinuxResources>, flags: &ResourceFlags) -> Result<()> {
+    let dir = ContainerDir::new(root, id)?;
+    let container = dir.load()?;
+    let resources = merge(base.unwrap_or_default(), flags)?;
+    let manager = cgroup::manager_for(&container)?;
+    manager
+        .apply(&ControllerOpt {
+            resources: &resources,
+            disable_oom_killer: resources
+                .memory()
+                .as_ref()
+                .and_then(|m| m.disable_oom_killer())
+                .unwrap_or(false),
+            oom_score_adj: None,
+            freezer_state: None,
+        })
+        .map_err(|e| Error::engine("update", id, &e))
+}
+
+/// Parses the JSON document `update --resources` takes (OCI LinuxResources).
+pub fn parse_resources(data: &[u8]) -> Result<LinuxResources> {
+    let de = &mut serde_json::Deserializer::from_slice(data);
+    serde_path_to_error::deserialize(de).map_err(|err| {
+        Error::Invalid(format!("resources: invalid field {}: {}", err.path(), err.inner()))
+    })
+}
+
+fn merge(mut res: LinuxResources, flags: &ResourceFlags) -> Result<LinuxResources> {
+    let invalid = |e: oci_spec::OciSpecError| Error::Invalid(e.to_string());
+    if flags.memory.is_some() || flags.memory_reservation.is_some() || flags.memory_swap.is_some() {
+        let old = res.memory().clone().unwrap_or_default();
+        res.set_memory(Some(memory(old, flags).map_err(invalid)?));
+    }
+    let cpu_flag = flags.cpu_shares.is_some()
+        || flags.cpu_quota.is_some()
+        || flags.cpu_period.is_some()
+        || flags.cpuset_cpus.is_some()
+        || flags.cpuset_mems.is_some();
+    if cpu_flag {
+        let old = res.cpu().clone().unwrap_or_default();
+        res.set_cpu(Some(cpu(old, flags).map_err(invalid)?));
+    }
+    if let Some(limit) = flags.pids_limit {
+        res.set_pids(Some(LinuxPidsBuilder::default().limit(limit).build().map_err(invalid)?));
+    }
+    Ok(res)
+}
+
+fn memory(old: LinuxMemory, f: &ResourceFlags) -> std::result::Result<LinuxMemory, oci_spec::OciSpecError> {
+    let mut b = LinuxMemoryBuilder::default();
+    if let Some(v) = f.memory.or(old.limit()) {
+        b = b.limit(v);
+    }
+    if let Some(v) = f.memory_reservation.or(old.reservation()) {
+        b = b.reservation(v);
+    }
+    if let Some(v) = f.memory_swap.or(old.swap()) {
+        b = b.swap(v);
+    }
+    b.build()
+}
+
+fn cpu(old: LinuxCpu, f: &ResourceFlags) -> std::result::Result<LinuxCpu, oci_spec::OciSpecError> {
+    let mut b = LinuxCpuBuilder::default();
+    if let Some(v) = f.cpu_shares.or(old.shares()) {
+        b = b.shares(v);
+    }
+    if let Some(v) = f.cpu_quota.or(old.quota()) {
+        b = b.quota(v);
+    }
+    if let Some(v) = f.cpu_period.or(old.period()) {
+        b = b.period(v);
+    }
+    if let Some(v) = f.cpuset_cpus.clone().or(old.cpus().clone()) {
+        b = b.cpus(v);
+    }
+    if let Some(v) = f.cpuset_mems.clone().or(old.mems().clone()) {
+        b = b.mems(v);
+    }
+    b.build()
+}
+
+/// Sizes as runc takes them: `1024`, `64k`, `64M`, `1g`, `1GiB`, `-1`.
+pub fn parse_size(raw: &str) -> Result<i64> {
+    let invalid = || Error::Invalid(format!("invalid size {raw:?}"));
+    let s = raw.trim();
+    if s == "-1" {
+        return Ok(-1);
+    }
+    let lower = s.to_ascii_lowercase();
+    let digits_end = lower
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(lower.len());
+    let (num, unit) = lower.split_at(digits_end);
+    let value: f64 = num.parse().map_err(|_| invalid())?;
+    let mult: f64 = match unit.trim_end_matches("ib").trim_end_matches('b') {
+        "" => 1.0,
+        "k" => 1024.0,
+        "m" => 1024.0 * 1024.0,
+        "g" => 1024.0 * 1024.0 * 1024.0,
+        "t" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(invalid()),
+    };
+    Ok((value * mult) as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_like_runc() {
+        assert_eq!(parse_size("1024").unwrap(), 1024);
+        assert_eq!(parse_size("64M").unwrap(), 64 << 20);
+        assert_eq!(parse_size("1g").unwrap(), 1 << 30);
+        assert_eq!(parse_size("2KiB").unwrap(), 2048);
+        assert_eq!(parse_size("-1").unwrap(), -1);
+        assert!(parse_size("12Q").is_err());
+    }
+}
