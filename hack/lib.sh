@@ -26,3 +26,9 @@ wait_dead() {
 	done
 	! alive "$1"
 }
+
+# Where cargo builds; outside the checkout so CI and sessions reuse it.
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/tmp/rustpod-target}
+
+# need_cargo: fail with a clear reason when there is no Rust toolchain.
+need_cargo() { command -v cargo >/dev/null || die "cargo not found: install a Rust toolchain (rustup) first"; }

@@ -45,6 +45,7 @@ pub fn create(root: &Path, id: &str, opts: CreateOptions) -> Result<Container> {
         return Err(Error::AlreadyExists(id.to_string()));
     }
     let bundle = engine_bundle::load(&opts.bundle)?;
+    set_oom_score_adj(&bundle)?;
     claim(&dir)?;
     let result = build(&dir, &bundle, opts);
     match result {
@@ -93,6 +94,24 @@ fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions
         rootfs: bundle.rootfs.clone(),
     })?;
     Ok(container)
+}
+
+/// The engine writes `process.oomScoreAdj` to our own oom_score_adj before
+/// it forks (children inherit it) but reports a failure only as "io error".
+/// Do that step first so the error names the setting and the likely cause.
+fn set_oom_score_adj(bundle: &engine_bundle::Bundle) -> Result<()> {
+    let Some(value) = bundle.spec.process().as_ref().and_then(|p| p.oom_score_adj()) else {
+        return Ok(());
+    };
+    let path = Path::new("/proc/self/oom_score_adj");
+    fs::write(path, value.to_string()).map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::PermissionDenied && value < 0 {
+            " (lowering oom_score_adj needs CAP_SYS_RESOURCE)"
+        } else {
+            ""
+        };
+        Error::Invalid(format!("process.oomScoreAdj {value}: write oom_score_adj: {e}{hint}"))
+    })
 }
 
 fn ensure_root(root: &Path) -> Result<()> {

@@ -187,6 +187,8 @@ fn list(root: &Path, format: Format, quiet: bool) -> Result<i32> {
             writeln!(out, "null")?;
             return Ok(0);
         }
+        // runc's list names the owner; its state leaves root's empty.
+        let states: Vec<_> = states.into_iter().map(with_owner_name).collect();
         writeln!(out, "{}", serde_json::to_string(&states)?)?;
         return Ok(0);
     }
@@ -199,7 +201,7 @@ fn list(root: &Path, format: Format, quiet: bool) -> Result<i32> {
                 s.status.clone(),
                 s.bundle.display().to_string(),
                 s.created.clone(),
-                if s.owner.is_empty() { "root".into() } else { s.owner.clone() },
+                with_owner_name(s.clone()).owner,
             ]
         })
         .collect();
@@ -208,12 +210,12 @@ fn list(root: &Path, format: Format, quiet: bool) -> Result<i32> {
     Ok(0)
 }
 
-/// Columns padded like Go's tabwriter with minwidth 12 and padding 1.
+/// Columns padded like runc's tabwriter: minwidth 12, padding 3.
 fn write_table(out: &mut dyn Write, header: &[String; 6], rows: &[[String; 6]]) -> Result<()> {
     let mut widths = [12usize; 6];
     for row in std::iter::once(header).chain(rows.iter()) {
         for (w, cell) in widths.iter_mut().zip(row.iter()) {
-            *w = (*w).max(cell.len() + 1);
+            *w = (*w).max(cell.len() + 3);
         }
     }
     for row in std::iter::once(header).chain(rows.iter()) {
@@ -228,6 +230,13 @@ fn write_table(out: &mut dyn Write, header: &[String; 6], rows: &[[String; 6]]) 
         writeln!(out, "{line}")?;
     }
     Ok(())
+}
+
+fn with_owner_name(mut state: rustpod::state::State) -> rustpod::state::State {
+    if state.owner.is_empty() {
+        state.owner = "root".into();
+    }
+    state
 }
 
 fn update(root: &Path, args: UpdateArgs) -> Result<i32> {

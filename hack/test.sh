@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh machine: install dependencies, build, then run
+# the unit tests and the integration tests against real containers and containerd.
+# Tests that cannot run here are listed at the end with their reasons.
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+need_root
+
+hack=$(dirname "${BASH_SOURCE[0]}")
+cd "$hack/.."
+"$hack/install-deps.sh"
+"$hack/build.sh"
+
+export RUSTPOD_BIN=$CARGO_TARGET_DIR/debug/rustpod
+export RUSTPOD_SHIM_BIN=$CARGO_TARGET_DIR/debug/containerd-shim-rustpod-v1
+export RUNC_BIN=${RUNC_BIN:-$(command -v runc)}
+export RUSTPOD_SKIP_LOG=$(mktemp /var/tmp/rustpod-skips.XXXXXX)
+trap 'rm -f "$RUSTPOD_SKIP_LOG"' EXIT
+
+status=0
+cargo test --locked --workspace -- --test-threads="${RUSTPOD_TEST_THREADS:-4}" "$@" || status=$?
+
+if [[ -s $RUSTPOD_SKIP_LOG ]]; then
+	echo
+	echo "== skipped tests (could not run on this machine) =="
+	sort -u "$RUSTPOD_SKIP_LOG"
+fi
+exit "$status"
