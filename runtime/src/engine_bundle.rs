@@ -9,7 +9,7 @@ use oci_spec::runtime::{Hooks, Mount, Spec};
 
 use crate::container_dir::ContainerDir;
 use crate::error::{Error, Result};
-use crate::mount_propagation;
+use crate::{hook_state, mount_propagation};
 
 /// A parsed bundle: the user's path and spec, with the rootfs made absolute.
 #[derive(Debug, Clone)]
@@ -152,6 +152,9 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
         Some(mounts) => prepare_mounts(mounts, &config)?,
         None => Vec::new(),
     };
+    if let Some(hooks) = spec.hooks_mut() {
+        wrap_host_hooks(hooks, &bundle.path);
+    }
     if !propagations.is_empty() {
         let hook = mount_propagation::hook(&bundle.rootfs, &propagations);
         let hooks = spec.hooks_mut().get_or_insert_with(Hooks::default);
@@ -160,6 +163,21 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
         hooks.set_create_container(Some(create_container));
     }
     Ok(spec)
+}
+
+/// Routes every hook that runs before pivot_root or in the runtime's
+/// namespaces through the wrapper that reports the user's bundle.
+/// startContainer hooks run inside the container and are left alone.
+fn wrap_host_hooks(hooks: &mut Hooks, bundle: &Path) {
+    let wrap_all = |list: &Option<Vec<oci_spec::runtime::Hook>>| {
+        list.as_ref()
+            .map(|l| l.iter().map(|h| hook_state::wrap(h, bundle)).collect())
+    };
+    hooks.set_prestart(wrap_all(hooks.prestart()));
+    hooks.set_create_runtime(wrap_all(hooks.create_runtime()));
+    hooks.set_create_container(wrap_all(hooks.create_container()));
+    hooks.set_poststart(wrap_all(hooks.poststart()));
+    hooks.set_poststop(wrap_all(hooks.poststop()));
 }
 
 /// runc puts a container without `cgroupsPath` under `/<runtime>/<id>`; the

@@ -6,7 +6,9 @@ pub mod cgroup;
 pub mod container_dir;
 pub mod engine_bundle;
 pub mod error;
+pub mod hook_state;
 pub mod mount_propagation;
+pub mod self_exec;
 pub mod signal;
 pub mod state;
 

@@ -58,24 +58,16 @@ pub fn hook(rootfs: &Path, entries: &[MountPropagation]) -> Hook {
     hook
 }
 
-/// Call first thing in `main` of every binary that creates containers: if
-/// this process is our propagation hook, do the work and exit.
-pub fn run_hook_if_invoked() {
-    let mut args = std::env::args_os();
-    let is_hook = args
-        .next()
-        .is_some_and(|arg0| arg0.as_bytes() == HOOK_ARG0.as_bytes());
-    if !is_hook {
-        return;
-    }
-    let code = match apply_from_args(args.collect()) {
+/// The hook's body: `<rootfs> (<destination> <options>)…`; returns the
+/// exit code.
+pub fn main(args: Vec<OsString>) -> i32 {
+    match apply_from_args(args) {
         Ok(()) => 0,
         Err(err) => {
             eprintln!("rustpod: mount propagation: {err}");
             1
         }
-    };
-    std::process::exit(code);
+    }
 }
 
 fn apply_from_args(args: Vec<OsString>) -> Result<(), String> {

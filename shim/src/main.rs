@@ -1,1 +1,3 @@
-fn main() {}
+fn main() {
+    rustpod::self_exec::run_if_invoked();
+}

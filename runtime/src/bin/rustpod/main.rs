@@ -17,7 +17,7 @@ use rustpod::create::CreateOptions;
 use rustpod::exec::{ExecOptions, ProcessArgs};
 
 fn main() {
-    rustpod::mount_propagation::run_hook_if_invoked();
+    rustpod::self_exec::run_if_invoked();
     let cli = Cli::parse();
     if let Err(err) = logging::init(cli.global.log.as_deref(), cli.global.log_format, cli.global.debug) {
         eprintln!("rustpod: {err:#}");

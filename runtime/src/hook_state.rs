@@ -1,0 +1,116 @@
+//! OCI hooks see the user's bundle: the engine runs a copy of config.json
+//! from our state dir and would report that directory as `bundle`, so each
+//! host-side hook runs through a small wrapper that fixes the state first.
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+
+use oci_spec::runtime::Hook;
+
+/// argv[0] by which our binaries recognise the wrapper invocation.
+pub const WRAPPER_ARG0: &str = "rustpod-hook";
+
+/// Wraps `hook` so it receives a state whose bundle is `bundle`. The
+/// wrapper re-executes our binary through /proc/self/exe, so use it only
+/// for hooks that run in the runtime's namespaces or before pivot_root.
+pub fn wrap(hook: &Hook, bundle: &Path) -> Hook {
+    let original_args = hook
+        .args()
+        .clone()
+        .unwrap_or_else(|| vec![hook.path().display().to_string()]);
+    let mut args = vec![
+        WRAPPER_ARG0.to_string(),
+        bundle.display().to_string(),
+        hook.path().display().to_string(),
+    ];
+    args.extend(original_args);
+    let mut wrapped = hook.clone();
+    wrapped.set_path(PathBuf::from("/proc/self/exe"));
+    wrapped.set_args(Some(args));
+    wrapped
+}
+
+/// The wrapper's body: `<bundle> <path> <argv0> [args…]`. Reads the state,
+/// sets its bundle (and the pid, if the engine left it out), and execs
+/// the real hook with that state on stdin. Returns only on error.
+pub fn main(args: Vec<OsString>) -> i32 {
+    match exec_hook(args) {
+        Ok(never) => match never {},
+        Err(err) => {
+            eprintln!("rustpod: hook: {err}");
+            1
+        }
+    }
+}
+
+fn exec_hook(args: Vec<OsString>) -> Result<std::convert::Infallible, String> {
+    let [bundle, path, argv0, rest @ ..] = args.as_slice() else {
+        return Err("usage: rustpod-hook BUNDLE PATH ARGV0 [ARGS...]".into());
+    };
+    let mut input = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut input)
+        .map_err(|e| format!("read state from stdin: {e}"))?;
+    let state = fix_state(&input, Path::new(bundle))?;
+    let (reader, mut writer) = std::io::pipe().map_err(|e| format!("create pipe: {e}"))?;
+    // The state is far smaller than a pipe buffer, so this never blocks.
+    writer
+        .write_all(&state)
+        .map_err(|e| format!("write state to pipe: {e}"))?;
+    drop(writer);
+    let err = std::process::Command::new(path)
+        .arg0(argv0)
+        .args(rest)
+        .stdin(reader)
+        .exec();
+    Err(format!("exec {}: {err}", Path::new(path).display()))
+}
+
+fn fix_state(input: &[u8], bundle: &Path) -> Result<Vec<u8>, String> {
+    let mut state: serde_json::Value =
+        serde_json::from_slice(input).map_err(|e| format!("parse state: {e}"))?;
+    let obj = state.as_object_mut().ok_or("state is not a JSON object")?;
+    obj.insert("bundle".into(), bundle.display().to_string().into());
+    if !obj.contains_key("pid") {
+        if let Some(pid) = parent_pid_in_host_proc() {
+            obj.insert("pid".into(), pid.into());
+        }
+    }
+    serde_json::to_vec(&state).map_err(|e| format!("encode state: {e}"))
+}
+
+/// Our parent's pid as the mounted /proc sees it. For a createContainer
+/// hook that is the container init as the host numbers it, because the
+/// host's /proc is still mounted there before pivot_root.
+fn parent_pid_in_host_proc() -> Option<i64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let after_comm = &stat[stat.rfind(')')? + 2..];
+    after_comm.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_gets_the_user_bundle() {
+        let input = br#"{"ociVersion":"1.1.0","id":"x","status":"creating","pid":7,"bundle":"/run/rustpod/@engine/x"}"#;
+        let out: serde_json::Value = serde_json::from_slice(&fix_state(input, Path::new("/b")).unwrap()).unwrap();
+        assert_eq!(out["bundle"], "/b");
+        assert_eq!(out["pid"], 7);
+    }
+
+    #[test]
+    fn wrapped_hook_keeps_argv_and_timeout() {
+        let mut hook = Hook::default();
+        hook.set_path(PathBuf::from("/usr/bin/h"));
+        hook.set_args(Some(vec!["h".into(), "a".into()]));
+        hook.set_timeout(Some(5));
+        let w = wrap(&hook, Path::new("/b"));
+        assert_eq!(w.path(), Path::new("/proc/self/exe"));
+        assert_eq!(w.args().clone().unwrap(), vec![WRAPPER_ARG0, "/b", "/usr/bin/h", "h", "a"]);
+        assert_eq!(w.timeout(), Some(5));
+    }
+}

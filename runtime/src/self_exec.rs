@@ -1,0 +1,20 @@
+//! Our binaries re-execute themselves (through /proc/self/exe) as OCI hooks;
+//! this recognises such a run by argv[0] and does that job instead of main.
+
+use std::os::unix::ffi::OsStrExt;
+
+use crate::{hook_state, mount_propagation};
+
+/// Call first thing in `main` of every binary that creates containers.
+/// Returns only if this process is not one of our hook runs.
+pub fn run_if_invoked() {
+    let mut args = std::env::args_os();
+    let Some(arg0) = args.next() else { return };
+    let rest: Vec<_> = args.collect();
+    let code = match arg0.as_bytes() {
+        a if a == mount_propagation::HOOK_ARG0.as_bytes() => mount_propagation::main(rest),
+        a if a == hook_state::WRAPPER_ARG0.as_bytes() => hook_state::main(rest),
+        _ => return,
+    };
+    std::process::exit(code);
+}
