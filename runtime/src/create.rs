@@ -39,15 +39,25 @@ pub struct CreateOptions {
 }
 
 pub fn create(root: &Path, id: &str, opts: CreateOptions) -> Result<Container> {
+    let bundle = engine_bundle::load(&opts.bundle)?;
+    create_from(root, id, &bundle, opts)
+}
+
+/// `create` for a bundle the caller has already loaded.
+pub fn create_from(
+    root: &Path,
+    id: &str,
+    bundle: &engine_bundle::Bundle,
+    opts: CreateOptions,
+) -> Result<Container> {
     let dir = ContainerDir::new(root, id)?;
     ensure_root(root)?;
     if dir.path().exists() {
         return Err(Error::AlreadyExists(id.to_string()));
     }
-    let bundle = engine_bundle::load(&opts.bundle)?;
-    set_oom_score_adj(&bundle)?;
+    set_oom_score_adj(bundle)?;
     claim(&dir)?;
-    let result = build(&dir, &bundle, opts);
+    let result = build(&dir, bundle, opts);
     match result {
         Ok(container) => Ok(container),
         Err(err) => {

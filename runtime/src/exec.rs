@@ -9,6 +9,7 @@ use libcontainer::syscall::syscall::SyscallType;
 use nix::unistd::Pid;
 use oci_spec::runtime::{Capability, Process};
 
+use crate::console::ConsoleSocket;
 use crate::container_dir::ContainerDir;
 use crate::create::Stdio;
 use crate::engine_bundle;
@@ -57,14 +58,24 @@ pub fn spawn(root: &Path, id: &str, opts: ExecOptions) -> Result<Pid> {
 }
 
 /// `exec` as the CLI runs it: in the foreground, the exit code of the
-/// process; detached, 0.
-pub fn exec(root: &Path, id: &str, opts: ExecOptions) -> Result<i32> {
+/// process (with a pty proxied to our stdio for `--tty`); detached, 0.
+pub fn exec(root: &Path, id: &str, mut opts: ExecOptions) -> Result<i32> {
     let detach = opts.detach;
+    let console = if opts.process.tty && !detach && opts.console_socket.is_none() {
+        let socket = ConsoleSocket::bind(&ContainerDir::new(root, id)?.path())?;
+        opts.console_socket = Some(socket.path().to_path_buf());
+        Some(socket)
+    } else {
+        None
+    };
     let pid = spawn(root, id, opts)?;
     if detach {
         return Ok(0);
     }
-    wait::forward_signals_until_exit(pid)
+    match console {
+        Some(console) => crate::console::proxy_until_exit(console.receive_master()?, pid),
+        None => wait::forward_signals_until_exit(pid),
+    }
 }
 
 fn spawn_with(dir: &ContainerDir, process_file: &Path, opts: ExecOptions) -> Result<Pid> {
@@ -88,7 +99,9 @@ fn spawn_with(dir: &ContainerDir, process_file: &Path, opts: ExecOptions) -> Res
     builder
         .as_tenant()
         .with_process(Some(process_file))
-        .with_detach(opts.detach)
+        // The engine only uses this to insist on a console socket for a
+        // terminal; we wait for foreground processes ourselves.
+        .with_detach(opts.detach || opts.console_socket.is_some())
         .as_sibling(opts.as_sibling)
         .with_process_label(opts.process.process_label.clone())
         .build()

@@ -1,25 +1,52 @@
 //! `run`: create and start; in the foreground also wait, delete, and
-//! return the container's exit code.
+//! return the container's exit code. A foreground `terminal: true`
+//! container gets a pty proxied to our stdio, as with runc.
 
 use std::path::Path;
 
+use crate::console::ConsoleSocket;
 use crate::create::{self, CreateOptions};
 use crate::error::{Error, Result};
-use crate::{delete, start, wait};
+use crate::{delete, engine_bundle, start, wait};
 
-pub fn run(root: &Path, id: &str, opts: CreateOptions, detach: bool) -> Result<i32> {
-    let container = create::create(root, id, opts)?;
-    if let Err(err) = start::start(root, id) {
-        let _ = delete::delete(root, id, true);
-        return Err(err);
-    }
+pub fn run(root: &Path, id: &str, mut opts: CreateOptions, detach: bool) -> Result<i32> {
+    let bundle = engine_bundle::load(&opts.bundle)?;
+    let wants_tty = bundle
+        .spec
+        .process()
+        .as_ref()
+        .and_then(|p| p.terminal())
+        .unwrap_or(false);
+    let console = if wants_tty && !detach && opts.console_socket.is_none() {
+        let socket = ConsoleSocket::bind(root)?;
+        opts.console_socket = Some(socket.path().to_path_buf());
+        Some(socket)
+    } else {
+        None
+    };
+    let container = create::create_from(root, id, &bundle, opts)?;
+    let started = console
+        .as_ref()
+        .map(|c| c.receive_master())
+        .transpose()
+        .and_then(|master| start::start(root, id).map(|_| master));
+    let master = match started {
+        Ok(master) => master,
+        Err(err) => {
+            let _ = delete::delete(root, id, true);
+            return Err(err);
+        }
+    };
     if detach {
         return Ok(0);
     }
     let pid = container
         .pid()
         .ok_or_else(|| Error::Invalid(format!("container {id} has no init pid")))?;
-    let code = wait::forward_signals_until_exit(pid);
+    let code = match master {
+        Some(master) => crate::console::proxy_until_exit(master, pid),
+        None => wait::forward_signals_until_exit(pid),
+    };
     let cleanup = delete::delete(root, id, true);
     let code = code?;
     cleanup?;
