@@ -55,6 +55,9 @@ pub fn create_from(
     if dir.path().exists() {
         return Err(Error::AlreadyExists(id.to_string()));
     }
+    if opts.systemd_cgroup {
+        check_systemd()?;
+    }
     set_oom_score_adj(bundle)?;
     claim(&dir)?;
     let result = build(&dir, bundle, opts);
@@ -122,6 +125,16 @@ fn set_oom_score_adj(bundle: &engine_bundle::Bundle) -> Result<()> {
         };
         Error::Invalid(format!("process.oomScoreAdj {value}: write oom_score_adj: {e}{hint}"))
     })
+}
+
+/// As runc: the systemd cgroup driver needs a running systemd.
+fn check_systemd() -> Result<()> {
+    if Path::new("/run/systemd/system").is_dir() {
+        return Ok(());
+    }
+    Err(Error::Invalid(
+        "systemd not running on this host, cannot use --systemd-cgroup".into(),
+    ))
 }
 
 fn ensure_root(root: &Path) -> Result<()> {

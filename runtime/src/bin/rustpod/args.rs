@@ -215,7 +215,7 @@ pub struct UpdateArgs {
     pub memory_reservation: Option<String>,
     #[arg(long = "memory-swap")]
     pub memory_swap: Option<String>,
-    #[arg(long = "cpu-shares")]
+    #[arg(long = "cpu-shares", alias = "cpu-share")]
     pub cpu_shares: Option<u64>,
     #[arg(long = "cpu-quota")]
     pub cpu_quota: Option<i64>,

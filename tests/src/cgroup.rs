@@ -1,0 +1,59 @@
+// The cgroups of a test container: `/rustpod-test/<id>` (or `/rustpod/<id>`) in every
+// hierarchy under /sys/fs/cgroup; reading v1 files, and removing what a runtime left.
+
+use crate::{leftovers, wait};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+const CGROUP_FS: &str = "/sys/fs/cgroup";
+
+/// The cgroupsPath a container of this suite gets, unless its test clears it.
+pub fn cgroups_path(id: &str) -> String {
+    format!("/rustpod-test/{id}")
+}
+
+/// The content (trimmed) of `/sys/fs/cgroup/<controller>/rustpod-test/<id>/<file>`.
+pub fn v1_file(controller: &str, id: &str, file: &str) -> String {
+    let path = Path::new(CGROUP_FS)
+        .join(controller)
+        .join(cgroups_path(id).trim_start_matches('/'))
+        .join(file);
+    fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+        .trim()
+        .to_string()
+}
+
+/// Existing cgroup dirs for `/rustpod-test/<id>` or `/rustpod/<id>` under any hierarchy.
+pub fn dirs(id: &str) -> Vec<PathBuf> {
+    let relative = [cgroups_path(id), format!("/rustpod/{id}")];
+    let Ok(hierarchies) = fs::read_dir(CGROUP_FS) else {
+        return vec![];
+    };
+    hierarchies
+        .flatten()
+        .flat_map(|h| {
+            relative
+                .iter()
+                .map(move |rel| h.path().join(rel.trim_start_matches('/')))
+        })
+        .filter(|dir| dir.is_dir())
+        .collect()
+}
+
+/// SIGKILLs, by pid, every process in container `id`'s cgroups.
+pub fn kill_processes(id: &str) {
+    for dir in dirs(id) {
+        let procs = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+        leftovers::kill_pids(procs.lines().filter_map(|p| p.trim().parse::<i32>().ok()));
+    }
+}
+
+/// Removes container `id`'s (empty) cgroup dirs; returns those that could not be removed.
+pub fn remove_dirs(id: &str) -> Vec<PathBuf> {
+    wait::eventually(|| {
+        dirs(id).iter().for_each(|dir| drop(fs::remove_dir(dir)));
+        dirs(id).is_empty()
+    });
+    dirs(id)
+}

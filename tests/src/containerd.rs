@@ -1,0 +1,133 @@
+// A private containerd per test (hack/containerd.sh) with its own namespace and the busybox image;
+// on Drop: remove containers, stop it, kill leftovers by pid, unmount, remove its dir.
+
+use crate::process::{self, Output, Spawned};
+use crate::scratch::{unique_name, ScratchDir};
+use crate::{env, leftovers, needs, wait};
+use std::path::{Path, PathBuf};
+
+/// The image `hack/make-oci-image.sh` builds and every test imports.
+pub const IMAGE: &str = "docker.io/library/busybox:latest";
+const CTR: &str = "/usr/bin/ctr";
+const CONTAINERD: &str = "/usr/bin/containerd";
+/// Where containerd 1.6's runc shim keeps the runtime's --root, per namespace.
+const SHIM_RUNC_ROOT: &str = "/run/containerd/runc";
+
+pub struct Containerd {
+    dir: ScratchDir,
+    namespace: String,
+    socket: String,
+}
+
+fn script(name: &str) -> PathBuf {
+    env::repo_root().join("hack").join(name)
+}
+
+/// Why this machine cannot run the containerd tests, if it cannot.
+pub fn blocker() -> Option<String> {
+    needs::containers()
+        .or_else(|| needs::program(Path::new(CTR)))
+        .or_else(|| needs::program(Path::new(CONTAINERD)))
+        .or_else(|| needs::program(&script("containerd.sh")))
+        .or_else(|| needs::program(&script("make-oci-image.sh")))
+}
+
+impl Containerd {
+    /// Starts a private containerd and imports the busybox image into a fresh namespace.
+    pub fn start() -> Self {
+        let dir = ScratchDir::new("ctd");
+        let socket = dir.join_str("containerd.sock");
+        let ctd = Containerd {
+            dir,
+            namespace: unique_name("ns"),
+            socket,
+        };
+        process::run(&script("containerd.sh"), &["start", ctd.dir.str()], b"").ok();
+        let tar = ctd.dir.join_str("busybox.tar");
+        process::run(&script("make-oci-image.sh"), &[IMAGE, tar.as_str()], b"").ok();
+        ctd.ctr(&["image", "import", &tar]).ok();
+        ctd
+    }
+
+    fn ctr_args<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
+        [
+            &[
+                "-n",
+                self.namespace.as_str(),
+                "--address",
+                self.socket.as_str(),
+            ][..],
+            args,
+        ]
+        .concat()
+    }
+
+    /// `ctr -n NS --address SOCK args…`.
+    pub fn ctr(&self, args: &[&str]) -> Output {
+        process::run(Path::new(CTR), &self.ctr_args(args), b"")
+    }
+
+    pub fn spawn_ctr(&self, args: &[&str]) -> Spawned {
+        process::spawn(Path::new(CTR), &self.ctr_args(args), b"")
+    }
+
+    /// The STATUS column of `ctr task ls` for task `id`, if listed.
+    pub fn task_status(&self, id: &str) -> Option<String> {
+        let out = self.ctr(&["task", "ls"]).ok();
+        out.stdout
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .find(|cols| cols.first() == Some(&id))
+            .and_then(|cols| cols.get(2).map(|s| s.to_string()))
+    }
+
+    /// Polls (bounded) until task `id` has `status` (RUNNING, STOPPED…).
+    pub fn wait_task(&self, id: &str, status: &str) {
+        wait::wait_for(&format!("task {id} to be {status}"), || {
+            (self.task_status(id).as_deref() == Some(status)).then_some(())
+        });
+    }
+
+    fn remove_all_containers(&self) {
+        let listed = self.ctr(&["containers", "ls", "-q"]);
+        for id in listed.stdout.split_whitespace() {
+            let _ = self.ctr(&["task", "kill", "-s", "SIGKILL", id]);
+            let _ = self.ctr(&["task", "delete", "--force", id]);
+            let _ = self.ctr(&["containers", "delete", id]);
+        }
+    }
+
+    fn stop(&self) {
+        let stopped =
+            process::spawn(&script("containerd.sh"), &["stop", self.dir.str()], b"").try_wait();
+        if !stopped.is_ok_and(|out| out.success()) {
+            let pid = std::fs::read_to_string(self.dir.join("containerd.pid")).unwrap_or_default();
+            let is_ours = |pid: &i32| {
+                leftovers::pids_under(self.dir.str())
+                    .iter()
+                    .any(|(p, _)| p == pid)
+            };
+            leftovers::kill_pids(pid.trim().parse::<i32>().ok().filter(is_ours));
+        }
+    }
+
+    fn unmount_leftovers(&self) {
+        for mount_point in leftovers::mount_points_under(self.dir.str()).iter().rev() {
+            let _ = nix::mount::umount2(mount_point.as_str(), nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+}
+
+impl Drop for Containerd {
+    fn drop(&mut self) {
+        self.remove_all_containers();
+        self.stop();
+        leftovers::kill_pids(
+            leftovers::pids_under(self.dir.str())
+                .into_iter()
+                .map(|(pid, _)| pid),
+        );
+        self.unmount_leftovers();
+        let _ = std::fs::remove_dir(Path::new(SHIM_RUNC_ROOT).join(&self.namespace));
+    }
+}

@@ -1,0 +1,26 @@
+//! Harness for rustpod's integration tests: drives a runtime CLI (rustpod or runc)
+//! as a subprocess against real busybox containers.
+
+pub mod assertions;
+pub mod bundle;
+pub mod cgroup;
+pub mod checker;
+pub mod console;
+pub mod containerd;
+pub mod env;
+pub mod fixture;
+pub mod host_mount;
+pub mod leftovers;
+pub mod needs;
+pub mod process;
+pub mod runtime;
+pub mod scratch;
+pub mod skip;
+pub mod spec;
+pub mod wait;
+
+pub use bundle::Bundle;
+pub use fixture::{Fixture, SLEEP, TRAP_TERM};
+pub use process::Output;
+pub use runtime::Runtime;
+pub use serde_json::{json, Value};
