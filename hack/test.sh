@@ -10,6 +10,8 @@ hack=$(dirname "${BASH_SOURCE[0]}")
 cd "$hack/.."
 "$hack/install-deps.sh"
 "$hack/build.sh"
+RUSTPOD_CHECKER_BIN=$("$hack/build-checker.sh"); export RUSTPOD_CHECKER_BIN
+RUSTPOD_PAUSE_BIN=$("$hack/build-pause.sh"); export RUSTPOD_PAUSE_BIN
 
 export RUSTPOD_BIN=$CARGO_TARGET_DIR/debug/rustpod
 export RUSTPOD_SHIM_BIN=$CARGO_TARGET_DIR/debug/containerd-shim-rustpod-v1

@@ -35,7 +35,8 @@ pub fn delete(root: &Path, id: &str, force: bool) -> Result<()> {
         });
     }
     match container.delete(force) {
-        Ok(()) => remove_leftovers(&dir),
+        // The engine removed the cgroup; only our own files remain.
+        Ok(()) => dir.remove_all(),
         Err(_) if force => remove_leftovers(&dir),
         Err(e) => Err(Error::engine("delete", id, &e)),
     }
