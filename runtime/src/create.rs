@@ -5,11 +5,10 @@ use std::fs;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-use libcontainer::container::builder::ContainerBuilder;
 use libcontainer::container::Container;
-use libcontainer::syscall::syscall::SyscallType;
 
 use crate::container_dir::{ContainerDir, Metadata};
+use crate::engine_builder::{self, ProcessIo};
 use crate::engine_bundle::{self, EngineOptions};
 use crate::error::{Error, Result};
 
@@ -60,6 +59,7 @@ pub fn create_from(
     }
     set_oom_score_adj(bundle)?;
     claim(&dir)?;
+    debug_pause("claimed");
     let result = build(&dir, bundle, opts);
     match result {
         Ok(container) => Ok(container),
@@ -75,24 +75,13 @@ fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions
         systemd_cgroup: opts.systemd_cgroup,
     };
     let engine_dir = engine_bundle::write_engine_bundle(dir, bundle, &engine_opts)?;
-    let engine_err = |e: &dyn std::error::Error| Error::engine("create", &dir.id, e);
-
-    let mut builder = ContainerBuilder::new(dir.id.clone(), SyscallType::default())
-        .with_root_path(&dir.root)
-        .map_err(|e| engine_err(&e))?
-        .with_pid_file(opts.pid_file.as_ref())
-        .map_err(|e| engine_err(&e))?
-        .with_console_socket(opts.console_socket.as_ref())
-        .with_preserved_fds(opts.preserve_fds);
-    if let Some(fd) = opts.stdio.stdin {
-        builder = builder.with_stdin(fd);
-    }
-    if let Some(fd) = opts.stdio.stdout {
-        builder = builder.with_stdout(fd);
-    }
-    if let Some(fd) = opts.stdio.stderr {
-        builder = builder.with_stderr(fd);
-    }
+    let io = ProcessIo {
+        pid_file: opts.pid_file,
+        console_socket: opts.console_socket,
+        preserve_fds: opts.preserve_fds,
+        stdio: opts.stdio,
+    };
+    let builder = engine_builder::builder(dir, io, "create")?;
     let container = builder
         .as_init(&engine_dir)
         .with_systemd(opts.systemd_cgroup)
@@ -100,7 +89,7 @@ fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions
         .with_no_pivot(opts.no_pivot)
         .as_sibling(opts.as_sibling)
         .build()
-        .map_err(|e| engine_err(&e))?;
+        .map_err(|e| Error::engine("create", &dir.id, &e))?;
 
     dir.save_metadata(&Metadata {
         bundle: bundle.path.clone(),
@@ -125,6 +114,18 @@ fn set_oom_score_adj(bundle: &engine_bundle::Bundle) -> Result<()> {
         };
         Error::Invalid(format!("process.oomScoreAdj {value}: write oom_score_adj: {e}{hint}"))
     })
+}
+
+/// Fault injection for the reliability tests: with
+/// `RUSTPOD_DEBUG_PAUSE=<point>` the process stops itself (SIGSTOP) at that
+/// named point of `create`, so a test can SIGKILL it exactly there. Points:
+/// `claimed` (the id is claimed, nothing else exists yet) and
+/// `engine-created` (the engine has forked the init, made the cgroup and
+/// written its state; our metadata is not written yet).
+fn debug_pause(point: &str) {
+    if std::env::var_os("RUSTPOD_DEBUG_PAUSE").is_some_and(|p| p == point) {
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+    }
 }
 
 /// As runc: the systemd cgroup driver needs a running systemd.

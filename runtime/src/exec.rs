@@ -4,13 +4,12 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use libcontainer::container::builder::ContainerBuilder;
-use libcontainer::syscall::syscall::SyscallType;
 use nix::unistd::Pid;
 use oci_spec::runtime::{Capability, Process};
 
 use crate::console::ConsoleSocket;
 use crate::container_dir::ContainerDir;
+use crate::engine_builder::{self, ProcessIo};
 use crate::create::Stdio;
 use crate::engine_bundle;
 use crate::error::{Error, Result};
@@ -79,33 +78,23 @@ pub fn exec(root: &Path, id: &str, mut opts: ExecOptions) -> Result<i32> {
 }
 
 fn spawn_with(dir: &ContainerDir, process_file: &Path, opts: ExecOptions) -> Result<Pid> {
-    let engine_err = |e: &dyn std::error::Error| Error::engine("exec in", &dir.id, e);
-    let mut builder = ContainerBuilder::new(dir.id.clone(), SyscallType::default())
-        .with_root_path(&dir.root)
-        .map_err(|e| engine_err(&e))?
-        .with_pid_file(opts.pid_file.as_ref())
-        .map_err(|e| engine_err(&e))?
-        .with_console_socket(opts.console_socket.as_ref())
-        .with_preserved_fds(opts.preserve_fds);
-    if let Some(fd) = opts.stdio.stdin {
-        builder = builder.with_stdin(fd);
-    }
-    if let Some(fd) = opts.stdio.stdout {
-        builder = builder.with_stdout(fd);
-    }
-    if let Some(fd) = opts.stdio.stderr {
-        builder = builder.with_stderr(fd);
-    }
-    builder
+    let detach = opts.detach || opts.console_socket.is_some();
+    let io = ProcessIo {
+        pid_file: opts.pid_file,
+        console_socket: opts.console_socket,
+        preserve_fds: opts.preserve_fds,
+        stdio: opts.stdio,
+    };
+    engine_builder::builder(dir, io, "exec in")?
         .as_tenant()
         .with_process(Some(process_file))
         // The engine only uses this to insist on a console socket for a
         // terminal; we wait for foreground processes ourselves.
-        .with_detach(opts.detach || opts.console_socket.is_some())
+        .with_detach(detach)
         .as_sibling(opts.as_sibling)
         .with_process_label(opts.process.process_label.clone())
         .build()
-        .map_err(|e| engine_err(&e))
+        .map_err(|e| Error::engine("exec in", &dir.id, &e))
 }
 
 /// The process spec for an exec: the given file, or the container's own

@@ -5,6 +5,7 @@
 pub mod cgroup;
 pub mod console;
 pub mod container_dir;
+pub mod engine_builder;
 pub mod engine_bundle;
 pub mod error;
 pub mod hook_state;
