@@ -22,6 +22,10 @@ pub struct Metadata {
     pub bundle: PathBuf,
     /// The absolute rootfs path.
     pub rootfs: PathBuf,
+    /// poststart hooks, which `start` runs itself once the user's program
+    /// runs (the engine would run them before the startContainer hooks).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub poststart: Vec<oci_spec::runtime::Hook>,
 }
 
 /// The paths that belong to one container under a state root.

@@ -74,7 +74,7 @@ fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions
     let engine_opts = EngineOptions {
         systemd_cgroup: opts.systemd_cgroup,
     };
-    let engine_dir = engine_bundle::write_engine_bundle(dir, bundle, &engine_opts)?;
+    let (engine_dir, poststart) = engine_bundle::write_engine_bundle(dir, bundle, &engine_opts)?;
     let io = ProcessIo {
         pid_file: opts.pid_file,
         console_socket: opts.console_socket,
@@ -90,10 +90,12 @@ fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions
         .as_sibling(opts.as_sibling)
         .build()
         .map_err(|e| Error::engine("create", &dir.id, &e))?;
+    debug_pause("engine-created");
 
     dir.save_metadata(&Metadata {
         bundle: bundle.path.clone(),
         rootfs: bundle.rootfs.clone(),
+        poststart,
     })?;
     Ok(container)
 }

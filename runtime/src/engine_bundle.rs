@@ -25,6 +25,7 @@ pub fn load(bundle: &Path) -> Result<Bundle> {
     let config = path.join("config.json");
     let spec = parse_config(&config)?;
     check_version(&config, &spec)?;
+    crate::validate::check(&config, &spec)?;
     let rootfs = resolve_rootfs(&path, &config, &spec)?;
     check_process(&config, &spec)?;
     Ok(Bundle { path, spec, rootfs })
@@ -117,13 +118,14 @@ pub struct EngineOptions {
 }
 
 /// Writes the engine's config.json for `bundle` under the container's state
-/// and returns the directory that holds it.
+/// and returns the directory that holds it and the poststart hooks.
 pub fn write_engine_bundle(
     dir: &ContainerDir,
     bundle: &Bundle,
     opts: &EngineOptions,
-) -> Result<PathBuf> {
-    let spec = engine_spec(&dir.id, bundle, opts)?;
+) -> Result<(PathBuf, Vec<oci_spec::runtime::Hook>)> {
+    let mut spec = engine_spec(&dir.id, bundle, opts)?;
+    let poststart = take_poststart_hooks(&mut spec);
     let out = dir.engine_bundle();
     fs::create_dir_all(&out).map_err(|e| Error::io("create directory", &out, e))?;
     let tmp = out.join("config.json.tmp");
@@ -131,7 +133,7 @@ pub fn write_engine_bundle(
     fs::write(&tmp, data).map_err(|e| Error::io("write", &tmp, e))?;
     let file = out.join("config.json");
     fs::rename(&tmp, &file).map_err(|e| Error::io("rename", &file, e))?;
-    Ok(out)
+    Ok((out, poststart))
 }
 
 /// The spec the engine runs, derived from the user's.
@@ -177,7 +179,20 @@ fn wrap_host_hooks(hooks: &mut Hooks, bundle: &Path) {
     hooks.set_create_runtime(wrap_all(hooks.create_runtime()));
     hooks.set_create_container(wrap_all(hooks.create_container()));
     hooks.set_poststart(wrap_all(hooks.poststart()));
+    // ... and taken out for `start` to run itself, see [`poststart_hooks`].
     hooks.set_poststop(wrap_all(hooks.poststop()));
+}
+
+/// The poststart hooks of an engine spec, removed from it. libcontainer
+/// runs poststart as soon as it has signalled the init, before the
+/// startContainer hooks and the user's program; `start` runs them after.
+pub fn take_poststart_hooks(spec: &mut Spec) -> Vec<oci_spec::runtime::Hook> {
+    let Some(hooks) = spec.hooks_mut() else {
+        return Vec::new();
+    };
+    let taken = hooks.poststart().clone().unwrap_or_default();
+    hooks.set_poststart(None);
+    taken
 }
 
 /// runc puts a container without `cgroupsPath` under `/<runtime>/<id>`; the

@@ -164,7 +164,7 @@ fn apply_user(process: &mut Process, args: &ProcessArgs) {
     process.set_user(user);
 }
 
-/// `--cap` adds to every set, as runc does.
+/// `--cap` adds to the bounding, effective and permitted sets, as runc does.
 fn add_capabilities(process: &mut Process, caps: &[String]) -> Result<()> {
     if caps.is_empty() {
         return Ok(());
@@ -182,8 +182,15 @@ fn add_capabilities(process: &mut Process, caps: &[String]) -> Result<()> {
     set.set_bounding(add(set.bounding().clone()));
     set.set_effective(add(set.effective().clone()));
     set.set_permitted(add(set.permitted().clone()));
-    set.set_inheritable(add(set.inheritable().clone()));
-    set.set_ambient(add(set.ambient().clone()));
+    // Never inheritable (CVE-2022-29162, as runc >= 1.1.2): a cap there would
+    // pass to programs the process execs. Ambient needs the cap inheritable,
+    // so it only gets those the config already made inheritable.
+    let inheritable = set.inheritable().clone().unwrap_or_default();
+    if parsed.iter().any(|c| inheritable.contains(c)) {
+        let mut ambient = set.ambient().clone().unwrap_or_default();
+        ambient.extend(parsed.iter().filter(|c| inheritable.contains(c)).cloned());
+        set.set_ambient(Some(ambient));
+    }
     process.set_capabilities(Some(set));
     Ok(())
 }

@@ -13,6 +13,7 @@ pub mod mount_propagation;
 pub mod self_exec;
 pub mod signal;
 pub mod state;
+pub mod validate;
 
 pub mod create;
 pub mod delete;

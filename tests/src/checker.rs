@@ -163,6 +163,15 @@ pub fn strings(value: &Value) -> BTreeSet<String> {
         .unwrap_or_default()
 }
 
+/// The report of the checker run (with `args`) by the runtime under test in a fresh container
+/// whose bundle `configure` changed.
+#[track_caller]
+pub fn report_with(args: &[&str], configure: impl FnOnce(&mut Bundle)) -> Report {
+    let mut bundle = self::bundle(args);
+    configure(&mut bundle);
+    Report::run(&Runtime::under_test(), &bundle)
+}
+
 /// `run` of `bundle` as a fresh container on `rt`, whatever the outcome.
 pub fn try_run(rt: &Runtime, bundle: &Bundle) -> Output {
     rt.run(&rt.new_id("chk"), bundle, &[], b"")
@@ -212,6 +221,7 @@ macro_rules! conform {
         let what = format!($($what)+);
         if !$cond {
             if $crate::env::testing_runc_itself() {
+                let what = what.replace('\n', " | ");
                 $crate::skip!("runc differs from the spec (see tests/RUNC_DIFFERENCES.md): {what}");
             }
             panic!("{what}");

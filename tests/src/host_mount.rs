@@ -33,17 +33,22 @@ impl HostMounts {
     /// `mount --bind path path`.
     pub fn bind_self(&self, path: &Path) {
         self.check_inside(path);
-        mount(Some(path), path, None::<&str>, MsFlags::MS_BIND, None::<&str>)
-            .unwrap_or_else(|e| panic!("bind {} onto itself: {e}", path.display()));
+        mount(
+            Some(path),
+            path,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .unwrap_or_else(|e| panic!("bind {} onto itself: {e}", path.display()));
     }
 
     /// `mount --rbind source target` (the source may be anywhere; the target must be ours).
     pub fn rbind(&self, source: &Path, target: &Path) {
         self.check_inside(target);
         let flags = MsFlags::MS_BIND | MsFlags::MS_REC;
-        mount(Some(source), target, None::<&str>, flags, None::<&str>).unwrap_or_else(|e| {
-            panic!("bind {} onto {}: {e}", source.display(), target.display())
-        });
+        mount(Some(source), target, None::<&str>, flags, None::<&str>)
+            .unwrap_or_else(|e| panic!("bind {} onto {}: {e}", source.display(), target.display()));
     }
 
     /// `<dir>/<relative>` created, bound onto itself and made rshared (as kubelet does with
@@ -83,6 +88,12 @@ impl HostMounts {
             path.display()
         );
     }
+}
+
+/// A config.json bind mount of `source` at `destination` with `options` (`rbind`, `ro`…).
+pub fn bind_spec(source: &Path, destination: &str, options: &[&str]) -> serde_json::Value {
+    serde_json::json!({"destination": destination, "type": "bind", "source": source,
+                       "options": options})
 }
 
 /// Whether `path` is a mount point in the test's (the host's) mount namespace.

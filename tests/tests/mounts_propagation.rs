@@ -4,7 +4,7 @@
 // kubelet does with /var/lib/kubelet; a guard detaches every mount under them afterwards.
 
 use rustpod_tests::checker::{self, Report};
-use rustpod_tests::host_mount::{is_mount_point, HostMounts};
+use rustpod_tests::host_mount::{bind_spec, is_mount_point, HostMounts};
 use rustpod_tests::{conform, json, leftovers, needs, skip_if, Bundle, Runtime, SLEEP};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -36,11 +36,25 @@ fn rootfs_under_shared_mount(bundle: &mut Bundle) -> (HostMounts, PathBuf) {
 
 /// Starts `bundle` (its init must stay up), runs `inspect` on the live container, then deletes it.
 fn with_running<T>(rt: &Runtime, bundle: &Bundle, inspect: impl FnOnce(&str) -> T) -> T {
+    try_with_running(rt, bundle, inspect).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `with_running`, or the error of a create that failed.
+fn try_with_running<T>(
+    rt: &Runtime,
+    bundle: &Bundle,
+    inspect: impl FnOnce(&str) -> T,
+) -> Result<T, String> {
     let id = rt.new_id("prop");
-    rt.start_container(&id, bundle);
+    let created = rt.try_create(&id, bundle, &[]);
+    if !created.success() {
+        return Err(format!("create failed: {}", created.stderr.trim()));
+    }
+    rt.start(&id);
+    rt.wait_status(&id, "running");
     let result = inspect(&id);
     rt.cmd(&["delete", "--force", &id]).ok();
-    result
+    Ok(result)
 }
 
 /// Host mounts under `rootfs` other than the rootfs itself: what a container leaked to the host.
@@ -58,10 +72,18 @@ fn rootfs_propagation_each_value() {
     let mut wrong = vec![];
     for (value, expected) in PROPAGATIONS {
         bundle.set("/linux/rootfsPropagation", json!(value));
-        let (report, leaked) = with_running(&rt, &bundle, |id| {
+        let outcome = try_with_running(&rt, &bundle, |id| {
             (Report::exec(&rt, id, &[]), leaked_into_host(&rootfs))
         });
+        let (report, leaked) = match outcome {
+            Ok(seen) => seen,
+            Err(e) => {
+                wrong.push(format!("{value}: {e}"));
+                continue;
+            }
+        };
         let got = report.propagation("/");
+        eprintln!("rootfsPropagation {value}: / is {got}");
         if got != expected {
             wrong.push(format!("{value}: / is {got}, want {expected}"));
         }
@@ -95,14 +117,10 @@ fn shared_volume() -> (HostMounts, PathBuf) {
     (host, volume)
 }
 
-fn bind(source: &Path, destination: &str, options: &[&str]) -> serde_json::Value {
-    json!({"destination": destination, "type": "bind", "source": source, "options": options})
-}
-
 /// The propagation of /vol and /vol/sub inside, with /vol bound from `volume` with `options`.
 fn volume_propagation(rt: &Runtime, volume: &Path, options: &[&str]) -> (String, String) {
     let mut bundle = checker::bundle_running(SLEEP);
-    bundle.add_mount(bind(volume, "/vol", options));
+    bundle.add_mount(bind_spec(volume, "/vol", options));
     with_running(rt, &bundle, |id| {
         let report = Report::exec(rt, id, &["--path", "/vol/sub/sub-marker"]);
         assert_eq!(
@@ -125,6 +143,7 @@ fn mount_propagation_each_option() {
     let mut wrong = vec![];
     for (option, expected) in PROPAGATIONS {
         let (vol, sub) = volume_propagation(&rt, &volume, &["rbind", option]);
+        eprintln!("{option}: /vol {vol}, /vol/sub {sub} (plain rbind: {sub_baseline})");
         // The r-forms apply to the submount too; the others leave it as a plain rbind has it.
         let sub_expected = if option.starts_with('r') {
             expected
@@ -164,7 +183,7 @@ impl KubeletVolume {
     /// A bundle with this volume at /vol with `options` and root propagation `root`.
     fn bundle(&self, options: &[&str], root: Option<&str>) -> Bundle {
         let mut bundle = checker::bundle_running(SLEEP);
-        bundle.add_mount(bind(&self.path, "/vol", options));
+        bundle.add_mount(bind_spec(&self.path, "/vol", options));
         if let Some(root) = root {
             bundle.set("/linux/rootfsPropagation", json!(root));
         }
@@ -174,9 +193,14 @@ impl KubeletVolume {
     /// Mounts a tmpfs on the host at `<volume>/late` and reports whether the running container
     /// `id` sees its marker file at /vol/late.
     fn host_mount_seen_inside(&self, rt: &Runtime, id: &str) -> bool {
-        let before = Report::exec(rt, id, &["--path", "/vol/before", "--path", "/vol/late/late"]);
+        let before = Report::exec(
+            rt,
+            id,
+            &["--path", "/vol/before", "--path", "/vol/late/late"],
+        );
         assert_eq!(
-            before.path("/vol/before")["content"], "before",
+            before.path("/vol/before")["content"],
+            "before",
             "the volume is not bound at /vol: {}",
             before.mount_table()
         );

@@ -1,15 +1,16 @@
 //! rustpod-checker: runs INSIDE a test container and prints one JSON object describing what
 //! the process sees, so that tests can compare it with the config.json they asked for.
 //!
-//! Usage: `rustpod-checker [--sysctl KEY]... [--path PATH]... [--mkdir PATH]... [--write PATH]...
-//! [--exec PATH]...`
+//! Usage: `rustpod-checker [--sysctl KEY]... [--path PATH]... [--mkdir PATH[:MODE]]...
+//! [--write PATH]... [--exec PATH]...`
 //!
 //! Always reported: namespaces, uid/gid maps, ids and groups, the five capability sets,
 //! NoNewPrivs, seccomp mode, rlimits, umask, hostname, domainname, cwd, env, args, mounts (with
 //! propagation), the cgroup membership and limit files, oom_score_adj, personality and clocks.
 //! On request: sysctls (`--sysctl net.ipv4.ip_forward`), paths (`--path P`: kind, mode, owner,
-//! device, the mount it is on, read-only, masked), and the errno of `mkdir`, of opening for
-//! writing and of exec'ing a path (0 = success). Linked statically so it runs in a busybox rootfs.
+//! device, the mount it is on, read-only, masked), and the errno of `mkdir` (`--mkdir P[:MODE]`),
+//! of opening for writing and of exec'ing a path (0 = success). Linked statically so it runs in
+//! a busybox rootfs.
 
 use serde_json::{json, Map, Value};
 use std::ffi::{CStr, CString};
@@ -461,7 +462,9 @@ fn unescape(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        let octal = b.get(i + 1..i + 4).filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
         match (b[i], octal) {
             (b'\\', Some(d)) => {
                 out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
@@ -647,8 +650,14 @@ fn errnos(paths: &[String], op: fn(&str) -> std::io::Result<()>) -> Value {
     Value::Object(map)
 }
 
-fn try_mkdir(path: &str) -> std::io::Result<()> {
-    fs::create_dir(path)
+/// `PATH` or `PATH:MODE` (octal; default 0777, as mkdir(1) passes it).
+fn try_mkdir(arg: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    let (path, mode) = match arg.rsplit_once(':') {
+        Some((path, mode)) => (path, u32::from_str_radix(mode, 8).unwrap_or(0o777)),
+        None => (arg, 0o777),
+    };
+    fs::DirBuilder::new().mode(mode).create(path)
 }
 
 fn try_write(path: &str) -> std::io::Result<()> {

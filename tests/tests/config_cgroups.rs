@@ -1,0 +1,208 @@
+// linux.cgroupsPath and linux.resources (issue 3): the cgroupfs path form, memory, cpu, cpuset,
+// pids, blkio and devices limits as the host's cgroup v1 files and the checker inside see them,
+// `update` changing them live; hugetlb, cgroup v2 and the systemd form skip loudly here when the
+// machine cannot do them.
+
+use rustpod_tests::cgroup::{cgroups_path, v1_file};
+use rustpod_tests::checker::{self, Report};
+use rustpod_tests::{json, needs, skip, skip_if, Fixture, Runtime, Value, SLEEP};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+const MIB: i64 = 1024 * 1024;
+
+/// The block device of the host's root filesystem, for blkio throttling.
+fn root_device() -> (u32, u32) {
+    let dev = std::fs::metadata("/").expect("stat /").dev();
+    (libc::major(dev), libc::minor(dev))
+}
+
+fn resources() -> Value {
+    let (major, minor) = root_device();
+    json!({
+        "memory": {"limit": 64 * MIB, "reservation": 32 * MIB},
+        "cpu": {"shares": 512, "quota": 20000, "period": 100000, "cpus": "0", "mems": "0"},
+        "pids": {"limit": 64},
+        "blockIO": {"throttleReadBpsDevice": [{"major": major, "minor": minor, "rate": MIB}]},
+        "devices": [
+            {"allow": false, "access": "rwm"},
+            {"allow": true, "type": "c", "major": 1, "minor": 3, "access": "rwm"}
+        ]
+    })
+}
+
+/// (controller, file, value) the `resources()` above must produce.
+fn expected_files() -> Vec<(&'static str, &'static str, String)> {
+    let (major, minor) = root_device();
+    vec![
+        ("memory", "memory.limit_in_bytes", (64 * MIB).to_string()),
+        (
+            "memory",
+            "memory.soft_limit_in_bytes",
+            (32 * MIB).to_string(),
+        ),
+        ("cpu", "cpu.shares", "512".into()),
+        ("cpu", "cpu.cfs_quota_us", "20000".into()),
+        ("cpu", "cpu.cfs_period_us", "100000".into()),
+        ("cpuset", "cpuset.cpus", "0".into()),
+        ("cpuset", "cpuset.mems", "0".into()),
+        ("pids", "pids.max", "64".into()),
+        (
+            "blkio",
+            "blkio.throttle.read_bps_device",
+            format!("{major}:{minor} {MIB}"),
+        ),
+        ("devices", "devices.list", "c 1:3 rwm".into()),
+    ]
+}
+
+fn v1_blocker() -> Option<String> {
+    ["memory", "cpu", "cpuset", "pids", "blkio", "devices"]
+        .iter()
+        .find_map(|c| needs::cgroup_v1(c))
+}
+
+/// Whether a cgroup file's content matches: devices.list must hold the line (runtimes add the
+/// default devices to it), every other file must equal it.
+fn matches(file: &str, content: &str, value: &str) -> bool {
+    if file == "devices.list" {
+        content.lines().any(|l| l == value) && !content.lines().any(|l| l == "a *:* rwm")
+    } else {
+        content == value
+    }
+}
+
+/// Asserts every (controller, file, value) on the host and, through `report`, inside.
+fn assert_limits(id: &str, report: &Report, expected: &[(&str, &str, String)]) {
+    for (controller, file, value) in expected {
+        let host = v1_file(controller, id, file);
+        assert!(
+            matches(file, &host, value),
+            "host {controller}/{file}: {host:?}, want {value:?}"
+        );
+        let inside = report.cgroup_file(file).unwrap_or_default();
+        assert!(
+            matches(file, inside, value),
+            "{file} inside: {inside:?}, want {value:?} (cgroup {})",
+            report.at("/cgroup")
+        );
+    }
+}
+
+/// A running container (init `SLEEP`, the checker installed) with `linux.resources`.
+fn running_with(resources: Value) -> Fixture {
+    let mut bundle = checker::bundle_running(SLEEP);
+    bundle.set("/linux/resources", resources);
+    let rt = Runtime::under_test();
+    let id = rt.new_id("cg");
+    rt.start_container(&id, &bundle);
+    Fixture { rt, bundle, id }
+}
+
+#[test]
+fn cgroupfs_path_and_v1_limits() {
+    skip_if!(v1_blocker());
+    let Fixture { rt, id, .. } = &running_with(resources());
+    let report = Report::exec(rt, id, &[]);
+    let memberships = report
+        .at("/cgroup/membership")
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let memory = memberships
+        .iter()
+        .find(|m| m["controllers"] == "memory")
+        .expect("a memory cgroup");
+    assert_eq!(memory["path"], cgroups_path(&id).as_str(), "cgroupsPath");
+    assert_limits(&id, &report, &expected_files());
+}
+
+#[test]
+fn update_changes_limits_live() {
+    skip_if!(v1_blocker());
+    let Fixture { rt, id, .. } = &running_with(resources());
+    let update = json!({"memory": {"limit": 128 * MIB}, "cpu": {"shares": 256, "quota": 30000},
+                        "pids": {"limit": 32}});
+    rt.cmd_stdin(
+        &["update", "--resources", "-", &id],
+        update.to_string().as_bytes(),
+    )
+    .ok();
+    let report = Report::exec(rt, id, &[]);
+    let expected = [
+        ("memory", "memory.limit_in_bytes", (128 * MIB).to_string()),
+        ("cpu", "cpu.shares", "256".to_string()),
+        ("cpu", "cpu.cfs_quota_us", "30000".to_string()),
+        ("pids", "pids.max", "32".to_string()),
+    ];
+    assert_limits(&id, &report, &expected);
+}
+
+#[test]
+fn hugetlb_limits() {
+    skip_if!(needs::containers());
+    if needs::cgroup_v1("hugetlb").is_some() {
+        skip!(
+            "hugetlb limits: no cgroup v1 hugetlb hierarchy at /sys/fs/cgroup/hugetlb (on this \
+             hybrid host hugetlb is only in the cgroup v2 hierarchy at /sys/fs/cgroup/unified, \
+             which does not hold the container's other controllers)"
+        );
+    }
+    let limits = json!({"hugepageLimits": [{"pageSize": "2MB", "limit": 4 * 2 * MIB}]});
+    let Fixture { rt, id, .. } = &running_with(limits);
+    let report = Report::exec(rt, id, &[]);
+    let expected = [(
+        "hugetlb",
+        "hugetlb.2MB.limit_in_bytes",
+        (8 * MIB).to_string(),
+    )];
+    assert_limits(&id, &report, &expected);
+}
+
+#[test]
+fn cgroup_v2_limits() {
+    skip_if!(needs::containers());
+    let controllers =
+        std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers").unwrap_or_default();
+    if !controllers.split_whitespace().any(|c| c == "memory") {
+        skip!(
+            "cgroup v2 controllers: /sys/fs/cgroup is not a cgroup v2 hierarchy with the memory \
+             controller (this host is cgroups v1 hybrid; /sys/fs/cgroup/unified has only hugetlb)"
+        );
+    }
+    let limits = json!({"memory": {"limit": 64 * MIB}, "pids": {"limit": 64}});
+    let Fixture { rt, id, .. } = &running_with(limits);
+    let report = Report::exec(rt, id, &[]);
+    assert_eq!(
+        report.cgroup_file("memory.max"),
+        Some((64 * MIB).to_string().as_str())
+    );
+    assert_eq!(report.cgroup_file("pids.max"), Some("64"));
+}
+
+#[test]
+fn systemd_cgroups_path_form() {
+    skip_if!(needs::containers());
+    if !Path::new("/run/systemd/system").is_dir() {
+        skip!(
+            "systemd cgroup driver (cgroupsPath slice:prefix:name): systemd is not PID 1 on \
+             this machine (/run/systemd/system is missing)"
+        );
+    }
+    let mut bundle = checker::bundle_running(SLEEP);
+    bundle.clear_cgroups_path();
+    let rt = Runtime::under_test().with_globals(&["--systemd-cgroup"]);
+    let id = rt.new_id("sd");
+    bundle.set(
+        "/linux/cgroupsPath",
+        json!(format!("system.slice:rustpod-test:{id}")),
+    );
+    rt.start_container(&id, &bundle);
+    let report = Report::exec(&rt, &id, &[]);
+    let scope = format!("rustpod-test-{id}.scope");
+    assert!(
+        report.at("/cgroup/membership").to_string().contains(&scope),
+        "not in {scope}: {}",
+        report.at("/cgroup/membership")
+    );
+}

@@ -1,0 +1,132 @@
+// linux.namespaces (issue 3): every type made new, types left out shared with the host, joining
+// a "sandbox" container's namespaces by path as pod containers do, and a user namespace with
+// uid/gid mappings; compared through the checker's /proc/self/ns links and maps.
+
+use rustpod_tests::checker::{self, ns_of, Report};
+use rustpod_tests::{conform, json, needs, skip_if, Runtime, Value, SLEEP};
+
+/// OCI namespace type → /proc/self/ns link name.
+const TYPES: [(&str, &str); 8] = [
+    ("pid", "pid"),
+    ("network", "net"),
+    ("mount", "mnt"),
+    ("ipc", "ipc"),
+    ("uts", "uts"),
+    ("user", "user"),
+    ("cgroup", "cgroup"),
+    ("time", "time"),
+];
+
+const MAPPING: [(u32, u32, u32); 1] = [(0, 100_000, 65_536)];
+
+fn namespaces(types: &[&str]) -> Value {
+    json!(types.iter().map(|t| json!({"type": t})).collect::<Vec<_>>())
+}
+
+fn mappings() -> Value {
+    json!(MAPPING
+        .iter()
+        .map(|(c, h, s)| json!({"containerID": c, "hostID": h, "size": s}))
+        .collect::<Vec<_>>())
+}
+
+/// The namespace links in the checker's report from inside vs on the host: (type, inside, host).
+fn inside_and_host(inside: &Report) -> Vec<(&'static str, String, String)> {
+    let host = checker::host_report(&[]);
+    TYPES
+        .iter()
+        .map(|(oci, link)| {
+            let at = format!("/namespaces/{link}");
+            (*oci, inside.str(&at).to_string(), host.str(&at).to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn every_namespace_type_is_new() {
+    skip_if!(needs::containers());
+    let mut bundle = checker::bundle(&[]);
+    bundle.set("/linux/namespaces", namespaces(&TYPES.map(|(oci, _)| oci)));
+    bundle.set("/linux/uidMappings", mappings());
+    bundle.set("/linux/gidMappings", mappings());
+    let out = checker::try_run(&Runtime::under_test(), &bundle);
+    conform!(out.success(), "all 8 namespace types: {}", out.describe());
+    let mut shared = vec![];
+    for (oci, inside, host) in inside_and_host(&Report::from_output(out)) {
+        assert!(!inside.is_empty(), "no {oci} namespace link inside");
+        if inside == host {
+            shared.push(oci);
+        }
+    }
+    conform!(
+        shared.is_empty(),
+        "namespaces asked to be new are the host's: {shared:?}"
+    );
+}
+
+#[test]
+fn namespaces_left_out_are_the_hosts() {
+    skip_if!(needs::containers());
+    let mut bundle = checker::bundle(&[]);
+    bundle.set("/linux/namespaces", namespaces(&["mount"]));
+    bundle.remove("/hostname");
+    let report = Report::run(&Runtime::under_test(), &bundle);
+    for (oci, inside, host) in inside_and_host(&report) {
+        if oci == "mount" {
+            assert_ne!(inside, host, "mount namespace must be new");
+        } else {
+            assert_eq!(inside, host, "{oci} namespace was not asked for");
+        }
+    }
+}
+
+#[test]
+fn user_namespace_with_mappings() {
+    skip_if!(needs::containers());
+    let mut bundle = checker::bundle(&[]);
+    let types = ["pid", "network", "ipc", "uts", "mount", "user"];
+    bundle.set("/linux/namespaces", namespaces(&types));
+    bundle.set("/linux/uidMappings", mappings());
+    bundle.set("/linux/gidMappings", mappings());
+    let report = Report::run(&Runtime::under_test(), &bundle);
+    let expected = json!(MAPPING.map(|(c, h, s)| [c, h, s]));
+    assert_eq!(report.at("/uid_map"), &expected);
+    assert_eq!(report.at("/gid_map"), &expected);
+    assert_eq!(report.at("/ids/uid"), 0, "root inside the user namespace");
+}
+
+#[test]
+fn pod_containers_join_the_sandbox_namespaces_by_path() {
+    skip_if!(needs::containers());
+    let rt = Runtime::under_test();
+    let sandbox = checker::bundle_running(SLEEP);
+    let sandbox_id = rt.new_id("sandbox");
+    rt.start_container(&sandbox_id, &sandbox);
+    let pid = rt.pid(&sandbox_id);
+
+    let joined = [
+        ("network", "net"),
+        ("ipc", "ipc"),
+        ("pid", "pid"),
+        ("uts", "uts"),
+    ];
+    let mut member = checker::bundle(&[]);
+    let mut list: Vec<Value> = joined
+        .iter()
+        .map(|(oci, link)| json!({"type": oci, "path": format!("/proc/{pid}/ns/{link}")}))
+        .collect();
+    list.push(json!({"type": "mount"}));
+    member.set("/linux/namespaces", json!(list));
+    member.remove("/hostname");
+    let report = Report::run(&rt, &member);
+    for (oci, link) in joined {
+        assert_eq!(
+            report.str(&format!("/namespaces/{link}")),
+            ns_of(pid, link),
+            "{oci} namespace must be the sandbox's"
+        );
+    }
+    assert_ne!(report.str("/namespaces/mnt"), ns_of(pid, "mnt"));
+    assert_ne!(report.at("/pid"), 1, "the sandbox's init is pid 1 there");
+    assert_eq!(report.str("/hostname"), "rustpod", "the sandbox's hostname");
+}

@@ -1,0 +1,241 @@
+// The `process` object (issue 3): user, additionalGids, umask, the five capability sets,
+// noNewPrivileges, rlimits, oomScoreAdj (positive works; negative fails naming oom_score_adj
+// without CAP_SYS_RESOURCE), env/cwd/args and seccomp, compared with what the checker sees.
+
+use rustpod_tests::assertions::assert_one_line_error;
+use rustpod_tests::checker::{self, report_with, strings, Report};
+use rustpod_tests::console::ConsoleSocket;
+use rustpod_tests::{conform, json, needs, skip, skip_if, Runtime, Value};
+use std::collections::BTreeSet;
+
+fn set_of(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn user_groups_and_umask() {
+    skip_if!(needs::containers());
+    let report = report_with(&[], |b| {
+        b.set(
+            "/process/user",
+            json!({"uid": 1000, "gid": 1001, "additionalGids": [5, 2000], "umask": 23}),
+        );
+    });
+    for (field, want) in [("uid", 1000), ("euid", 1000), ("gid", 1001), ("egid", 1001)] {
+        assert_eq!(report.at(&format!("/ids/{field}")), want, "{field}");
+    }
+    let groups: BTreeSet<u64> = report
+        .at("/ids/groups")
+        .as_array()
+        .expect("groups")
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    assert!(
+        groups.contains(&5) && groups.contains(&2000),
+        "additionalGids [5, 2000] missing from {groups:?}"
+    );
+    assert_eq!(report.str("/umask"), "0027", "umask 23 (decimal) is 0027");
+}
+
+#[test]
+fn default_capabilities_and_empty_inheritable() {
+    skip_if!(needs::containers());
+    let report = report_with(&[], |_| {});
+    let default = set_of(&["CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"]);
+    for set in ["bounding", "effective", "permitted"] {
+        assert_eq!(report.caps(set), default, "{set}");
+    }
+    assert!(
+        report.caps("inheritable").is_empty(),
+        "inheritable must stay empty unless asked for: {:?}",
+        report.caps("inheritable")
+    );
+}
+
+/// A non-root process keeps exactly what ambient carries across exec, so all five sets differ
+/// from each other's defaults and can be checked one by one.
+#[test]
+fn all_five_capability_sets_for_a_non_root_user() {
+    skip_if!(needs::containers());
+    let bounding = ["CAP_CHOWN", "CAP_KILL", "CAP_NET_BIND_SERVICE"];
+    let carried = ["CAP_NET_BIND_SERVICE"];
+    let report = report_with(&[], |b| {
+        b.set("/process/user", json!({"uid": 1000, "gid": 1000}));
+        b.set(
+            "/process/capabilities",
+            json!({"bounding": bounding, "effective": carried, "permitted": carried,
+                   "inheritable": carried, "ambient": carried}),
+        );
+    });
+    assert_eq!(report.caps("bounding"), set_of(&bounding));
+    for set in ["effective", "permitted", "inheritable", "ambient"] {
+        assert_eq!(report.caps(set), set_of(&carried), "{set}");
+    }
+}
+
+#[test]
+fn no_new_privileges_both_ways() {
+    skip_if!(needs::containers());
+    for nnp in [true, false] {
+        let report = report_with(&[], |b| {
+            b.set("/process/noNewPrivileges", json!(nnp));
+        });
+        assert_eq!(
+            report.at("/no_new_privs"),
+            i64::from(nnp),
+            "noNewPrivileges {nnp}"
+        );
+    }
+}
+
+#[test]
+fn rlimits() {
+    skip_if!(needs::containers());
+    let limits = [
+        ("RLIMIT_NOFILE", 512, 1024),
+        ("RLIMIT_NPROC", 100, 200),
+        ("RLIMIT_CORE", 0, 4096),
+    ];
+    let report = report_with(&[], |b| {
+        let list: Vec<Value> = limits
+            .iter()
+            .map(|(t, soft, hard)| json!({"type": t, "soft": soft, "hard": hard}))
+            .collect();
+        b.set("/process/rlimits", json!(list));
+    });
+    for (name, soft, hard) in limits {
+        assert_eq!(
+            report.at(&format!("/rlimits/{name}")),
+            &json!({"soft": soft, "hard": hard}),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn positive_oom_score_adj() {
+    skip_if!(needs::containers());
+    let report = report_with(&[], |b| {
+        b.set("/process/oomScoreAdj", json!(500));
+    });
+    assert_eq!(report.at("/oom_score_adj"), 500);
+}
+
+#[test]
+fn negative_oom_score_adj_without_cap_sys_resource_names_oom_score_adj() {
+    skip_if!(needs::containers());
+    if checker::host_bounding_caps()
+        .iter()
+        .any(|c| c == "CAP_SYS_RESOURCE")
+    {
+        skip!("this machine has CAP_SYS_RESOURCE, so a negative oomScoreAdj is allowed");
+    }
+    let mut bundle = checker::bundle(&[]);
+    bundle.set("/process/oomScoreAdj", json!(-500));
+    let rt = Runtime::under_test();
+    let id = rt.new_id("oom");
+    let out = rt.try_create(&id, &bundle, &[]);
+    conform!(
+        out.stderr_lines().len() == 1,
+        "a negative oomScoreAdj must fail with one error line: {}",
+        out.describe()
+    );
+    assert_one_line_error(&out, &["oom_score_adj"]);
+    rt.assert_nothing_left(&id, bundle.path());
+}
+
+#[test]
+fn env_cwd_and_args() {
+    skip_if!(needs::containers());
+    let report = report_with(&["--path", "/"], |b| {
+        b.add_env(&["GREETING=hello world", "EMPTY="]);
+        b.set("/process/cwd", json!("/tmp"));
+    });
+    let env = strings(report.at("/env"));
+    for var in ["GREETING=hello world", "EMPTY=", "TERM=xterm"] {
+        assert!(env.contains(var), "{var} missing from {env:?}");
+    }
+    assert_eq!(report.str("/cwd"), "/tmp");
+    assert_eq!(
+        report.at("/args"),
+        &json!([checker::IN_CONTAINER, "--path", "/"])
+    );
+}
+
+const EOPNOTSUPP: i64 = 95;
+const EACCES: i64 = 13;
+const ENOSYS: i64 = 38;
+
+fn seccomp(rules: Value) -> Value {
+    json!({"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_X86_64"],
+           "syscalls": rules})
+}
+
+#[test]
+fn seccomp_errno_with_errno_ret_and_an_argument_filter() {
+    skip_if!(needs::containers());
+    let report = report_with(
+        &[
+            "--mkdir",
+            "/tmp/any",
+            "--mkdir",
+            "/tmp/private:700",
+            "--mkdir",
+            "/tmp/open:755",
+        ],
+        |b| {
+            b.set("/root/readonly", json!(false));
+            b.set(
+                "/linux/seccomp",
+                seccomp(json!([
+                    {"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": EACCES,
+                     "args": [{"index": 1, "value": 0o700, "op": "SCMP_CMP_EQ"}]},
+                    {"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO",
+                     "errnoRet": EOPNOTSUPP,
+                     "args": [{"index": 1, "value": 0o777, "op": "SCMP_CMP_EQ"}]}
+                ])),
+            );
+        },
+    );
+    assert_eq!(report.at("/seccomp"), 2, "seccomp filter mode");
+    assert_eq!(
+        report.at("/mkdir/~1tmp~1any"),
+        EOPNOTSUPP,
+        "mode 0777: errnoRet"
+    );
+    assert_eq!(
+        report.at("/mkdir/~1tmp~1private:700"),
+        EACCES,
+        "mode 0700: the other rule"
+    );
+    assert_eq!(
+        report.at("/mkdir/~1tmp~1open:755"),
+        0,
+        "mode 0755 matches no rule"
+    );
+}
+
+/// SCMP_ACT_NOTIFY with listenerPath: the runtime sends the notify fd to the listener; when the
+/// listener closes it, the filtered syscall fails with ENOSYS.
+#[test]
+fn seccomp_notify_sends_the_fd_to_the_listener() {
+    skip_if!(needs::containers());
+    let rt = Runtime::under_test();
+    let listener = ConsoleSocket::new();
+    let mut bundle = checker::bundle(&["--mkdir", "/tmp/notified"]);
+    bundle.set("/root/readonly", json!(false));
+    let mut filter = seccomp(json!([{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_NOTIFY"}]));
+    filter["listenerPath"] = json!(listener.path());
+    bundle.set("/linux/seccomp", filter);
+    if !rt.cmd(&["features"]).stdout.contains("SCMP_ACT_NOTIFY") {
+        skip!(
+            "{} does not list SCMP_ACT_NOTIFY in `features`",
+            rt.bin().display()
+        );
+    }
+    let running = rt.spawn_run(&rt.new_id("notify"), &bundle, &[], b"");
+    drop(listener.receive_master());
+    let report = Report::from_output(running.wait());
+    assert_eq!(report.at("/mkdir/~1tmp~1notified"), ENOSYS);
+}
