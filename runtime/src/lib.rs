@@ -10,6 +10,7 @@ pub mod engine_bundle;
 pub mod error;
 pub mod hook_state;
 pub mod mount_propagation;
+pub mod sealed_exe;
 pub mod self_exec;
 pub mod signal;
 pub mod state;

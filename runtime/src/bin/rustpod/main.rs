@@ -19,6 +19,11 @@ use rustpod::exec::{ExecOptions, ProcessArgs};
 fn main() {
     rustpod::self_exec::run_if_invoked();
     let cli = Cli::parse();
+    if enters_container(&cli.command) && !rustpod::sealed_exe::is_sealed() {
+        let err = rustpod::sealed_exe::reexec();
+        eprintln!("rustpod: run from a sealed copy of the binary: {err}");
+        std::process::exit(1);
+    }
     if let Err(err) = logging::init(cli.global.log.as_deref(), cli.global.log_format, cli.global.debug) {
         eprintln!("rustpod: {err:#}");
         std::process::exit(1);
@@ -32,6 +37,12 @@ fn main() {
             std::process::exit(1);
         }
     }
+}
+
+/// Commands that fork into a container's namespaces; they run from a
+/// sealed copy of the binary (CVE-2019-5736, see `sealed_exe`).
+fn enters_container(command: &Command) -> bool {
+    matches!(command, Command::Create(_) | Command::Run(_) | Command::Exec(_))
 }
 
 fn dispatch(cli: Cli) -> Result<i32> {

@@ -1,0 +1,272 @@
+// A catalogue of hostile or broken config.json files: each makes `create` exit non-zero with a
+// one-line error naming the field or the problem (printed, for humans to read), and leaves no
+// state, cgroup, mount or process behind. A few inputs that runc accepts on purpose are checked
+// separately to be accepted here too, with the reason.
+
+use rustpod_tests::assertions::assert_one_line_error;
+use rustpod_tests::{json, needs, skip_if, Fixture, Value, SLEEP};
+
+/// One bad config: what it is, how to break the default bundle, and what the error must name.
+struct Case {
+    name: &'static str,
+    breaks: fn(&mut Fixture),
+    names: &'static [&'static str],
+}
+
+/// Sets a JSON pointer in the fixture's config.
+fn set(fx: &mut Fixture, pointer: &str, value: Value) {
+    fx.bundle.set(pointer, value);
+}
+
+/// Replaces the namespace of type `typ` with `entry`.
+fn replace_namespace(fx: &mut Fixture, typ: &str, entry: Value) {
+    let mut namespaces = fx.bundle.config()["linux"]["namespaces"].clone();
+    for ns in namespaces.as_array_mut().expect("namespaces array") {
+        if ns["type"] == typ {
+            *ns = entry.clone();
+        }
+    }
+    set(fx, "/linux/namespaces", namespaces);
+}
+
+fn seccomp_with_rule(fx: &mut Fixture, rule: Value) {
+    set(
+        fx,
+        "/linux/seccomp",
+        json!({"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_X86_64"], "syscalls": [rule]}),
+    );
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "truncated JSON",
+        breaks: |fx| {
+            let text = serde_json::to_string(fx.bundle.config()).unwrap();
+            let half = &text[..text.len() / 2];
+            fx.bundle.write_raw_config(half);
+        },
+        names: &["config.json"],
+    },
+    Case {
+        name: "process.args is a string, not an array",
+        breaks: |fx| set(fx, "/process/args", json!("sleep 1000")),
+        names: &["process.args"],
+    },
+    Case {
+        name: "process.user.uid is a string",
+        breaks: |fx| set(fx, "/process/user/uid", json!("root")),
+        names: &["process.user.uid"],
+    },
+    Case {
+        name: "linux.namespaces is an object",
+        breaks: |fx| set(fx, "/linux/namespaces", json!({"type": "pid"})),
+        names: &["linux.namespaces"],
+    },
+    Case {
+        name: "relative root.path escaping the bundle",
+        breaks: |fx| set(fx, "/root/path", json!("../../..")),
+        names: &["root.path"],
+    },
+    Case {
+        name: "\"..\" in a mount destination",
+        breaks: |fx| {
+            fx.bundle.add_mount(
+                json!({"destination": "/tmp/../../etc", "type": "tmpfs", "source": "tmpfs"}),
+            );
+        },
+        names: &["mounts[7].destination"],
+    },
+    Case {
+        name: "namespace path to a file that is not a namespace",
+        breaks: |fx| {
+            replace_namespace(
+                fx,
+                "network",
+                json!({"type": "network", "path": "/etc/hostname"}),
+            )
+        },
+        names: &["linux.namespaces[1].path"],
+    },
+    Case {
+        name: "namespace path that does not exist",
+        breaks: |fx| {
+            replace_namespace(
+                fx,
+                "ipc",
+                json!({"type": "ipc", "path": "/proc/no-such/ns/ipc"}),
+            )
+        },
+        names: &["linux.namespaces[2].path"],
+    },
+    Case {
+        name: "namespace path to a namespace of another type",
+        breaks: |fx| {
+            replace_namespace(
+                fx,
+                "ipc",
+                json!({"type": "ipc", "path": "/proc/self/ns/net"}),
+            )
+        },
+        names: &["linux.namespaces[2].path"],
+    },
+    Case {
+        name: "unknown namespace type",
+        breaks: |fx| replace_namespace(fx, "uts", json!({"type": "bogus"})),
+        names: &["linux.namespaces[3].type"],
+    },
+    Case {
+        name: "negative memory limit",
+        breaks: |fx| set(fx, "/linux/resources/memory", json!({"limit": -5})),
+        names: &["linux.resources.memory.limit"],
+    },
+    Case {
+        name: "negative memory reservation",
+        breaks: |fx| set(fx, "/linux/resources/memory", json!({"reservation": -7})),
+        names: &["linux.resources.memory.reservation"],
+    },
+    Case {
+        name: "negative cpu shares (unsigned field)",
+        breaks: |fx| set(fx, "/linux/resources/cpu", json!({"shares": -2})),
+        names: &["linux.resources.cpu.shares"],
+    },
+    Case {
+        name: "seccomp rule with an unknown action",
+        breaks: |fx| {
+            seccomp_with_rule(
+                fx,
+                json!({"names": ["mkdir"], "action": "SCMP_ACT_EXPLODE"}),
+            )
+        },
+        names: &["linux.seccomp.syscalls[0].action"],
+    },
+    Case {
+        name: "seccomp with an unknown default action",
+        breaks: |fx| {
+            set(
+                fx,
+                "/linux/seccomp",
+                json!({"defaultAction": "SCMP_ACT_MAYBE"}),
+            )
+        },
+        names: &["linux.seccomp.defaultAction"],
+    },
+    Case {
+        name: "prestart hook whose binary does not exist",
+        breaks: |fx| set(fx, "/hooks/prestart", json!([{"path": "/no/such/hook"}])),
+        names: &["hooks.prestart[0].path"],
+    },
+    Case {
+        name: "createRuntime hook with a relative path",
+        breaks: |fx| set(fx, "/hooks/createRuntime", json!([{"path": "bin/true"}])),
+        names: &["hooks.createRuntime[0].path"],
+    },
+    Case {
+        name: "cgroupsPath escaping the cgroup root with \"..\"",
+        breaks: |fx| set(fx, "/linux/cgroupsPath", json!("/../../escape")),
+        names: &["linux.cgroupsPath"],
+    },
+];
+
+/// `create` of a config broken by `case` fails with one line naming the field, leaving nothing.
+fn check(case: &Case) -> Result<(), String> {
+    let mut fx = Fixture::new(SLEEP);
+    (case.breaks)(&mut fx);
+    // try_create would write cgroupsPath for the id over what the case set: call the CLI.
+    let out = fx.rt.cmd(&["create", "--bundle", fx.bundle.path(), &fx.id]);
+    eprintln!(
+        "[{}] exit {}: {}",
+        case.name,
+        out.code(),
+        out.stderr.trim_end()
+    );
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        assert_one_line_error(&out, case.names);
+        fx.assert_nothing_left();
+    }));
+    outcome.map_err(|_| format!("{}: {}", case.name, out.describe()))
+}
+
+#[test]
+fn every_bad_config_fails_with_one_line_naming_the_field() {
+    skip_if!(needs::containers());
+    let failures: Vec<String> = CASES.iter().filter_map(|c| check(c).err()).collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} bad configs were not rejected properly:\n\n{}",
+        failures.len(),
+        CASES.len(),
+        failures.join("\n\n")
+    );
+}
+
+/// 100 000 env entries (about 2 MB of config): create must neither hang nor crash. Either the
+/// container runs, or create/start fails with a clean one-line error; nothing is left.
+#[test]
+fn huge_env_array_works_or_fails_cleanly() {
+    skip_if!(needs::containers());
+    let mut fx = Fixture::new(SLEEP);
+    let env: Vec<String> = (0..100_000).map(|i| format!("VAR_{i}=value-{i}")).collect();
+    let vars: Vec<&str> = env.iter().map(String::as_str).collect();
+    fx.bundle.add_env(&vars);
+    let out = fx.rt.try_create(&fx.id, &fx.bundle, &[]);
+    eprintln!(
+        "create with 100k env: exit {}: {}",
+        out.code(),
+        out.stderr.trim_end()
+    );
+    if !out.success() {
+        assert_one_line_error(&out, &["env", "argument list too long", "E2BIG"]);
+        fx.assert_nothing_left();
+        return;
+    }
+    let start = fx.rt.cmd(&["start", &fx.id]);
+    eprintln!(
+        "start with 100k env: exit {}: {}",
+        start.code(),
+        start.stderr.trim_end()
+    );
+    if start.success() {
+        let status = fx.status();
+        assert!(
+            status == "running" || status == "stopped",
+            "status {status}"
+        );
+    } else {
+        assert_one_line_error(&start, &["argument list too long", "E2BIG", "exec"]);
+    }
+    fx.rt.cmd(&["delete", "--force", &fx.id]).ok();
+    fx.assert_nothing_left();
+}
+
+/// Inputs that look hostile but that runc accepts on purpose; rejecting them would break real
+/// configs, so the runtime must accept them too.
+#[test]
+fn runc_compatible_oddities_are_accepted() {
+    skip_if!(needs::containers());
+    let oddities: [(&str, fn(&mut Fixture)); 2] = [
+        // runc (and the engine) skip syscall names libseccomp does not know: containerd's and
+        // Docker's default profiles list syscalls newer than the host's libseccomp.
+        ("seccomp rule naming an unknown syscall", |fx| {
+            seccomp_with_rule(
+                fx,
+                json!({"names": ["no_such_syscall_xyz"], "action": "SCMP_ACT_ERRNO"}),
+            )
+        }),
+        // runc writes "max" for any pids limit <= 0 that is not 0: negative means unlimited.
+        ("negative pids limit", |fx| {
+            set(fx, "/linux/resources/pids", json!({"limit": -2}))
+        }),
+    ];
+    for (name, breaks) in oddities {
+        let mut fx = Fixture::new(SLEEP);
+        breaks(&mut fx);
+        let out = fx.rt.try_create(&fx.id, &fx.bundle, &[]);
+        assert!(
+            out.success(),
+            "{name} must be accepted as runc does: {}",
+            out.describe()
+        );
+        fx.rt.cmd(&["delete", "--force", &fx.id]).ok();
+        fx.assert_nothing_left();
+    }
+}

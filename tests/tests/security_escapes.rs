@@ -1,0 +1,347 @@
+// Known container-escape classes, each a regression test against real containers:
+// CVE-2024-21626 (leaked fds, cwd through /proc/self/fd), CVE-2022-29162 (inheritable caps),
+// masked/readonly paths with all capabilities, noNewPrivileges and seccomp before the user's
+// process, a setuid binary under nnp, and CVE-2019-5736 (overwriting the runtime binary through
+// /proc/<pid>/exe during exec; run on a copy of the binary so a failure cannot break it).
+
+use rustpod_tests::scratch::ScratchDir;
+use rustpod_tests::{
+    json, needs, skip, skip_if, wait, Bundle, Fixture, Output, Runtime, Value, SLEEP,
+};
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+/// `run` of the fixture in the foreground: its exit code and output.
+fn run(fx: &Fixture) -> Output {
+    fx.rt.run(&fx.id, &fx.bundle, &[], b"")
+}
+
+/// `(fd, target)` for each line `… N -> target` of `ls -l /proc/self/fd`.
+fn open_fds(listing: &str) -> Vec<(u32, String)> {
+    listing
+        .lines()
+        .filter_map(|line| {
+            let (left, target) = line.split_once(" -> ")?;
+            let fd = left.split_whitespace().last()?.parse().ok()?;
+            Some((fd, target.to_string()))
+        })
+        .collect()
+}
+
+/// Only stdio and `ls`'s own directory fd (`/proc/<pid>/fd`) are open.
+#[track_caller]
+fn assert_no_leaked_fds(out: &Output) {
+    let fds = open_fds(&out.stdout);
+    assert!(fds.len() >= 3, "no fd listing: {}", out.describe());
+    let own_dir = |t: &str| {
+        t.strip_prefix("/proc/")
+            .and_then(|rest| rest.strip_suffix("/fd"))
+            .is_some_and(|pid| pid.chars().all(|c| c.is_ascii_digit()))
+    };
+    let leaked: Vec<_> = fds
+        .iter()
+        .filter(|(fd, target)| *fd > 2 && !own_dir(target))
+        .collect();
+    assert!(
+        leaked.is_empty(),
+        "host fds leaked into the container: {leaked:?}\n{}",
+        out.describe()
+    );
+}
+
+#[test]
+fn cve_2024_21626_no_fd_leaks_into_init() {
+    skip_if!(needs::containers());
+    let fx = Fixture::new(&["ls", "-l", "/proc/self/fd"]);
+    assert_no_leaked_fds(&run(&fx).ok());
+}
+
+#[test]
+fn cve_2024_21626_no_fd_leaks_into_exec() {
+    skip_if!(needs::containers());
+    let fx = Fixture::running(SLEEP);
+    assert_no_leaked_fds(&fx.exec(&["ls", "-l", "/proc/self/fd"]).ok());
+}
+
+const MARKER: &str = ".rootfs-marker";
+/// Prints INSIDE when `..` from the cwd stops at the container's root (which holds the marker),
+/// OUTSIDE when it climbs to the host's root: the cwd is outside the rootfs.
+const WHERE_AM_I: &str = "if [ -e ../../../../../../../../../../../../.rootfs-marker ]; \
+                          then echo INSIDE; else echo OUTSIDE; fi";
+const LEAKED_FD_NUMBERS: std::ops::RangeInclusive<u32> = 3..=12;
+
+/// Either the runtime refused the cwd, or the process runs inside the rootfs.
+#[track_caller]
+fn assert_cwd_not_outside(cwd: &str, out: &Output) {
+    eprintln!(
+        "cwd {cwd}: exit {} {} {}",
+        out.code(),
+        out.stdout.trim(),
+        out.stderr.trim()
+    );
+    assert!(
+        !out.stdout.contains("OUTSIDE"),
+        "CVE-2024-21626: cwd {cwd} resolved outside the rootfs: {}",
+        out.describe()
+    );
+}
+
+#[test]
+fn cve_2024_21626_cwd_through_proc_self_fd_stays_in_rootfs() {
+    skip_if!(needs::containers());
+    for fd in LEAKED_FD_NUMBERS {
+        let cwd = format!("/proc/self/fd/{fd}");
+        let mut fx = Fixture::new(&["sh", "-c", WHERE_AM_I]);
+        fs::write(Path::new(&fx.bundle.rootfs()).join(MARKER), "").expect("write marker");
+        fx.bundle.set("/process/cwd", json!(cwd));
+        assert_cwd_not_outside(&cwd, &run(&fx));
+    }
+}
+
+#[test]
+fn cve_2024_21626_exec_cwd_through_proc_self_fd_stays_in_rootfs() {
+    skip_if!(needs::containers());
+    let fx = Fixture::new(SLEEP);
+    fs::write(Path::new(&fx.bundle.rootfs()).join(MARKER), "").expect("write marker");
+    fx.rt.start_container(&fx.id, &fx.bundle);
+    for fd in LEAKED_FD_NUMBERS {
+        let cwd = format!("/proc/self/fd/{fd}");
+        let out = fx.exec_with(&["--cwd", &cwd], &["sh", "-c", WHERE_AM_I]);
+        assert_cwd_not_outside(&cwd, &out);
+    }
+}
+
+/// The hex value of a `Name:\tvalue` line of /proc/self/status in `text`.
+fn status_field<'a>(text: &'a str, name: &str) -> &'a str {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+        .trim()
+}
+
+const STATUS: &[&str] = &["cat", "/proc/self/status"];
+
+#[test]
+fn cve_2022_29162_inheritable_caps_empty_in_init_and_exec() {
+    skip_if!(needs::containers());
+    let fx = Fixture::new(STATUS);
+    let init = run(&fx).ok();
+    assert_eq!(
+        status_field(&init.stdout, "CapInh"),
+        "0000000000000000",
+        "init"
+    );
+
+    let fx = Fixture::running(SLEEP);
+    let exec = fx.exec(STATUS).ok();
+    assert_eq!(
+        status_field(&exec.stdout, "CapInh"),
+        "0000000000000000",
+        "exec"
+    );
+    // runc >= 1.1.2: `exec --cap` adds to bounding, effective and permitted only.
+    let with_cap = fx.exec_with(&["--cap", "CAP_NET_ADMIN"], STATUS).ok();
+    assert_eq!(
+        status_field(&with_cap.stdout, "CapInh"),
+        "0000000000000000",
+        "exec --cap"
+    );
+    assert_ne!(
+        status_field(&with_cap.stdout, "CapEff"),
+        status_field(&exec.stdout, "CapEff")
+    );
+}
+
+/// Capability names (without CAP_) in bit order: CHOWN is bit 0, CHECKPOINT_RESTORE bit 40.
+const ALL_CAPS: &str = "CHOWN DAC_OVERRIDE DAC_READ_SEARCH FOWNER FSETID KILL SETGID SETUID SETPCAP \
+    LINUX_IMMUTABLE NET_BIND_SERVICE NET_BROADCAST NET_ADMIN NET_RAW IPC_LOCK IPC_OWNER SYS_MODULE \
+    SYS_RAWIO SYS_CHROOT SYS_PTRACE SYS_PACCT SYS_ADMIN SYS_BOOT SYS_NICE SYS_RESOURCE SYS_TIME \
+    SYS_TTY_CONFIG MKNOD LEASE AUDIT_WRITE AUDIT_CONTROL SETFCAP MAC_OVERRIDE MAC_ADMIN SYSLOG \
+    WAKE_ALARM BLOCK_SUSPEND AUDIT_READ PERFMON BPF CHECKPOINT_RESTORE";
+
+/// Every capability this process may hand out (its bounding set; e.g. CAP_SYS_RESOURCE can be
+/// missing), in bounding, effective and permitted (no inheritable, no ambient).
+fn all_capabilities(bundle: &mut Bundle) {
+    let status = fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
+    let bounding = u64::from_str_radix(status_field(&status, "CapBnd"), 16).expect("CapBnd hex");
+    let caps: Vec<String> = ALL_CAPS
+        .split_whitespace()
+        .enumerate()
+        .filter(|(bit, _)| bounding & (1 << bit) != 0)
+        .map(|(_, name)| format!("CAP_{name}"))
+        .collect();
+    let caps = json!(caps);
+    bundle.set(
+        "/process/capabilities",
+        json!({"bounding": caps, "effective": caps, "permitted": caps}),
+    );
+}
+
+#[test]
+fn masked_and_readonly_paths_hold_with_all_capabilities() {
+    skip_if!(needs::containers());
+    let script = "test -s /proc/kcore && echo KCORE-READABLE; \
+                  ls /sys/firmware | grep -q . && echo FIRMWARE-VISIBLE; \
+                  echo x > /proc/sys/kernel/domainname && echo PROC-SYS-WRITABLE; \
+                  echo done";
+    let mut fx = Fixture::new(&["sh", "-c", script]);
+    all_capabilities(&mut fx.bundle);
+    let out = run(&fx);
+    assert!(out.stdout.contains("done"), "{}", out.describe());
+    for breach in ["KCORE-READABLE", "FIRMWARE-VISIBLE", "PROC-SYS-WRITABLE"] {
+        assert!(!out.stdout.contains(breach), "{breach}: {}", out.describe());
+    }
+}
+
+#[test]
+fn no_new_privileges_is_set_before_the_user_process() {
+    skip_if!(needs::containers());
+    let fx = Fixture::new(STATUS);
+    let out = run(&fx).ok();
+    assert_eq!(status_field(&out.stdout, "NoNewPrivs"), "1");
+    let fx = Fixture::running(SLEEP);
+    let exec = fx.exec(STATUS).ok();
+    assert_eq!(status_field(&exec.stdout, "NoNewPrivs"), "1", "exec");
+}
+
+const PRINT_EUID_C: &str =
+    "#include <stdio.h>\n#include <unistd.h>\nint main(void){printf(\"euid=%d\\n\",(int)geteuid());return 0;}\n";
+
+/// A static `/bin/suid-euid` (setuid root) in the bundle's rootfs that prints its euid; None if
+/// no C compiler can build it here.
+fn install_suid_euid(bundle: &Bundle) -> Option<()> {
+    let dir = ScratchDir::new("suid");
+    fs::write(dir.join("euid.c"), PRINT_EUID_C).ok()?;
+    let bin = Path::new(&bundle.rootfs()).join("bin/suid-euid");
+    let built = Command::new("cc")
+        .args(["-static", "-o"])
+        .arg(&bin)
+        .arg(dir.join("euid.c"))
+        .status()
+        .ok()?;
+    built.success().then_some(())?;
+    fs::set_permissions(&bin, fs::Permissions::from_mode(0o4755)).ok()
+}
+
+/// Runs `/bin/suid-euid` as uid 65534 with noNewPrivileges `nnp`; its stdout.
+fn suid_euid(nnp: bool) -> Option<String> {
+    let mut fx = Fixture::new(&["/bin/suid-euid"]);
+    install_suid_euid(&fx.bundle)?;
+    fx.bundle
+        .set("/process/user", json!({"uid": 65534, "gid": 65534}));
+    fx.bundle.set("/process/noNewPrivileges", json!(nnp));
+    Some(run(&fx).ok().stdout.trim().to_string())
+}
+
+#[test]
+fn setuid_binary_gains_nothing_under_no_new_privileges() {
+    skip_if!(needs::containers());
+    let Some(without_nnp) = suid_euid(false) else {
+        skip!("cannot build a static C helper (cc -static) on this machine");
+    };
+    // The control: without nnp the setuid bit works, so the check below means something.
+    assert_eq!(without_nnp, "euid=0", "control run without noNewPrivileges");
+    assert_eq!(
+        suid_euid(true).as_deref(),
+        Some("euid=65534"),
+        "setuid honoured under nnp"
+    );
+}
+
+#[test]
+fn seccomp_applies_to_the_first_user_process() {
+    skip_if!(needs::containers());
+    let mut fx = Fixture::new(&["mkdir", "/tmp/x"]);
+    fx.bundle.set(
+        "/linux/seccomp",
+        json!({
+            "defaultAction": "SCMP_ACT_ALLOW",
+            "architectures": ["SCMP_ARCH_X86_64"],
+            "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 42}]
+        }),
+    );
+    let out = run(&fx);
+    // errno 42 is ENOMSG.
+    assert!(
+        !out.success() && out.stderr.contains("No message of desired type"),
+        "mkdir must fail with the profile's errno from the very first process: {}",
+        out.describe()
+    );
+    assert!(!Path::new(&fx.bundle.rootfs()).join("tmp/x").exists());
+}
+
+/// A container loop that, for every other process, keeps an fd to its `/proc/<pid>/exe` and
+/// tries to write through it (directly, and later through /proc/self/fd, the CVE-2019-5736
+/// trick); it counts its rounds in /tmp/rounds and logs what it managed to open or write.
+const EXE_ATTACK: &str = r#"
+exec 2>/dev/null
+n=0
+while :; do
+  for p in /proc/[0-9]*; do
+    pid=${p#/proc/}
+    { [ "$pid" = 1 ] || [ "$pid" = $$ ]; } && continue
+    if command exec 7< "$p/exe"; then
+      t=$(readlink /proc/self/fd/7)
+      case "$t" in /bin/busybox) ;; *) echo "OPENED $pid $t" >> /tmp/attack.log ;; esac
+    fi
+    echo PWNED >> "$p/exe" && echo "WROTE $p/exe" >> /tmp/attack.log
+  done
+  echo PWNED >> /proc/self/fd/7 && echo "WROTE fd 7 $(readlink /proc/self/fd/7)" >> /tmp/attack.log
+  n=$((n+1)); echo $n > /tmp/rounds
+done
+"#;
+
+fn checksum(path: &Path) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let data = fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    data.hash(&mut h);
+    h.finish()
+}
+
+fn rounds(rootfs: &str) -> u64 {
+    fs::read_to_string(Path::new(rootfs).join("tmp/rounds"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+// CVE-2019-5736: rustpod re-executes create/run/exec from a sealed memfd copy of its binary
+// (runtime/src/sealed_exe.rs), so /proc/<pid>/exe of a runtime process in the container reaches
+// only that read-only copy. Before that fix this test failed: the binary's checksum changed.
+#[test]
+fn cve_2019_5736_container_cannot_overwrite_runtime_binary_during_exec() {
+    skip_if!(needs::containers());
+    let copy_dir = ScratchDir::new("bin");
+    let bin = copy_dir.join("runtime-copy");
+    fs::copy(Runtime::under_test().bin(), &bin).expect("copy the runtime binary");
+    let before = checksum(&bin);
+    let mut fx = Fixture::on(Runtime::with_bin(bin.clone()), &["sh", "-c", EXE_ATTACK]);
+    all_capabilities(&mut fx.bundle);
+    fx.bundle.set("/root/readonly", Value::Bool(false));
+    fx.rt.start_container(&fx.id, &fx.bundle);
+    let rootfs = fx.bundle.rootfs();
+    for _ in 0..20 {
+        let seen = rounds(&rootfs);
+        fx.exec(&["true"]).ok();
+        // Let the loop finish two more rounds after each exec, so it tries the grabbed fd.
+        wait::wait_for("the attack loop to go on", || {
+            (rounds(&rootfs) > seen + 1).then_some(())
+        });
+    }
+    fx.rt.kill(&fx.id, "KILL");
+    fx.rt.wait_status(&fx.id, "stopped");
+    let log = fs::read_to_string(Path::new(&rootfs).join("tmp/attack.log")).unwrap_or_default();
+    eprintln!("attack log:\n{log}");
+    assert_eq!(
+        checksum(&bin),
+        before,
+        "CVE-2019-5736: the container overwrote the runtime binary:\n{log}"
+    );
+    assert!(
+        !log.contains("WROTE"),
+        "the container wrote a runtime exe:\n{log}"
+    );
+}
