@@ -15,6 +15,7 @@ pub mod needs;
 pub mod process;
 pub mod runtime;
 pub mod scratch;
+pub mod shim;
 pub mod skip;
 pub mod spec;
 pub mod wait;

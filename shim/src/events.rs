@@ -1,0 +1,202 @@
+//! Events to containerd: queued in order and forwarded by one thread over
+//! containerd's ttrpc socket, reconnecting (and retrying) while containerd
+//! is down, so that nothing (an exit above all) is lost across a restart.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use containerd_shim::protos::events::task::{
+    TaskCreate, TaskDelete, TaskExecAdded, TaskExecStarted, TaskExit, TaskOOM, TaskPaused, TaskResumed, TaskStart,
+};
+use containerd_shim::protos::protobuf::well_known_types::any::Any;
+use containerd_shim::protos::protobuf::well_known_types::timestamp::Timestamp;
+use containerd_shim::protos::protobuf::{MessageDyn, MessageField};
+use containerd_shim::protos::shim::event::Envelope;
+use containerd_shim::protos::shim::events::ForwardRequest;
+use containerd_shim::protos::shim_sync::{Client, EventsClient};
+
+use crate::process::ExitStatus;
+
+/// Beyond this many undelivered events the oldest are dropped.
+const MAX_QUEUED: usize = 4096;
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub struct Publisher {
+    namespace: String,
+    queue: Arc<Queue>,
+}
+
+struct Queue {
+    events: Mutex<VecDeque<Envelope>>,
+    ready: Condvar,
+}
+
+impl Publisher {
+    /// Starts the forwarding thread for containerd at `address` (TTRPC_ADDRESS).
+    pub fn start(address: String, namespace: String) -> Publisher {
+        let queue = Arc::new(Queue { events: Mutex::new(VecDeque::new()), ready: Condvar::new() });
+        let worker = Arc::clone(&queue);
+        std::thread::Builder::new()
+            .name("events".into())
+            .stack_size(256 * 1024)
+            .spawn(move || forward_loop(&address, &worker))
+            .expect("spawn events thread");
+        Publisher { namespace, queue }
+    }
+
+    fn publish(&self, topic: &str, event: Box<dyn MessageDyn>) {
+        let mut data = Vec::new();
+        if let Err(e) = event.write_to_vec_dyn(&mut data) {
+            log::error!("encode event {topic}: {e}");
+            return;
+        }
+        let mut any = Any::new();
+        any.type_url = event.descriptor_dyn().full_name().to_string();
+        any.value = data;
+        let mut envelope = Envelope::new();
+        envelope.timestamp = MessageField::some(timestamp(std::time::SystemTime::now()));
+        envelope.namespace = self.namespace.clone();
+        envelope.topic = topic.to_string();
+        envelope.event = MessageField::some(any);
+        let mut events = self.queue.events.lock().unwrap();
+        if events.len() >= MAX_QUEUED {
+            events.pop_front();
+        }
+        events.push_back(envelope);
+        self.queue.ready.notify_one();
+    }
+
+    pub fn task_create(&self, id: &str, bundle: &str, pid: i32, stdio: &crate::process::Stdio) {
+        let io = containerd_shim::protos::events::task::TaskIO {
+            stdin: stdio.stdin.clone(),
+            stdout: stdio.stdout.clone(),
+            stderr: stdio.stderr.clone(),
+            terminal: stdio.terminal,
+            ..Default::default()
+        };
+        let event = TaskCreate {
+            container_id: id.to_string(),
+            bundle: bundle.to_string(),
+            pid: pid as u32,
+            io: MessageField::some(io),
+            ..Default::default()
+        };
+        self.publish("/tasks/create", Box::new(event));
+    }
+
+    pub fn task_start(&self, id: &str, pid: i32) {
+        let event = TaskStart { container_id: id.to_string(), pid: pid as u32, ..Default::default() };
+        self.publish("/tasks/start", Box::new(event));
+    }
+
+    /// `exec_id` is empty for the init, whose exit carries the container id.
+    pub fn task_exit(&self, id: &str, exec_id: &str, pid: i32, exit: ExitStatus) {
+        let event = TaskExit {
+            container_id: id.to_string(),
+            id: if exec_id.is_empty() { id.to_string() } else { exec_id.to_string() },
+            pid: pid as u32,
+            exit_status: exit.code,
+            exited_at: MessageField::some(timestamp(exit.at)),
+            ..Default::default()
+        };
+        self.publish("/tasks/exit", Box::new(event));
+    }
+
+    pub fn task_delete(&self, id: &str, pid: i32, exit: Option<ExitStatus>) {
+        let event = TaskDelete {
+            container_id: id.to_string(),
+            id: id.to_string(),
+            pid: pid as u32,
+            exit_status: exit.map_or(0, |e| e.code),
+            exited_at: MessageField::from_option(exit.map(|e| timestamp(e.at))),
+            ..Default::default()
+        };
+        self.publish("/tasks/delete", Box::new(event));
+    }
+
+    pub fn exec_added(&self, id: &str, exec_id: &str) {
+        let event = TaskExecAdded { container_id: id.to_string(), exec_id: exec_id.to_string(), ..Default::default() };
+        self.publish("/tasks/exec-added", Box::new(event));
+    }
+
+    pub fn exec_started(&self, id: &str, exec_id: &str, pid: i32) {
+        let event = TaskExecStarted {
+            container_id: id.to_string(),
+            exec_id: exec_id.to_string(),
+            pid: pid as u32,
+            ..Default::default()
+        };
+        self.publish("/tasks/exec-started", Box::new(event));
+    }
+
+    pub fn paused(&self, id: &str) {
+        self.publish("/tasks/paused", Box::new(TaskPaused { container_id: id.to_string(), ..Default::default() }));
+    }
+
+    pub fn resumed(&self, id: &str) {
+        self.publish("/tasks/resumed", Box::new(TaskResumed { container_id: id.to_string(), ..Default::default() }));
+    }
+
+    pub fn oom(&self, id: &str) {
+        self.publish("/tasks/oom", Box::new(TaskOOM { container_id: id.to_string(), ..Default::default() }));
+    }
+}
+
+pub fn timestamp(at: std::time::SystemTime) -> Timestamp {
+    let since = at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    Timestamp { seconds: since.as_secs() as i64, nanos: since.subsec_nanos() as i32, ..Default::default() }
+}
+
+/// Sends queued events in order; an event leaves the queue only once
+/// containerd took it (or rejected it as invalid).
+fn forward_loop(address: &str, queue: &Queue) {
+    let mut client: Option<EventsClient> = None;
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let envelope = {
+            let mut events = queue.events.lock().unwrap();
+            while events.is_empty() {
+                events = queue.ready.wait(events).unwrap();
+            }
+            events.front().cloned().expect("queue is not empty")
+        };
+        let events = match client.as_ref() {
+            Some(c) => c,
+            None => match connect(address) {
+                Ok(c) => client.insert(c),
+                Err(e) => {
+                    log::debug!("connect to containerd at {address}: {e}");
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    continue;
+                }
+            },
+        };
+        let mut req = ForwardRequest::new();
+        req.envelope = MessageField::some(envelope);
+        let ctx = ttrpc::context::with_timeout(FORWARD_TIMEOUT.as_nanos() as i64);
+        match events.forward(ctx, &req) {
+            Ok(_) => {
+                backoff = Duration::from_millis(50);
+                queue.events.lock().unwrap().pop_front();
+            }
+            Err(ttrpc::Error::RpcStatus(status)) => {
+                log::warn!("containerd rejected event {}: {}", req.envelope.topic, status.message);
+                queue.events.lock().unwrap().pop_front();
+            }
+            Err(e) => {
+                log::debug!("forward event {} to {address}: {e}", req.envelope.topic);
+                client = None;
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+        }
+    }
+}
+
+fn connect(address: &str) -> Result<EventsClient, String> {
+    let fd = containerd_shim::util::connect(address).map_err(|e| e.to_string())?;
+    let client = Client::new(fd).map_err(|e| e.to_string())?;
+    Ok(EventsClient::new(client))
+}

@@ -1,0 +1,293 @@
+//! A process's stdio: the shim holds both ends of containerd's FIFOs and
+//! copies through pipes (or a pty) it owns, so a container never sees
+//! SIGPIPE or EOF because containerd went away; it only blocks once the
+//! FIFO's buffer is full. Also the console socket that receives a pty master.
+
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+
+use crate::process::Stdio;
+
+const BUF_SIZE: usize = 32 * 1024;
+const COPY_STACK: usize = 64 * 1024;
+/// ^D: what closing stdin means on a terminal.
+const EOT: u8 = 4;
+
+/// The shim's handles on a running process's stdio.
+pub struct ProcessIo {
+    /// Dropping it tells the stdin copier to drain the FIFO and close.
+    stdin_close: Mutex<Option<OwnedFd>>,
+    console: Option<File>,
+}
+
+/// The container's ends of the stdio pipes, handed to the helper.
+#[derive(Default)]
+pub struct ChildStdio {
+    pub stdin: Option<OwnedFd>,
+    pub stdout: Option<OwnedFd>,
+    pub stderr: Option<OwnedFd>,
+}
+
+impl ProcessIo {
+    /// CloseIO: the process sees EOF on stdin (^D on a terminal) once what
+    /// is already in the FIFO has been passed on.
+    pub fn close_stdin(&self) {
+        self.stdin_close.lock().unwrap().take();
+    }
+
+    /// The process is gone: stop copying its stdin.
+    pub fn on_exit(&self) {
+        self.close_stdin();
+    }
+
+    pub fn resize(&self, width: u32, height: u32) -> Result<(), String> {
+        let console = self.console.as_ref().ok_or("the process has no terminal")?;
+        let size = libc::winsize { ws_row: height as u16, ws_col: width as u16, ws_xpixel: 0, ws_ypixel: 0 };
+        // SAFETY: TIOCSWINSZ reads a winsize from a valid pointer.
+        let rc = unsafe { libc::ioctl(console.as_raw_fd(), libc::TIOCSWINSZ, &size) };
+        if rc < 0 {
+            return Err(format!("resize terminal: {}", std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+}
+
+/// Opens containerd's stdio and makes pipes for the container; starts the
+/// copiers. Returns the shim's handles and the container's pipe ends.
+pub fn open_pipes(stdio: &Stdio) -> Result<(ProcessIo, ChildStdio), String> {
+    let mut child = ChildStdio::default();
+    let mut stdin_close = None;
+    if !stdio.stdin.is_empty() {
+        let fifo = open_input(&stdio.stdin)?;
+        let (read, write) = pipe()?;
+        let (cancel_read, cancel_write) = pipe()?;
+        spawn_copier("stdin", move || copy_input(fifo, File::from(write), cancel_read, false))?;
+        child.stdin = Some(read);
+        stdin_close = Some(cancel_write);
+    }
+    if let Some(out) = open_output(&stdio.stdout)? {
+        let (read, write) = pipe()?;
+        spawn_copier("stdout", move || copy_output(File::from(read), out))?;
+        child.stdout = Some(write);
+    }
+    if let Some(out) = open_output(&stdio.stderr)? {
+        let (read, write) = pipe()?;
+        spawn_copier("stderr", move || copy_output(File::from(read), out))?;
+        child.stderr = Some(write);
+    }
+    Ok((ProcessIo { stdin_close: Mutex::new(stdin_close), console: None }, child))
+}
+
+/// Wires a received pty master to containerd's stdin and stdout.
+pub fn attach_console(stdio: &Stdio, master: OwnedFd) -> Result<ProcessIo, String> {
+    let master = File::from(master);
+    let dup = |f: &File| f.try_clone().map_err(|e| format!("dup pty master: {e}"));
+    let mut stdin_close = None;
+    if !stdio.stdin.is_empty() {
+        let fifo = open_input(&stdio.stdin)?;
+        let (cancel_read, cancel_write) = pipe()?;
+        let to_master = dup(&master)?;
+        spawn_copier("pty-in", move || copy_input(fifo, to_master, cancel_read, true))?;
+        stdin_close = Some(cancel_write);
+    }
+    if let Some(out) = open_output(&stdio.stdout)? {
+        let from_master = dup(&master)?;
+        spawn_copier("pty-out", move || copy_output(from_master, out))?;
+    }
+    Ok(ProcessIo { stdin_close: Mutex::new(stdin_close), console: Some(master) })
+}
+
+/// A FIFO we read from, opened read-write so that its writer (containerd)
+/// going away is not EOF and the open never blocks.
+fn open_input(path: &str) -> Result<File, String> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| format!("open stdin {path}: {e}"))
+}
+
+/// Where output goes: a FIFO held read-write (no EPIPE, no blocking open),
+/// or with `file://` a file appended to. None when there is no such stream.
+fn open_output(uri: &str) -> Result<Option<File>, String> {
+    if uri.is_empty() {
+        return Ok(None);
+    }
+    if let Some(path) = uri.strip_prefix("file://") {
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| format!("open log file {path}: {e}"))?;
+        return Ok(Some(file));
+    }
+    if uri.contains("://") && !uri.starts_with("fifo://") {
+        return Err(format!("stdio {uri}: unsupported log URI (only FIFOs and file:// are)"));
+    }
+    let path = uri.strip_prefix("fifo://").unwrap_or(uri);
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
+        .map(Some)
+        .map_err(|e| format!("open output {path}: {e}"))
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("create pipe: {e}"))
+}
+
+fn spawn_copier(name: &str, body: impl FnOnce() + Send + 'static) -> Result<(), String> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .stack_size(COPY_STACK)
+        .spawn(body)
+        .map(|_| ())
+        .map_err(|e| format!("start {name} copier: {e}"))
+}
+
+/// Container output to containerd until the container side closes. A
+/// write blocks while the FIFO is full (nobody reading): so does the
+/// container, which is what keeps it alive and its output intact.
+fn copy_output(mut from: File, mut to: File) {
+    let mut buf = vec![0u8; BUF_SIZE];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            // EIO: the pty's other side is gone.
+            Err(_) => break,
+        };
+        if let Err(e) = to.write_all(&buf[..n]) {
+            log::warn!("copy output: {e}");
+            break;
+        }
+    }
+}
+
+/// containerd's stdin to the container until CloseIO (or exit): then what
+/// is already in the FIFO is passed on, and the container sees EOF.
+fn copy_input(fifo: File, mut to: File, cancel: OwnedFd, terminal: bool) {
+    let mut buf = vec![0u8; BUF_SIZE];
+    let mut fifo = fifo;
+    loop {
+        let mut fds = [
+            PollFd::new(fifo.as_fd(), PollFlags::POLLIN),
+            PollFd::new(cancel.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return,
+        }
+        let cancelled = fds[1].revents().is_some_and(|r| !r.is_empty());
+        let readable = fds[0].revents().is_some_and(|r| r.contains(PollFlags::POLLIN));
+        if cancelled {
+            drain(&mut fifo, &mut to, &mut buf);
+            if terminal {
+                let _ = to.write_all(&[EOT]);
+            }
+            return;
+        }
+        if readable {
+            match fifo.read(&mut buf) {
+                Ok(0) => {}
+                Ok(n) => {
+                    if to.write_all(&buf[..n]).is_err() {
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+fn drain(fifo: &mut File, to: &mut File, buf: &mut [u8]) {
+    if set_nonblocking(fifo.as_raw_fd()).is_err() {
+        return;
+    }
+    while let Ok(n) = fifo.read(buf) {
+        if n == 0 || to.write_all(&buf[..n]).is_err() {
+            return;
+        }
+    }
+}
+
+fn set_nonblocking(fd: RawFd) -> std::io::Result<()> {
+    // SAFETY: plain fcntl on a descriptor we own.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A unix socket the engine connects to, to hand over a pty master.
+pub struct ConsoleSocket {
+    listener: UnixListener,
+    path: PathBuf,
+}
+
+impl ConsoleSocket {
+    pub fn new(dir: &Path) -> Result<ConsoleSocket, String> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let path = dir.join(format!("pty-{}-{n}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path).map_err(|e| format!("listen on console socket {}: {e}", path.display()))?;
+        Ok(ConsoleSocket { listener, path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The pty master the engine sent (it has already connected by the time
+    /// the helper answered).
+    pub fn receive(&self) -> Result<OwnedFd, String> {
+        let what = |e: &dyn std::fmt::Display| format!("console socket {}: {e}", self.path.display());
+        let mut fds = [PollFd::new(self.listener.as_fd(), PollFlags::POLLIN)];
+        let ready = poll(&mut fds, PollTimeout::from(10_000u16)).map_err(|e| what(&e))?;
+        if ready == 0 {
+            return Err(what(&"no terminal was sent"));
+        }
+        let (stream, _) = self.listener.accept().map_err(|e| what(&e))?;
+        recv_fd(stream.as_raw_fd()).map_err(|e| what(&e))
+    }
+}
+
+impl Drop for ConsoleSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn recv_fd(sock: RawFd) -> Result<OwnedFd, String> {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    let mut payload = [0u8; 4096];
+    let mut iov = [std::io::IoSliceMut::new(&mut payload)];
+    let mut space = nix::cmsg_space!([RawFd; 1]);
+    let msg = recvmsg::<()>(sock, &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC).map_err(|e| e.to_string())?;
+    for cmsg in msg.cmsgs().map_err(|e| e.to_string())? {
+        if let ControlMessageOwned::ScmRights(fds) = cmsg {
+            if let Some(&fd) = fds.first() {
+                // SAFETY: the kernel just gave us this descriptor.
+                return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
+            }
+        }
+    }
+    Err("no file descriptor in the message".into())
+}

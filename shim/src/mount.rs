@@ -1,0 +1,124 @@
+//! The rootfs mounts containerd sends with Create (overlay, bind…), done at
+//! `<bundle>/rootfs` by the helper, and their removal at Delete.
+
+use std::path::Path;
+
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use serde::{Deserialize, Serialize};
+
+/// One of containerd's rootfs mounts.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MountSpec {
+    pub typ: String,
+    pub source: String,
+    pub options: Vec<String>,
+}
+
+/// Mounts each of `mounts` on `target`, in order.
+pub fn mount_all(mounts: &[MountSpec], target: &Path) -> Result<(), String> {
+    for m in mounts {
+        mount_one(m, target)?;
+    }
+    Ok(())
+}
+
+fn mount_one(m: &MountSpec, target: &Path) -> Result<(), String> {
+    let (mut flags, data, propagation) = parse_options(&m.options);
+    if m.typ == "bind" {
+        flags |= MsFlags::MS_BIND;
+    }
+    let data = (!data.is_empty()).then_some(data);
+    if data.as_ref().is_some_and(|d| d.len() >= page_size()) {
+        return Err(format!(
+            "mount {} {}: options are {} bytes, more than a page",
+            m.typ,
+            target.display(),
+            data.as_ref().map_or(0, String::len)
+        ));
+    }
+    let fail = |step: &str, e: nix::Error| format!("{step} {} ({}) on {}: {e}", m.source, m.typ, target.display());
+    let fstype = (!m.typ.is_empty() && m.typ != "bind").then_some(m.typ.as_str());
+    mount(Some(m.source.as_str()), target, fstype, flags, data.as_deref()).map_err(|e| fail("mount", e))?;
+    let bind_ro = MsFlags::MS_BIND | MsFlags::MS_RDONLY;
+    if flags.contains(bind_ro) {
+        mount(None::<&str>, target, None::<&str>, flags | MsFlags::MS_REMOUNT, None::<&str>)
+            .map_err(|e| fail("remount read-only", e))?;
+    }
+    if !propagation.is_empty() {
+        mount(None::<&str>, target, None::<&str>, propagation, None::<&str>).map_err(|e| fail("set propagation of", e))?;
+    }
+    Ok(())
+}
+
+/// Splits mount options into flags, filesystem data and propagation flags.
+fn parse_options(options: &[String]) -> (MsFlags, String, MsFlags) {
+    let mut flags = MsFlags::empty();
+    let mut propagation = MsFlags::empty();
+    let mut data: Vec<&str> = Vec::new();
+    for opt in options {
+        let (set, clear) = match opt.as_str() {
+            "ro" => (MsFlags::MS_RDONLY, MsFlags::empty()),
+            "rw" => (MsFlags::empty(), MsFlags::MS_RDONLY),
+            "bind" => (MsFlags::MS_BIND, MsFlags::empty()),
+            "rbind" => (MsFlags::MS_BIND | MsFlags::MS_REC, MsFlags::empty()),
+            "nosuid" => (MsFlags::MS_NOSUID, MsFlags::empty()),
+            "suid" => (MsFlags::empty(), MsFlags::MS_NOSUID),
+            "nodev" => (MsFlags::MS_NODEV, MsFlags::empty()),
+            "dev" => (MsFlags::empty(), MsFlags::MS_NODEV),
+            "noexec" => (MsFlags::MS_NOEXEC, MsFlags::empty()),
+            "exec" => (MsFlags::empty(), MsFlags::MS_NOEXEC),
+            "sync" => (MsFlags::MS_SYNCHRONOUS, MsFlags::empty()),
+            "async" => (MsFlags::empty(), MsFlags::MS_SYNCHRONOUS),
+            "noatime" => (MsFlags::MS_NOATIME, MsFlags::empty()),
+            "atime" => (MsFlags::empty(), MsFlags::MS_NOATIME),
+            "nodiratime" => (MsFlags::MS_NODIRATIME, MsFlags::empty()),
+            "relatime" => (MsFlags::MS_RELATIME, MsFlags::empty()),
+            "norelatime" => (MsFlags::empty(), MsFlags::MS_RELATIME),
+            "strictatime" => (MsFlags::MS_STRICTATIME, MsFlags::empty()),
+            "remount" => (MsFlags::MS_REMOUNT, MsFlags::empty()),
+            "defaults" => (MsFlags::empty(), MsFlags::empty()),
+            other => {
+                if let Some(p) = rustpod::mount_propagation::propagation_flags(other) {
+                    propagation |= p;
+                } else {
+                    data.push(other);
+                }
+                continue;
+            }
+        };
+        flags = (flags | set) & !clear;
+    }
+    (flags, data.join(","), propagation)
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if size > 0 { size as usize } else { 4096 }
+}
+
+/// Unmounts everything stacked on `target` (lazily); nothing mounted is fine.
+pub fn unmount_all(target: &Path) -> Result<(), String> {
+    for _ in 0..64 {
+        match umount2(target, MntFlags::MNT_DETACH) {
+            Ok(()) => continue,
+            Err(nix::errno::Errno::EINVAL) | Err(nix::errno::Errno::ENOENT) => return Ok(()),
+            Err(e) => return Err(format!("unmount {}: {e}", target.display())),
+        }
+    }
+    Err(format!("unmount {}: still mounted after 64 unmounts", target.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_split_into_flags_and_data() {
+        let opts: Vec<String> = ["ro", "nosuid", "lowerdir=/a", "upperdir=/b", "rslave"].map(String::from).to_vec();
+        let (flags, data, prop) = parse_options(&opts);
+        assert!(flags.contains(MsFlags::MS_RDONLY | MsFlags::MS_NOSUID));
+        assert_eq!(data, "lowerdir=/a,upperdir=/b");
+        assert!(prop.contains(MsFlags::MS_SLAVE));
+    }
+}

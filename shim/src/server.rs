@@ -1,0 +1,105 @@
+//! The shim server: a child subreaper in its own session, serving the task
+//! API on the socket containerd chose, under both task API names
+//! (containerd 1.6 calls `containerd.task.v2`, 2.x `containerd.task.v3`),
+//! until Shutdown finds no container left.
+
+use std::collections::HashMap;
+use std::os::fd::IntoRawFd;
+use std::os::unix::net::UnixListener;
+use std::path::Path;
+use std::sync::Arc;
+
+use containerd_shim::protos::shim_sync::{create_task, Task};
+use containerd_shim::{util, ExitSignal, Flags};
+use signal_hook::consts::{SIGCHLD, SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+use crate::events::Publisher;
+use crate::task::{state_root, Shared, TaskService};
+
+pub fn serve(flags: &Flags) -> Result<(), String> {
+    if flags.socket.is_empty() {
+        return Err("-socket is required".into());
+    }
+    // Out of containerd's process group and session: nothing aimed at
+    // containerd reaches us.
+    let _ = nix::unistd::setsid();
+    set_subreaper()?;
+    // Before any thread exists, so that every thread has the handlers.
+    let signals = Signals::new([SIGCHLD, SIGTERM, SIGINT]).map_err(|e| format!("set up signals: {e}"))?;
+    crate::logger::init(flags.debug);
+
+    let exit = Arc::new(ExitSignal::default());
+    let events = Publisher::start(std::env::var("TTRPC_ADDRESS").unwrap_or_default(), flags.namespace.clone());
+    let shared = Shared::new(state_root(&flags.namespace), events, Arc::clone(&exit));
+    let reaped = Arc::clone(&shared);
+    crate::reaper::start(signals, move |pid, status| reaped.on_exit(pid, status))?;
+
+    let Some(listener) = listen(&flags.socket)? else {
+        // Another server took the socket first: it serves this group.
+        util::write_address(&flags.socket).map_err(|e| e.to_string())?;
+        signal_started();
+        return Ok(());
+    };
+    let service: Arc<dyn Task + Send + Sync> = Arc::new(TaskService::new(shared));
+    let mut server = ttrpc::Server::new()
+        .add_listener(listener.into_raw_fd())
+        .map_err(|e| format!("serve {}: {e}", flags.socket))?
+        .register_service(task_methods(&service));
+    server.start().map_err(|e| format!("start server on {}: {e}", flags.socket))?;
+    signal_started();
+    log::info!("serving {} for namespace {}", flags.socket, flags.namespace);
+
+    exit.wait();
+    server.shutdown();
+    let _ = std::fs::remove_file(socket_path(&flags.socket));
+    Ok(())
+}
+
+/// The task service under the v3 names the crate generates and the v2
+/// names containerd 1.6 calls (the messages are the same).
+fn task_methods(service: &Arc<dyn Task + Send + Sync>) -> HashMap<String, Box<dyn ttrpc::MethodHandler + Send + Sync>> {
+    let mut methods = create_task(Arc::clone(service));
+    let v2 = create_task(Arc::clone(service))
+        .into_iter()
+        .map(|(name, handler)| (name.replace("/containerd.task.v3.", "/containerd.task.v2."), handler));
+    methods.extend(v2);
+    methods
+}
+
+fn socket_path(address: &str) -> &str {
+    address.strip_prefix("unix://").unwrap_or(address)
+}
+
+/// Binds the socket; None if a live server already has it.
+fn listen(address: &str) -> Result<Option<UnixListener>, String> {
+    let path = Path::new(socket_path(address));
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| format!("create {}: {e}", parent.display()))?;
+    }
+    match UnixListener::bind(path) {
+        Ok(l) => Ok(Some(l)),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            if crate::service::serving(address) {
+                return Ok(None);
+            }
+            let _ = std::fs::remove_file(path);
+            UnixListener::bind(path).map(Some).map_err(|e| format!("listen on {}: {e}", path.display()))
+        }
+        Err(e) => Err(format!("listen on {}: {e}", path.display())),
+    }
+}
+
+fn set_subreaper() -> Result<(), String> {
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } < 0 {
+        return Err(format!("become a subreaper: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// `start` reads our stdout until it closes: close it (point it at stderr).
+fn signal_started() {
+    // SAFETY: dup2 between our own standard descriptors.
+    unsafe { libc::dup2(libc::STDERR_FILENO, libc::STDOUT_FILENO) };
+}

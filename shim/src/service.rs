@@ -1,0 +1,139 @@
+//! The shim's command line as containerd drives it: `start` (daemonize the
+//! group's server, or reuse it), `delete` (clean up after a dead shim), the
+//! server itself, and `-v` / `-info`.
+//!
+//! containerd-shim 0.12's `run` cannot serve containerd 1.6: it answers
+//! `start` in containerd 2.x's JSON and registers the task API only under
+//! `containerd.task.v3`. So the actions are ours; the crate still provides
+//! flag parsing, socket addresses and `spawn`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use containerd_shim::protos::protobuf::{Message, MessageField};
+use containerd_shim::protos::types::introspection::RuntimeInfo;
+use containerd_shim::{api, util, Error, Flags, StartOpts};
+
+use crate::events::timestamp;
+use crate::task::state_root;
+
+/// Annotations that put containers in one shim (one per pod).
+const GROUP_ANNOTATIONS: [&str; 2] = ["io.kubernetes.cri.sandbox-id", "io.containerd.runc.v2.group"];
+
+/// Runs the action on the command line; returns the exit code.
+pub fn main() -> i32 {
+    let args: Vec<_> = std::env::args_os().skip(1).collect();
+    if args.iter().any(|a| a == "-v" || a == "-version" || a == "--version") {
+        println!("{}:\n  Version:  {}\n  Runtime:  {}", env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION"), crate::RUNTIME_ID);
+        return 0;
+    }
+    let flags = match containerd_shim::parse(&args) {
+        Ok(flags) => flags,
+        Err(e) => return fail("parse arguments", &e),
+    };
+    if flags.info {
+        return info();
+    }
+    if flags.namespace.is_empty() {
+        return fail("start", &"-namespace is required");
+    }
+    let result = match flags.action.as_str() {
+        "start" => start_command(&flags),
+        "delete" => delete_command(&flags),
+        "" => crate::server::serve(&flags),
+        other => Err(format!("unknown action {other:?}")),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => fail(&format!("{} {}", if flags.action.is_empty() { "serve" } else { &flags.action }, flags.id), &e),
+    }
+}
+
+fn fail(what: &str, err: &dyn std::fmt::Display) -> i32 {
+    eprintln!("{}: {what}: {err}", crate::RUNTIME_ID);
+    1
+}
+
+/// `-info`: containerd 2.x asks what runtime this is.
+fn info() -> i32 {
+    let info = RuntimeInfo { name: crate::RUNTIME_ID.to_string(), ..Default::default() };
+    match info.write_to_bytes() {
+        Ok(bytes) => {
+            let _ = std::io::stdout().write_all(&bytes);
+            0
+        }
+        Err(e) => fail("info", &e),
+    }
+}
+
+/// `start`: prints the address of the group's server (spawning it first if
+/// none answers) after writing it to `<bundle>/address`. The working
+/// directory is the bundle. The address goes out plain, which every
+/// containerd accepts.
+fn start_command(flags: &Flags) -> Result<(), String> {
+    let opts = StartOpts {
+        id: flags.id.clone(),
+        publish_binary: flags.publish_binary.clone(),
+        address: flags.address.clone(),
+        ttrpc_address: std::env::var("TTRPC_ADDRESS").unwrap_or_default(),
+        namespace: flags.namespace.clone(),
+        debug: flags.debug,
+        ..Default::default()
+    };
+    let address = start(opts).map_err(|e| e.to_string())?;
+    print!("{address}");
+    Ok(())
+}
+
+fn start(opts: StartOpts) -> Result<String, Error> {
+    let grouping = group_of(Path::new("config.json")).unwrap_or_else(|| opts.id.clone());
+    let address = opts.socket_address(&grouping);
+    let address = if serving(&address) {
+        address
+    } else {
+        containerd_shim::spawn(opts, &grouping, Vec::new())?.1
+    };
+    util::write_address(&address)?;
+    Ok(address)
+}
+
+/// `delete`: the shim died; kill and remove the container, unmount its
+/// rootfs, and report it killed (137).
+fn delete_command(flags: &Flags) -> Result<(), String> {
+    let bundle = if flags.bundle.is_empty() { std::env::current_dir().unwrap_or_default() } else { PathBuf::from(&flags.bundle) };
+    let root = state_root(&flags.namespace);
+    let mut errors = Vec::new();
+    if let Err(e) = rustpod::delete::delete(&root, &flags.id, true) {
+        errors.push(e.to_string());
+    }
+    if let Err(e) = crate::mount::unmount_all(&bundle.join("rootfs")) {
+        errors.push(e);
+    }
+    for e in &errors {
+        eprintln!("{}: delete {}: {e}", crate::RUNTIME_ID, flags.id);
+    }
+    let response = api::DeleteResponse {
+        exit_status: 128 + libc::SIGKILL as u32,
+        exited_at: MessageField::some(timestamp(SystemTime::now())),
+        ..Default::default()
+    };
+    let bytes = response.write_to_bytes().map_err(|e| format!("encode response: {e}"))?;
+    std::io::stdout().write_all(&bytes).map_err(|e| format!("write response: {e}"))
+}
+
+/// The group annotation of a bundle's config.json, if any.
+fn group_of(config: &Path) -> Option<String> {
+    let data = std::fs::read(config).ok()?;
+    let spec: serde_json::Value = serde_json::from_slice(&data).ok()?;
+    let annotations = spec.get("annotations")?;
+    GROUP_ANNOTATIONS
+        .iter()
+        .find_map(|key| annotations.get(key)?.as_str().filter(|v| !v.is_empty()).map(str::to_string))
+}
+
+/// Whether a shim answers at `address`.
+pub fn serving(address: &str) -> bool {
+    let path = address.strip_prefix("unix://").unwrap_or(address);
+    std::os::unix::net::UnixStream::connect(path).is_ok()
+}

@@ -1,0 +1,579 @@
+//! The Task ttrpc service containerd calls: one shim serves every container
+//! of its group, kept in a map by id, with a pid map for the reaper.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use containerd_shim::api;
+use containerd_shim::protos::protobuf::well_known_types::any::Any;
+use containerd_shim::protos::protobuf::well_known_types::empty::Empty;
+use containerd_shim::protos::protobuf::{Message, MessageField};
+use containerd_shim::protos::shim::oci::{Options, ProcessDetails};
+use containerd_shim::protos::types::task::ProcessInfo;
+use containerd_shim::{ExitSignal, TtrpcContext, TtrpcResult};
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use ttrpc::Code;
+
+use crate::container::Container;
+use crate::events::{timestamp, Publisher};
+use crate::helper::{self, Kind};
+use crate::io::{self, ConsoleSocket};
+use crate::mount::MountSpec;
+use crate::process::{ExitStatus, Process, Status, Stdio};
+
+/// How long Delete waits for a killed, never-started init to be reaped.
+const DELETE_EXIT_WAIT: Duration = Duration::from_secs(2);
+
+pub struct TaskService {
+    shared: Arc<Shared>,
+}
+
+pub struct Shared {
+    root: PathBuf,
+    events: Publisher,
+    exit_signal: Arc<ExitSignal>,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    containers: HashMap<String, Container>,
+    /// Live pid → (container id, exec id).
+    pids: HashMap<i32, (String, String)>,
+    /// Helpers in flight: exits of unknown pids are kept meanwhile, since
+    /// one may be of a process whose pid the helper has not told us yet.
+    spawning: usize,
+    early_exits: Vec<(i32, ExitStatus)>,
+    /// Creates in flight (Shutdown must not exit under them).
+    creating: usize,
+}
+
+fn error(code: Code, msg: impl ToString) -> ttrpc::Error {
+    ttrpc::Error::RpcStatus(ttrpc::get_status(code, msg))
+}
+
+fn lib_error(e: rustpod::Error) -> ttrpc::Error {
+    use rustpod::Error as E;
+    let code = match &e {
+        E::NotFound(_) => Code::NOT_FOUND,
+        E::AlreadyExists(_) => Code::ALREADY_EXISTS,
+        E::Bundle { .. } | E::Config { .. } | E::InvalidId { .. } | E::InvalidSignal(_) | E::Invalid(_) => {
+            Code::INVALID_ARGUMENT
+        }
+        E::WrongStatus { .. } => Code::FAILED_PRECONDITION,
+        _ => Code::UNKNOWN,
+    };
+    error(code, e)
+}
+
+fn no_container(id: &str) -> ttrpc::Error {
+    error(Code::NOT_FOUND, format!("container {id} not found in this shim"))
+}
+
+fn no_process(id: &str, exec_id: &str) -> ttrpc::Error {
+    error(Code::NOT_FOUND, format!("container {id}: exec {exec_id:?} does not exist"))
+}
+
+impl Shared {
+    pub fn new(root: PathBuf, events: Publisher, exit_signal: Arc<ExitSignal>) -> Arc<Shared> {
+        Arc::new(Shared { root, events, exit_signal, inner: Mutex::new(Inner::default()) })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The reaper's entry: a child of ours exited.
+    pub fn on_exit(&self, pid: i32, exit: ExitStatus) {
+        let mut inner = self.lock();
+        match inner.pids.remove(&pid) {
+            Some((cid, eid)) => inner.process_exited(&cid, &eid, exit, &self.events),
+            None if inner.spawning > 0 => inner.early_exits.push((pid, exit)),
+            None => {}
+        }
+    }
+}
+
+impl Inner {
+    fn container(&mut self, id: &str) -> TtrpcResult<&mut Container> {
+        self.containers.get_mut(id).ok_or_else(|| no_container(id))
+    }
+
+    fn process_exited(&mut self, cid: &str, eid: &str, exit: ExitStatus, events: &Publisher) {
+        let Some(p) = self.containers.get_mut(cid).and_then(|c| c.process_mut(eid)) else { return };
+        if p.set_exited(exit) {
+            p.exit_published = true;
+            events.task_exit(cid, eid, p.pid, exit);
+        }
+    }
+
+    /// Records a new process's pid; an exit already reaped for it is applied.
+    fn register(&mut self, pid: i32, cid: &str, eid: &str, events: &Publisher) {
+        self.pids.insert(pid, (cid.to_string(), eid.to_string()));
+        if let Some(i) = self.early_exits.iter().position(|(p, _)| *p == pid) {
+            let (_, exit) = self.early_exits.remove(i);
+            self.pids.remove(&pid);
+            self.process_exited(cid, eid, exit, events);
+        }
+    }
+
+    fn end_spawn(&mut self) {
+        self.spawning -= 1;
+        if self.spawning == 0 {
+            self.early_exits.clear();
+        }
+    }
+}
+
+/// Publishes an exit that was held back while a start was in flight.
+fn flush_exit(p: &mut Process, cid: &str, events: &Publisher) {
+    if let Some(exit) = p.exited() {
+        if !p.exit_published {
+            p.exit_published = true;
+            events.task_exit(cid, &p.exec_id, p.pid, exit);
+        }
+    }
+}
+
+fn stdio_of(terminal: bool, stdin: &str, stdout: &str, stderr: &str) -> Stdio {
+    Stdio { stdin: stdin.to_string(), stdout: stdout.to_string(), stderr: stderr.to_string(), terminal }
+}
+
+/// `systemd_cgroup` from runc-style runtime options, if containerd sent them.
+fn systemd_cgroup(options: &MessageField<Any>) -> bool {
+    options
+        .as_ref()
+        .filter(|any| any.type_url.ends_with("containerd.runc.v1.Options"))
+        .and_then(|any| Options::parse_from_bytes(&any.value).ok())
+        .is_some_and(|o| o.systemd_cgroup)
+}
+
+impl TaskService {
+    pub fn new(shared: Arc<Shared>) -> TaskService {
+        TaskService { shared }
+    }
+
+    /// Sets up stdio (pipes, or a console socket), runs the helper, and
+    /// wires the pty if any. Returns the pid and the process's io.
+    fn spawn(&self, kind: Kind, mut req: helper::Request, stdio: &Stdio) -> Result<(i32, io::ProcessIo), String> {
+        if stdio.terminal {
+            let console = ConsoleSocket::new(&self.shared.root.join("pty"))?;
+            req.console_socket = Some(console.path().to_path_buf());
+            let pid = helper::run(kind, &req, io::ChildStdio::default())?;
+            let master = console.receive()?;
+            return Ok((pid, io::attach_console(stdio, master)?));
+        }
+        let (pio, child) = io::open_pipes(stdio)?;
+        req.stdio = [child.stdin.is_some(), child.stdout.is_some(), child.stderr.is_some()];
+        let pid = helper::run(kind, &req, child)?;
+        Ok((pid, pio))
+    }
+
+    fn create_container(&self, req: &api::CreateTaskRequest) -> Result<(i32, io::ProcessIo, Option<PathBuf>), String> {
+        let stdio = stdio_of(req.terminal, &req.stdin, &req.stdout, &req.stderr);
+        let mounts: Vec<MountSpec> = req
+            .rootfs
+            .iter()
+            .map(|m| MountSpec { typ: m.type_.clone(), source: m.source.clone(), options: m.options.clone() })
+            .collect();
+        let bundle = PathBuf::from(&req.bundle);
+        let mounted = (!mounts.is_empty()).then(|| bundle.join("rootfs"));
+        let hreq = helper::Request {
+            root: self.shared.root.clone(),
+            id: req.id.clone(),
+            bundle,
+            rootfs_mounts: mounts,
+            systemd_cgroup: systemd_cgroup(&req.options),
+            process: None,
+            console_socket: None,
+            stdio: [false; 3],
+        };
+        let (pid, pio) = self.spawn(Kind::Create, hreq, &stdio)?;
+        Ok((pid, pio, mounted))
+    }
+
+    fn start_init(&self, id: &str) -> TtrpcResult<api::StartResponse> {
+        {
+            let mut inner = self.shared.lock();
+            let c = inner.container(id)?;
+            if c.init.status() != Status::Created || c.init.starting {
+                return Err(error(Code::FAILED_PRECONDITION, format!("container {id} is not in the created state")));
+            }
+            c.init.starting = true;
+        }
+        let result = rustpod::start::start(&self.shared.root, id);
+        let mut inner = self.shared.lock();
+        let c = inner.container(id)?;
+        c.init.starting = false;
+        let pid = c.init.pid;
+        if result.is_ok() {
+            c.init.started = true;
+            self.shared.events.task_start(id, pid);
+        }
+        flush_exit(&mut c.init, id, &self.shared.events);
+        result.map_err(lib_error)?;
+        Ok(api::StartResponse { pid: pid as u32, ..Default::default() })
+    }
+
+    fn start_exec(&self, id: &str, exec_id: &str) -> TtrpcResult<api::StartResponse> {
+        let (hreq, stdio) = {
+            let mut inner = self.shared.lock();
+            let c = inner.container(id)?;
+            if c.init.status() != Status::Running {
+                return Err(error(Code::FAILED_PRECONDITION, format!("container {id} is not running")));
+            }
+            let p = c.execs.get_mut(exec_id).ok_or_else(|| no_process(id, exec_id))?;
+            if p.started || p.starting || p.exited().is_some() {
+                return Err(error(Code::FAILED_PRECONDITION, format!("exec {exec_id} of {id} was already started")));
+            }
+            p.starting = true;
+            let hreq = helper::Request {
+                root: self.shared.root.clone(),
+                id: id.to_string(),
+                bundle: PathBuf::new(),
+                rootfs_mounts: Vec::new(),
+                systemd_cgroup: false,
+                process: Some(String::from_utf8_lossy(&p.spec).into_owned()),
+                console_socket: None,
+                stdio: [false; 3],
+            };
+            let stdio = p.stdio.clone();
+            inner.spawning += 1;
+            (hreq, stdio)
+        };
+        let result = self.spawn(Kind::Exec, hreq, &stdio);
+        let mut inner = self.shared.lock();
+        let events = &self.shared.events;
+        let outcome = match inner.container(id).ok().and_then(|c| c.execs.get_mut(exec_id)) {
+            None => Err(no_process(id, exec_id)),
+            Some(p) => {
+                p.starting = false;
+                match result {
+                    Ok((pid, pio)) => {
+                        p.pid = pid;
+                        p.io = Some(pio);
+                        p.started = true;
+                        events.exec_started(id, exec_id, pid);
+                        Ok(pid)
+                    }
+                    Err(e) => Err(error(Code::UNKNOWN, format!("exec {exec_id} in {id}: {e}"))),
+                }
+            }
+        };
+        if let Ok(pid) = outcome {
+            inner.register(pid, id, exec_id, events);
+        }
+        inner.end_spawn();
+        let pid = outcome?;
+        Ok(api::StartResponse { pid: pid as u32, ..Default::default() })
+    }
+
+    fn delete_exec(&self, id: &str, exec_id: &str) -> TtrpcResult<api::DeleteResponse> {
+        let mut inner = self.shared.lock();
+        let c = inner.container(id)?;
+        let p = c.execs.get(exec_id).ok_or_else(|| no_process(id, exec_id))?;
+        if p.status() == Status::Running || p.starting {
+            return Err(error(Code::FAILED_PRECONDITION, format!("exec {exec_id} of {id} is still running")));
+        }
+        let p = c.execs.remove(exec_id).expect("checked above");
+        Ok(delete_response(&p, p.exited()))
+    }
+
+    fn delete_init(&self, id: &str) -> TtrpcResult<api::DeleteResponse> {
+        let (cell, was_created) = {
+            let mut inner = self.shared.lock();
+            let c = inner.container(id)?;
+            match c.init.status() {
+                Status::Running => {
+                    return Err(error(Code::FAILED_PRECONDITION, format!("container {id} is running: kill it before delete")))
+                }
+                _ if c.init.starting => return Err(error(Code::FAILED_PRECONDITION, format!("container {id} is starting"))),
+                status => (Arc::clone(&c.init.exit), status == Status::Created),
+            }
+        };
+        // Force: a created init is killed, and a half-dead container goes.
+        let deleted = rustpod::delete::delete(&self.shared.root, id, true);
+        let exit = if was_created { cell.wait_timeout(DELETE_EXIT_WAIT) } else { cell.get() };
+        let mut inner = self.shared.lock();
+        let c = inner.containers.remove(id).ok_or_else(|| no_container(id))?;
+        inner.pids.retain(|_, (cid, _)| cid != id);
+        drop(inner);
+        for p in std::iter::once(&c.init).chain(c.execs.values()) {
+            if let Some(pio) = &p.io {
+                pio.close_stdin();
+            }
+        }
+        let unmounted = c.mounted_rootfs.as_deref().map_or(Ok(()), crate::mount::unmount_all);
+        self.shared.events.task_delete(id, c.init.pid, exit);
+        deleted.map_err(lib_error)?;
+        unmounted.map_err(|e| error(Code::UNKNOWN, e))?;
+        Ok(delete_response(&c.init, exit))
+    }
+
+    fn signal_exec(&self, id: &str, exec_id: &str, signal: Signal) -> TtrpcResult<()> {
+        let mut inner = self.shared.lock();
+        let c = inner.container(id)?;
+        let p = c.execs.get(exec_id).ok_or_else(|| no_process(id, exec_id))?;
+        if p.pid == 0 {
+            return Err(error(Code::FAILED_PRECONDITION, format!("exec {exec_id} of {id} is not started")));
+        }
+        if p.exited().is_some() {
+            return Err(error(Code::NOT_FOUND, format!("exec {exec_id} of {id}: process already finished")));
+        }
+        nix::sys::signal::kill(Pid::from_raw(p.pid), signal)
+            .map_err(|e| error(Code::UNKNOWN, format!("signal exec {exec_id} of {id} (pid {}): {e}", p.pid)))
+    }
+
+    fn shutdown_if_idle(&self) {
+        let inner = self.shared.lock();
+        if inner.containers.is_empty() && inner.creating == 0 {
+            self.shared.exit_signal.signal();
+        }
+    }
+}
+
+fn delete_response(p: &Process, exit: Option<ExitStatus>) -> api::DeleteResponse {
+    api::DeleteResponse {
+        pid: p.pid as u32,
+        exit_status: exit.map_or(0, |e| e.code),
+        exited_at: MessageField::from_option(exit.map(|e| timestamp(e.at))),
+        ..Default::default()
+    }
+}
+
+fn parse_signal(raw: u32) -> TtrpcResult<Signal> {
+    Signal::try_from(raw as i32).map_err(|_| error(Code::INVALID_ARGUMENT, format!("invalid signal {raw}")))
+}
+
+impl containerd_shim::Task for TaskService {
+    fn create(&self, _ctx: &TtrpcContext, req: api::CreateTaskRequest) -> TtrpcResult<api::CreateTaskResponse> {
+        if !req.checkpoint.is_empty() {
+            return Err(error(Code::UNIMPLEMENTED, "restoring from a checkpoint is not supported"));
+        }
+        {
+            let mut inner = self.shared.lock();
+            if inner.containers.contains_key(&req.id) {
+                return Err(error(Code::ALREADY_EXISTS, format!("container {} already exists", req.id)));
+            }
+            inner.creating += 1;
+            inner.spawning += 1;
+        }
+        let result = self.create_container(&req);
+        let mut inner = self.shared.lock();
+        inner.creating -= 1;
+        let events = &self.shared.events;
+        let outcome = result.map(|(pid, pio, mounted_rootfs)| {
+            let stdio = stdio_of(req.terminal, &req.stdin, &req.stdout, &req.stderr);
+            events.task_create(&req.id, &req.bundle, pid, &stdio);
+            let mut init = Process::new("", stdio);
+            init.pid = pid;
+            init.io = Some(pio);
+            let c = Container {
+                bundle: req.bundle.clone(),
+                mounted_rootfs,
+                init,
+                execs: HashMap::new(),
+                paused: false,
+            };
+            inner.containers.insert(req.id.clone(), c);
+            inner.register(pid, &req.id, "", events);
+            pid
+        });
+        inner.end_spawn();
+        drop(inner);
+        let pid = outcome.map_err(|e| error(Code::UNKNOWN, format!("create {}: {e}", req.id)))?;
+        self.watch_oom(&req.id, pid);
+        Ok(api::CreateTaskResponse { pid: pid as u32, ..Default::default() })
+    }
+
+    fn start(&self, _ctx: &TtrpcContext, req: api::StartRequest) -> TtrpcResult<api::StartResponse> {
+        if req.exec_id.is_empty() { self.start_init(&req.id) } else { self.start_exec(&req.id, &req.exec_id) }
+    }
+
+    fn delete(&self, _ctx: &TtrpcContext, req: api::DeleteRequest) -> TtrpcResult<api::DeleteResponse> {
+        if req.exec_id.is_empty() { self.delete_init(&req.id) } else { self.delete_exec(&req.id, &req.exec_id) }
+    }
+
+    fn state(&self, _ctx: &TtrpcContext, req: api::StateRequest) -> TtrpcResult<api::StateResponse> {
+        let mut inner = self.shared.lock();
+        let c = inner.container(&req.id)?;
+        let p = c.process(&req.exec_id).ok_or_else(|| no_process(&req.id, &req.exec_id))?;
+        let exit = p.exited();
+        Ok(api::StateResponse {
+            id: if req.exec_id.is_empty() { req.id.clone() } else { req.exec_id.clone() },
+            bundle: c.bundle.clone(),
+            pid: p.pid as u32,
+            status: c.task_status(p).into(),
+            stdin: p.stdio.stdin.clone(),
+            stdout: p.stdio.stdout.clone(),
+            stderr: p.stdio.stderr.clone(),
+            terminal: p.stdio.terminal,
+            exit_status: exit.map_or(0, |e| e.code),
+            exited_at: MessageField::from_option(exit.map(|e| timestamp(e.at))),
+            exec_id: req.exec_id.clone(),
+            ..Default::default()
+        })
+    }
+
+    fn pids(&self, _ctx: &TtrpcContext, req: api::PidsRequest) -> TtrpcResult<api::PidsResponse> {
+        let pids = rustpod::ps::pids(&self.shared.root, &req.id).map_err(lib_error)?;
+        let mut inner = self.shared.lock();
+        let c = inner.container(&req.id)?;
+        let exec_of: HashMap<i32, &str> = c.execs.values().map(|p| (p.pid, p.exec_id.as_str())).collect();
+        let processes = pids
+            .into_iter()
+            .map(|pid| {
+                let info = exec_of.get(&pid).and_then(|exec_id| {
+                    let details = ProcessDetails { exec_id: exec_id.to_string(), ..Default::default() };
+                    let value = details.write_to_bytes().ok()?;
+                    Some(Any { type_url: "containerd.runc.v1.ProcessDetails".into(), value, ..Default::default() })
+                });
+                ProcessInfo { pid: pid as u32, info: MessageField::from_option(info), ..Default::default() }
+            })
+            .collect();
+        Ok(api::PidsResponse { processes, ..Default::default() })
+    }
+
+    fn pause(&self, _ctx: &TtrpcContext, req: api::PauseRequest) -> TtrpcResult<Empty> {
+        let mut inner = self.shared.lock();
+        let c = inner.container(&req.id)?;
+        rustpod::pause::pause(&self.shared.root, &req.id).map_err(lib_error)?;
+        c.paused = true;
+        self.shared.events.paused(&req.id);
+        Ok(Empty::new())
+    }
+
+    fn resume(&self, _ctx: &TtrpcContext, req: api::ResumeRequest) -> TtrpcResult<Empty> {
+        let mut inner = self.shared.lock();
+        let c = inner.container(&req.id)?;
+        rustpod::resume::resume(&self.shared.root, &req.id).map_err(lib_error)?;
+        c.paused = false;
+        self.shared.events.resumed(&req.id);
+        Ok(Empty::new())
+    }
+
+    fn kill(&self, _ctx: &TtrpcContext, req: api::KillRequest) -> TtrpcResult<Empty> {
+        let signal = parse_signal(req.signal)?;
+        if !req.exec_id.is_empty() {
+            self.signal_exec(&req.id, &req.exec_id, signal)?;
+            return Ok(Empty::new());
+        }
+        {
+            let mut inner = self.shared.lock();
+            let c = inner.container(&req.id)?;
+            if c.init.exited().is_some() && !req.all {
+                return Err(error(Code::NOT_FOUND, format!("container {}: process already finished", req.id)));
+            }
+        }
+        rustpod::kill::kill(&self.shared.root, &req.id, signal, req.all).map_err(lib_error)?;
+        Ok(Empty::new())
+    }
+
+    fn exec(&self, _ctx: &TtrpcContext, req: api::ExecProcessRequest) -> TtrpcResult<Empty> {
+        let mut inner = self.shared.lock();
+        let c = inner.container(&req.id)?;
+        if c.execs.contains_key(&req.exec_id) {
+            return Err(error(Code::ALREADY_EXISTS, format!("exec {} already exists in {}", req.exec_id, req.id)));
+        }
+        if c.init.exited().is_some() {
+            return Err(error(Code::FAILED_PRECONDITION, format!("container {} is stopped", req.id)));
+        }
+        let spec = req.spec.as_ref().map(|s| s.value.clone()).unwrap_or_default();
+        if spec.is_empty() {
+            return Err(error(Code::INVALID_ARGUMENT, format!("exec {} in {}: no process spec", req.exec_id, req.id)));
+        }
+        let mut p = Process::new(&req.exec_id, stdio_of(req.terminal, &req.stdin, &req.stdout, &req.stderr));
+        p.spec = spec;
+        c.execs.insert(req.exec_id.clone(), p);
+        self.shared.events.exec_added(&req.id, &req.exec_id);
+        Ok(Empty::new())
+    }
+
+    fn resize_pty(&self, _ctx: &TtrpcContext, req: api::ResizePtyRequest) -> TtrpcResult<Empty> {
+        let mut inner = self.shared.lock();
+        let c = inner.container(&req.id)?;
+        let p = c.process(&req.exec_id).ok_or_else(|| no_process(&req.id, &req.exec_id))?;
+        let pio = p.io.as_ref().ok_or_else(|| error(Code::FAILED_PRECONDITION, "the process is not started"))?;
+        pio.resize(req.width, req.height).map_err(|e| error(Code::UNKNOWN, e))?;
+        Ok(Empty::new())
+    }
+
+    fn close_io(&self, _ctx: &TtrpcContext, req: api::CloseIORequest) -> TtrpcResult<Empty> {
+        let mut inner = self.shared.lock();
+        let c = inner.container(&req.id)?;
+        let p = c.process(&req.exec_id).ok_or_else(|| no_process(&req.id, &req.exec_id))?;
+        if req.stdin {
+            if let Some(pio) = &p.io {
+                pio.close_stdin();
+            }
+        }
+        Ok(Empty::new())
+    }
+
+    fn update(&self, _ctx: &TtrpcContext, req: api::UpdateTaskRequest) -> TtrpcResult<Empty> {
+        let value = req.resources.as_ref().map(|r| r.value.clone()).unwrap_or_default();
+        let resources = rustpod::update::parse_resources(&value).map_err(lib_error)?;
+        if !self.shared.lock().containers.contains_key(&req.id) {
+            return Err(no_container(&req.id));
+        }
+        let flags = rustpod::update::ResourceFlags::default();
+        rustpod::update::update(&self.shared.root, &req.id, Some(resources), &flags).map_err(lib_error)?;
+        Ok(Empty::new())
+    }
+
+    fn wait(&self, _ctx: &TtrpcContext, req: api::WaitRequest) -> TtrpcResult<api::WaitResponse> {
+        let cell = {
+            let mut inner = self.shared.lock();
+            let c = inner.container(&req.id)?;
+            let p = c.process(&req.exec_id).ok_or_else(|| no_process(&req.id, &req.exec_id))?;
+            Arc::clone(&p.exit)
+        };
+        let exit = cell.wait();
+        Ok(api::WaitResponse {
+            exit_status: exit.code,
+            exited_at: MessageField::some(timestamp(exit.at)),
+            ..Default::default()
+        })
+    }
+
+    fn stats(&self, _ctx: &TtrpcContext, req: api::StatsRequest) -> TtrpcResult<api::StatsResponse> {
+        if !self.shared.lock().containers.contains_key(&req.id) {
+            return Err(no_container(&req.id));
+        }
+        let stats = crate::metrics::collect(&self.shared.root, &req.id).map_err(|e| error(Code::UNKNOWN, e))?;
+        Ok(api::StatsResponse { stats: MessageField::some(stats), ..Default::default() })
+    }
+
+    fn connect(&self, _ctx: &TtrpcContext, req: api::ConnectRequest) -> TtrpcResult<api::ConnectResponse> {
+        let task_pid = self.shared.lock().containers.get(&req.id).map_or(0, |c| c.init.pid);
+        Ok(api::ConnectResponse {
+            shim_pid: std::process::id(),
+            task_pid: task_pid as u32,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            ..Default::default()
+        })
+    }
+
+    fn shutdown(&self, _ctx: &TtrpcContext, _req: api::ShutdownRequest) -> TtrpcResult<Empty> {
+        self.shutdown_if_idle();
+        Ok(Empty::new())
+    }
+}
+
+impl TaskService {
+    fn watch_oom(&self, id: &str, pid: i32) {
+        let shared = Arc::clone(&self.shared);
+        let cid = id.to_string();
+        if let Err(e) = crate::oom::watch(pid, move || shared.events.oom(&cid)) {
+            log::warn!("container {id}: no OOM events: {e}");
+        }
+    }
+}
+
+/// The state root for a namespace, as runc's is /run/containerd/runc/<ns>.
+pub fn state_root(namespace: &str) -> PathBuf {
+    Path::new("/run/containerd/rustpod").join(namespace)
+}

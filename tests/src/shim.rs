@@ -1,0 +1,262 @@
+// A private containerd (hack/containerd.sh) whose PATH has rustpod's shim, with its own namespace
+// and the busybox image imported, for the shim_* tests. On Drop it removes every container, stops
+// containerd, kills leftover shims and container processes by pid, unmounts what is left under
+// its dir and removes the shim's state root for the namespace.
+
+use crate::process::{self, Output, Spawned};
+use crate::scratch::{unique_name, ScratchDir};
+use crate::{env, leftovers, needs, wait};
+use std::path::{Path, PathBuf};
+
+pub const IMAGE: &str = "docker.io/library/busybox:latest";
+pub const RUNTIME: &str = "io.containerd.rustpod.v1";
+const SHIM_NAME: &str = "containerd-shim-rustpod-v1";
+const CTR: &str = "/usr/bin/ctr";
+const CONTAINERD: &str = "/usr/bin/containerd";
+const SCRIPT: &str = "/usr/bin/script";
+/// The shim's state root, per namespace.
+pub const STATE_ROOT: &str = "/run/containerd/rustpod";
+
+/// `$RUSTPOD_SHIM_BIN`, else the shared target dir's debug build.
+pub fn shim_bin() -> PathBuf {
+    std::env::var_os("RUSTPOD_SHIM_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/tmp/rustpod-target/debug").join(SHIM_NAME))
+}
+
+/// Why this machine cannot run the shim tests, if it cannot.
+pub fn blocker() -> Option<String> {
+    needs::containers()
+        .or_else(|| needs::program(Path::new(CTR)))
+        .or_else(|| needs::program(Path::new(CONTAINERD)))
+        .or_else(|| needs::program(&shim_bin()))
+        .or_else(|| needs::program(&script("containerd.sh")))
+        .or_else(|| needs::program(&script("make-oci-image.sh")))
+}
+
+/// Why terminal tests cannot run (they run ctr under `script` for a pty).
+pub fn pty_blocker() -> Option<String> {
+    needs::program(Path::new(SCRIPT))
+}
+
+fn script(name: &str) -> PathBuf {
+    env::repo_root().join("hack").join(name)
+}
+
+pub struct ShimContainerd {
+    dir: ScratchDir,
+    pub namespace: String,
+    socket: String,
+}
+
+impl ShimContainerd {
+    pub fn start() -> Self {
+        let dir = ScratchDir::new("sd");
+        let shim_dir = dir.join("bin");
+        std::fs::create_dir_all(&shim_dir).expect("create shim dir");
+        std::os::unix::fs::symlink(shim_bin(), shim_dir.join(SHIM_NAME)).expect("link shim binary");
+        let socket = dir.join_str("containerd.sock");
+        let ctd = ShimContainerd {
+            dir,
+            namespace: unique_name("ns"),
+            socket,
+        };
+        let shim_dir = shim_dir.to_str().expect("UTF-8 path").to_string();
+        process::run(
+            &script("containerd.sh"),
+            &["start", ctd.dir.str(), "--shim-dir", &shim_dir],
+            b"",
+        )
+        .ok();
+        let tar = ctd.dir.join_str("busybox.tar");
+        process::run(&script("make-oci-image.sh"), &[IMAGE, tar.as_str()], b"").ok();
+        ctd.ctr(&["image", "import", &tar]).ok();
+        ctd
+    }
+
+    pub fn dir(&self) -> &str {
+        self.dir.str()
+    }
+
+    fn ctr_args<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
+        [
+            &[
+                "-n",
+                self.namespace.as_str(),
+                "--address",
+                self.socket.as_str(),
+            ][..],
+            args,
+        ]
+        .concat()
+    }
+
+    /// `ctr -n NS --address SOCK args…`.
+    pub fn ctr(&self, args: &[&str]) -> Output {
+        process::run(Path::new(CTR), &self.ctr_args(args), b"")
+    }
+
+    pub fn ctr_stdin(&self, args: &[&str], stdin: &[u8]) -> Output {
+        process::run(Path::new(CTR), &self.ctr_args(args), stdin)
+    }
+
+    pub fn spawn_ctr(&self, args: &[&str]) -> Spawned {
+        process::spawn(Path::new(CTR), &self.ctr_args(args), b"")
+    }
+
+    /// ctr under `script`, so that it has a terminal (for `-t`).
+    pub fn ctr_in_pty(&self, args: &[&str]) -> Output {
+        let cmd = std::iter::once(CTR)
+            .chain(self.ctr_args(args))
+            .map(shell_quote)
+            .collect::<Vec<_>>()
+            .join(" ");
+        process::run(Path::new(SCRIPT), &["-qec", cmd.as_str(), "/dev/null"], b"")
+    }
+
+    /// `ctr run -d --runtime rustpod [extra…] IMAGE id args…`; panics on failure.
+    pub fn run_detached(&self, id: &str, extra: &[&str], args: &[&str]) {
+        let mut all = vec!["run", "-d", "--runtime", RUNTIME];
+        all.extend_from_slice(extra);
+        all.extend_from_slice(&[IMAGE, id]);
+        all.extend_from_slice(args);
+        self.ctr(&all).ok();
+    }
+
+    /// `ctr run --rm --runtime rustpod IMAGE id args…`.
+    pub fn run_rm(&self, id: &str, args: &[&str]) -> Output {
+        let mut all = vec!["run", "--rm", "--runtime", RUNTIME, IMAGE, id];
+        all.extend_from_slice(args);
+        self.ctr(&all)
+    }
+
+    /// The PID and STATUS columns of `ctr task ls` for task `id`, if listed.
+    pub fn task(&self, id: &str) -> Option<(i32, String)> {
+        let out = self.ctr(&["task", "ls"]);
+        out.stdout
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .find(|cols| cols.first() == Some(&id))
+            .and_then(|cols| Some((cols.get(1)?.parse().ok()?, cols.get(2)?.to_string())))
+    }
+
+    pub fn task_status(&self, id: &str) -> Option<String> {
+        self.task(id).map(|(_, status)| status)
+    }
+
+    /// Polls (bounded) until task `id` has `status` (RUNNING, STOPPED…).
+    pub fn wait_task(&self, id: &str, status: &str) {
+        wait::wait_for(&format!("task {id} to be {status}"), || {
+            (self.task_status(id).as_deref() == Some(status)).then_some(())
+        });
+    }
+
+    /// Deletes stopped task `id` and returns its exit status: ctr 1.6 prints it only as the
+    /// warning "exit with non-zero exit code N" (nothing for 0).
+    pub fn delete_task(&self, id: &str) -> i32 {
+        let out = self.ctr(&["task", "delete", id]).ok();
+        out.stderr
+            .split("exit code ")
+            .nth(1)
+            .and_then(|rest| {
+                rest.split(|c: char| !c.is_ascii_digit())
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0)
+    }
+
+    /// Pids of our shim processes serving this containerd.
+    pub fn shim_pids(&self) -> Vec<i32> {
+        leftovers::pids_under(&self.socket)
+            .into_iter()
+            .filter(|(_, what)| what.contains(SHIM_NAME) && what.contains(" -socket "))
+            .map(|(pid, _)| pid)
+            .collect()
+    }
+
+    /// The pid of containerd, from its pid file.
+    pub fn containerd_pid(&self) -> Option<i32> {
+        std::fs::read_to_string(self.dir.join("containerd.pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// SIGKILLs containerd (hack/containerd.sh kill).
+    pub fn kill_containerd(&self) {
+        process::run(&script("containerd.sh"), &["kill", self.dir.str()], b"").ok();
+    }
+
+    /// Starts containerd again on the same state (after `kill_containerd`).
+    pub fn restart_containerd(&self) {
+        process::run(&script("containerd.sh"), &["restart", self.dir.str()], b"").ok();
+    }
+
+    /// The shim state root for this namespace.
+    pub fn state_root(&self) -> PathBuf {
+        Path::new(STATE_ROOT).join(&self.namespace)
+    }
+
+    fn remove_all_containers(&self) {
+        let listed = self.ctr(&["containers", "ls", "-q"]);
+        for id in listed.stdout.split_whitespace() {
+            let _ = self.ctr(&["task", "kill", "-s", "SIGKILL", id]);
+            let _ = self.ctr(&["task", "delete", "--force", id]);
+            let _ = self.ctr(&["containers", "delete", id]);
+        }
+    }
+
+    fn stop(&self) {
+        let stopped =
+            process::spawn(&script("containerd.sh"), &["stop", self.dir.str()], b"").try_wait();
+        if !stopped.is_ok_and(|out| out.success()) {
+            let is_ours = |pid: &i32| {
+                leftovers::pids_under(self.dir.str())
+                    .iter()
+                    .any(|(p, _)| p == pid)
+            };
+            leftovers::kill_pids(self.containerd_pid().filter(is_ours));
+        }
+    }
+}
+
+fn shell_quote(arg: &str) -> String {
+    format!("'{}'", arg.replace('\'', "'\\''"))
+}
+
+impl Drop for ShimContainerd {
+    fn drop(&mut self) {
+        if self.containerd_pid().is_some() {
+            self.remove_all_containers();
+        }
+        self.stop();
+        // Shims and containers mention the socket path (under dir) or live in a rootfs under it.
+        leftovers::kill_pids(
+            leftovers::pids_under(self.dir.str())
+                .into_iter()
+                .map(|(pid, _)| pid),
+        );
+        for mount_point in leftovers::mount_points_under(self.dir.str()).iter().rev() {
+            let _ = nix::mount::umount2(mount_point.as_str(), nix::mount::MntFlags::MNT_DETACH);
+        }
+        let _ = std::fs::remove_dir_all(self.state_root());
+    }
+}
+
+/// `<mount>/<path>/<file>` of process `pid`'s cgroup v1 `controller`, if it has one.
+pub fn cgroup_v1_file(pid: i32, controller: &str, file: &str) -> Option<PathBuf> {
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let rel = cgroups.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == controller)
+            .then(|| path.trim_start_matches('/').to_string())
+    })?;
+    let dir = Path::new("/sys/fs/cgroup").join(controller).join(rel);
+    Some(dir.join(file)).filter(|p| p.exists())
+}

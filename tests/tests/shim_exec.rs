@@ -1,0 +1,118 @@
+// The shim's task control under containerd: exec with and without a terminal, pause/resume,
+// ps, metrics, kill, and a live resource update.
+
+use rustpod_tests::shim::{blocker, pty_blocker, ShimContainerd};
+use rustpod_tests::skip_if;
+
+#[test]
+fn shim_exec_without_tty() {
+    skip_if!(blocker());
+    let ctd = ShimContainerd::start();
+    ctd.run_detached("ex", &[], &["sleep", "1000"]);
+    ctd.wait_task("ex", "RUNNING");
+    let out = ctd.ctr(&[
+        "task",
+        "exec",
+        "--exec-id",
+        "e1",
+        "ex",
+        "sh",
+        "-c",
+        "echo out; echo err >&2; exit 3",
+    ]);
+    assert_eq!(out.code(), 3, "{}", out.describe());
+    assert_eq!(out.stdout, "out\n");
+    assert!(out.stderr.contains("err"), "{}", out.describe());
+}
+
+#[test]
+fn shim_exec_with_tty() {
+    skip_if!(blocker());
+    skip_if!(pty_blocker());
+    let ctd = ShimContainerd::start();
+    ctd.run_detached("tty", &[], &["sleep", "1000"]);
+    ctd.wait_task("tty", "RUNNING");
+    let out = ctd.ctr_in_pty(&[
+        "task",
+        "exec",
+        "-t",
+        "--exec-id",
+        "t1",
+        "tty",
+        "sh",
+        "-c",
+        "tty; exit 4",
+    ]);
+    assert_eq!(out.code(), 4, "{}", out.describe());
+    assert!(
+        out.stdout.contains("/dev/pts/"),
+        "no terminal in the exec: {}",
+        out.describe()
+    );
+}
+
+#[test]
+fn shim_run_with_tty() {
+    skip_if!(blocker());
+    skip_if!(pty_blocker());
+    let ctd = ShimContainerd::start();
+    let out = ctd.ctr_in_pty(&[
+        "run",
+        "--rm",
+        "-t",
+        "--runtime",
+        rustpod_tests::shim::RUNTIME,
+        rustpod_tests::shim::IMAGE,
+        "ttyrun",
+        "tty",
+    ]);
+    assert!(out.success(), "{}", out.describe());
+    assert!(
+        out.stdout.contains("/dev/pts/"),
+        "no terminal: {}",
+        out.describe()
+    );
+}
+
+#[test]
+fn shim_pause_resume_ps_metrics_kill() {
+    skip_if!(blocker());
+    let ctd = ShimContainerd::start();
+    ctd.run_detached("ctl", &[], &["sleep", "1000"]);
+    ctd.wait_task("ctl", "RUNNING");
+    let (pid, _) = ctd.task("ctl").expect("task listed");
+
+    ctd.ctr(&["task", "pause", "ctl"]).ok();
+    ctd.wait_task("ctl", "PAUSED");
+    if let Some(freezer) = rustpod_tests::shim::cgroup_v1_file(pid, "freezer", "freezer.state") {
+        let state = std::fs::read_to_string(&freezer).unwrap_or_default();
+        assert_eq!(state.trim(), "FROZEN", "{}", freezer.display());
+    }
+    ctd.ctr(&["task", "resume", "ctl"]).ok();
+    ctd.wait_task("ctl", "RUNNING");
+
+    let ps = ctd.ctr(&["task", "ps", "ctl"]).ok();
+    assert!(
+        ps.stdout
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(&pid.to_string())),
+        "{}",
+        ps.describe()
+    );
+
+    let metrics = ctd.ctr(&["task", "metrics", "ctl"]).ok();
+    assert!(
+        metrics.stdout.contains("memory.usage_in_bytes") || metrics.stdout.contains("memory.usage"),
+        "{}",
+        metrics.describe()
+    );
+    assert!(
+        metrics.stdout.contains("pids.current"),
+        "{}",
+        metrics.describe()
+    );
+
+    ctd.ctr(&["task", "kill", "-s", "SIGKILL", "ctl"]).ok();
+    ctd.wait_task("ctl", "STOPPED");
+    assert_eq!(ctd.delete_task("ctl"), 137);
+}
