@@ -20,7 +20,7 @@ export RUSTPOD_SKIP_LOG=$(mktemp /var/tmp/rustpod-skips.XXXXXX)
 trap 'rm -f "$RUSTPOD_SKIP_LOG"' EXIT
 
 status=0
-cargo test --locked --workspace -- --test-threads="${RUSTPOD_TEST_THREADS:-4}" "$@" || status=$?
+cargo test --locked --workspace --no-fail-fast -- --test-threads="${RUSTPOD_TEST_THREADS:-4}" "$@" || status=$?
 
 if [[ -s $RUSTPOD_SKIP_LOG ]]; then
 	echo

@@ -23,11 +23,16 @@ pub fn start(root: &Path, id: &str) -> Result<()> {
             wanted: "created",
         });
     }
+    let hooks = dir.metadata().map(|m| m.poststart).unwrap_or_default();
+    // What the waiting init runs now (our binary, or its sealed copy).
+    let init_exe = container.pid().and_then(|p| exe_identity(p.as_raw()));
     container
         .start()
         .map_err(|e| Error::engine("start", id, &e))?;
-    let hooks = dir.metadata().map(|m| m.poststart).unwrap_or_default();
     if !hooks.is_empty() {
+        if let (Some(pid), Some(exe)) = (container.pid(), init_exe) {
+            wait_for_exec(pid.as_raw(), exe, Duration::from_secs(10));
+        }
         run_poststart(&container, &hooks);
     }
     Ok(())
@@ -36,23 +41,25 @@ pub fn start(root: &Path, id: &str) -> Result<()> {
 /// The spec runs poststart after the user's program started; a failing
 /// poststart hook is logged and does not fail `start`.
 fn run_poststart(container: &Container, hooks: &[oci_spec::runtime::Hook]) {
-    if let Some(pid) = container.pid() {
-        wait_for_exec(pid.as_raw(), Duration::from_secs(10));
-    }
     let hooks = hooks.to_vec();
     if let Err(err) = libcontainer::hooks::run_hooks(Some(&hooks), Some(&container.state), None, None, None) {
         tracing::warn!("poststart hook failed: {}", crate::error::one_line_chain(&err));
     }
 }
 
-/// Waits until `pid` no longer runs our own binary (the init has exec'd
-/// the user's program) or has gone; bounded by `limit`.
-fn wait_for_exec(pid: i32, limit: Duration) {
-    let ours = std::fs::metadata("/proc/self/exe").ok().map(|m| (m.dev(), m.ino()));
+/// The (device, inode) of the program `pid` runs.
+fn exe_identity(pid: i32) -> Option<(u64, u64)> {
+    std::fs::metadata(format!("/proc/{pid}/exe"))
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// Waits until `pid` no longer runs `before` (the init has exec'd the
+/// user's program) or has gone; bounded by `limit`.
+fn wait_for_exec(pid: i32, before: (u64, u64), limit: Duration) {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
-        let theirs = std::fs::metadata(format!("/proc/{pid}/exe")).ok().map(|m| (m.dev(), m.ino()));
-        if theirs.is_none() || theirs != ours {
+        if exe_identity(pid) != Some(before) {
             return;
         }
         std::thread::sleep(Duration::from_millis(1));
