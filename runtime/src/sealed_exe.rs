@@ -1,14 +1,25 @@
 //! CVE-2019-5736: a container must not be able to rewrite the runtime binary
 //! through /proc/<pid>/exe of a runtime process that entered it. Before any
-//! step that forks into a container we re-execute from a sealed, read-only
-//! in-memory copy of our binary, so that is all /proc/<pid>/exe can reach.
+//! step that forks into a container we re-execute through a read-only bind
+//! mount of our binary (made once per boot and binary under
+//! `/run/rustpod-exe`), so /proc/<pid>/exe opens for writing fail with EROFS.
+//! Where that mount cannot be made we fall back to a sealed memfd copy,
+//! which costs a copy of the binary per call.
 
 use std::ffi::CString;
-use std::fs::File;
+use std::fs::{self, File};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg};
+use nix::mount::{mount, MsFlags};
 
 use crate::error::{Error, Result};
+
+/// Where the read-only views of our binaries are mounted.
+pub const SEALED_DIR: &str = "/run/rustpod-exe";
 
 /// The memfd name; /proc/self/exe reads `/memfd:<NAME> (deleted)`.
 const MEMFD_NAME: &str = "rustpod-sealed";
@@ -16,20 +27,73 @@ const MEMFD_NAME: &str = "rustpod-sealed";
 /// kernels reject unknown flags, so we retry without it).
 const MFD_EXEC: libc::c_uint = 0x0010;
 
-/// True if this process already runs from a sealed copy.
+/// True if this process already runs from a read-only view or sealed copy.
 pub fn is_sealed() -> bool {
-    std::fs::read_link("/proc/self/exe")
-        .map(|p| p.as_os_str().as_bytes().starts_with(format!("/memfd:{MEMFD_NAME}").as_bytes()))
-        .unwrap_or(false)
+    let Ok(exe) = fs::read_link("/proc/self/exe") else {
+        return false;
+    };
+    let exe = exe.as_os_str().as_bytes();
+    exe.starts_with(SEALED_DIR.as_bytes()) || exe.starts_with(format!("/memfd:{MEMFD_NAME}").as_bytes())
 }
 
-/// Re-executes this process, same argv and environment, from a sealed copy
-/// of its binary. Returns only on failure.
+/// Re-executes this process, same argv and environment, from a read-only
+/// view of its binary (or a sealed copy). Returns only on failure.
 pub fn reexec() -> Error {
-    match sealed_copy() {
+    let target = match read_only_view() {
+        Ok(path) => File::open(&path).map(OwnedFd::from).map_err(|e| Error::io("open", path, e)),
+        Err(err) => {
+            tracing::debug!("read-only view of the binary: {err}; using a sealed copy");
+            sealed_copy()
+        }
+    };
+    match target {
         Ok(fd) => exec_fd(&fd),
         Err(err) => err,
     }
+}
+
+/// The path of a read-only bind mount of our binary, made if missing.
+pub fn read_only_view() -> Result<PathBuf> {
+    let exe = fs::metadata("/proc/self/exe").map_err(|e| Error::io("stat", "/proc/self/exe", e))?;
+    let name = fs::read_link("/proc/self/exe")
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "exe".into());
+    let dir = Path::new(SEALED_DIR);
+    let view = dir.join(format!("{name}-{:x}-{:x}", exe.dev(), exe.ino()));
+    if is_read_only_view(&view, &exe) {
+        return Ok(view);
+    }
+    fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
+    let dir_file = File::open(dir).map_err(|e| Error::io("open", dir, e))?;
+    let _lock = Flock::lock(dir_file, FlockArg::LockExclusive)
+        .map_err(|(_, e)| Error::sys("lock /run/rustpod-exe", e))?;
+    if !is_read_only_view(&view, &exe) {
+        make_read_only_view(&view)?;
+    }
+    Ok(view)
+}
+
+fn is_read_only_view(view: &Path, exe: &fs::Metadata) -> bool {
+    let same_file = fs::metadata(view).is_ok_and(|m| m.dev() == exe.dev() && m.ino() == exe.ino());
+    same_file
+        && nix::sys::statvfs::statvfs(view)
+            .is_ok_and(|v| v.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY))
+}
+
+/// Bind-mounts /proc/self/exe onto `view` and makes that mount read-only.
+fn make_read_only_view(view: &Path) -> Result<()> {
+    let _ = nix::mount::umount2(view, nix::mount::MntFlags::MNT_DETACH);
+    File::create(view).map_err(|e| Error::io("create", view, e))?;
+    let none: Option<&str> = None;
+    mount(Some("/proc/self/exe"), view, none, MsFlags::MS_BIND, none)
+        .map_err(|e| Error::sys("bind-mount the runtime binary", e))?;
+    let ro = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
+    if let Err(e) = mount(none, view, none, ro, none) {
+        let _ = nix::mount::umount2(view, nix::mount::MntFlags::MNT_DETACH);
+        return Err(Error::sys("make the runtime binary's mount read-only", e));
+    }
+    Ok(())
 }
 
 /// A sealed memfd holding a copy of our binary (the shim keeps one and
@@ -61,7 +125,8 @@ fn create_memfd() -> Result<OwnedFd> {
     Err(Error::io("memfd_create", MEMFD_NAME, std::io::Error::last_os_error()))
 }
 
-/// execveat(fd, "", argv, environ, AT_EMPTY_PATH) with our own argv.
+/// execveat(fd, "", argv, environ, AT_EMPTY_PATH) with our own argv; the
+/// fd is close-on-exec, so it does not reach the new program.
 fn exec_fd(fd: &OwnedFd) -> Error {
     let args: Vec<CString> = std::env::args_os()
         .map(|a| CString::new(a.as_bytes()).expect("argv has no NUL"))

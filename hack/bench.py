@@ -1,0 +1,935 @@
+#!/usr/bin/env python3
+"""rustpod benchmarks (issue 6): rustpod vs runc vs crun, and the rustpod shim vs the Go runc shim.
+
+Run through hack/bench, which installs the deps, builds the release binaries and a
+matplotlib venv. Must run as root. Everything it creates lives under --work and its own
+--root dirs, and is removed at the end.
+
+Method (see README "Benchmarks"):
+- This process makes itself a child subreaper, so every container init, every shim
+  daemon and everything they fork ends up reaped here: wall time is measured around the
+  whole operation, CPU is the RUSAGE_CHILDREN (user+sys) delta around it, and peak RSS is
+  the largest ru_maxrss of any process reaped during it (wait4 gives it per process, and
+  ru_maxrss survives execve, so the runtime's init phase counts).
+- Runtimes are interleaved in rounds (A B C, then B C A, ...); each round is one pair
+  for each comparison.
+- crun runs in a private mount namespace without /sys/fs/cgroup/unified (Debian's crun
+  1.8 refuses cgroup v1 hybrid). The wrapper's own cost is measured every round with a
+  no-op (the same wrapper exec'ing /bin/true vs /bin/true alone) and subtracted per crun
+  invocation, for wall and for CPU.
+"""
+import argparse
+import ctypes
+import datetime
+import json
+import os
+import platform
+import random
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_CHILD_SUBREAPER = 36
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+CRUN_WRAP = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+             'umount /sys/fs/cgroup/unified; exec "$@"', "crun-wrap"]
+IMAGE = "docker.io/library/busybox:rustpod-bench"
+SANDBOX_ANN = "io.kubernetes.cri.sandbox-id"
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+class Timeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise Timeout()
+
+
+signal.signal(signal.SIGALRM, _alarm)
+
+
+class Deadline:
+    """Raise Timeout in the blocking call that runs past `seconds`."""
+
+    def __init__(self, seconds):
+        self.s = seconds
+
+    def __enter__(self):
+        signal.setitimer(signal.ITIMER_REAL, self.s)
+
+    def __exit__(self, *a):
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def cpu_children():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+class Proc:
+    """Reaping bookkeeping: the largest ru_maxrss and the exit statuses seen since reset()."""
+    maxrss = 0
+    orphans = 0
+
+    @classmethod
+    def reset(cls):
+        cls.maxrss = 0
+        cls.orphans = 0
+
+
+ERRFILE = None
+# Peak-RSS pass: each command runs under GNU time, which fork()s from its own small
+# process. A process we spawn directly would report our own RSS: posix_spawn shares our
+# mm until execve, and the kernel folds the old mm's high-water mark into ru_maxrss.
+RSS_MODE = False
+RSS_OUT = None
+
+
+def spawn(argv, stdout=None):
+    fa = [(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+          (os.POSIX_SPAWN_DUP2, ERRFILE.fileno(), 2)]
+    if stdout is None:
+        fa.append((os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0))
+    else:
+        fa.append((os.POSIX_SPAWN_DUP2, stdout.fileno(), 1))
+    return os.posix_spawnp(argv[0], argv, os.environ, file_actions=fa)
+
+
+def wait_pid(pid, timeout=60):
+    with Deadline(timeout):
+        _, st, ru = os.wait4(pid, 0)
+    return os.waitstatus_to_exitcode(st), ru
+
+
+def errtext():
+    ERRFILE.flush()
+    ERRFILE.seek(0)
+    t = ERRFILE.read().strip()
+    return t[-2000:]
+
+
+def run(argv, check=True, timeout=60, ok=(0,)):
+    """Run argv as a child; returns its exit code. stderr is kept for the error message."""
+    ERRFILE.seek(0)
+    ERRFILE.truncate()
+    if RSS_MODE:
+        argv = ["/usr/bin/time", "-f", "%M", "-o", RSS_OUT] + argv
+    pid = spawn(argv)
+    try:
+        code, _ = wait_pid(pid, timeout)
+    except Timeout:
+        os.kill(pid, signal.SIGKILL)
+        os.wait4(pid, 0)
+        raise RuntimeError(f"timed out after {timeout}s: {' '.join(argv)}")
+    if RSS_MODE:
+        with open(RSS_OUT) as f:
+            Proc.maxrss = max(Proc.maxrss, int(f.read().split()[-1]))
+    if check and code not in ok:
+        raise RuntimeError(f"exit {code}: {' '.join(argv)}\n{errtext()}")
+    return code
+
+
+def capture(argv, timeout=60):
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    return r.returncode, r.stdout, r.stderr
+
+
+def reap_one(timeout=30):
+    """Block until one orphan (a container init, a shim) exits; returns (pid, code)."""
+    with Deadline(timeout):
+        pid, st, ru = os.wait4(-1, 0)
+    Proc.maxrss = max(Proc.maxrss, ru.ru_maxrss)
+    Proc.orphans += 1
+    return pid, os.waitstatus_to_exitcode(st)
+
+
+def reap_ready(exclude=()):
+    """Reap every child that already exited."""
+    n = 0
+    while True:
+        try:
+            pid, st, ru = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            return n
+        if pid == 0:
+            return n
+        Proc.maxrss = max(Proc.maxrss, ru.ru_maxrss)
+        Proc.orphans += 1
+        n += 1
+
+
+def children_pids():
+    out = []
+    for t in os.listdir("/proc/self/task"):
+        try:
+            out += [int(x) for x in open(f"/proc/self/task/{t}/children").read().split()]
+        except OSError:
+            pass
+    return out
+
+
+def schedstat_ns(pid):
+    try:
+        return int(open(f"/proc/{pid}/schedstat").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+# ---------------------------------------------------------------- runtimes
+
+class Runtime:
+    def __init__(self, name, argv, root, wrapped=False):
+        self.name, self.argv, self.root, self.wrapped = name, argv, root, wrapped
+
+    def cmd(self, *args):
+        return self.argv + ["--root", self.root] + list(args)
+
+    def version(self):
+        argv = self.argv + ["--version"]
+        rc, out, err = capture(argv)
+        return (out or err).strip().splitlines()[0] if rc == 0 else "?"
+
+    def force_delete(self, cid):
+        run(self.cmd("delete", "--force", cid), check=False)
+
+
+def make_bundle(path, rootfs, args, hostname=None, cgroups_path=None, memory=None, env=None):
+    os.makedirs(path, exist_ok=True)
+    rc, out, err = capture(["runc", "spec", "--bundle", path]) if not os.path.exists(f"{path}/config.json") else (0, "", "")
+    with open(f"{path}/config.json") as f:
+        spec = json.load(f)
+    spec["root"]["path"] = rootfs  # absolute: all bundles share one rootfs (runc rejects a symlink)
+    spec["process"]["terminal"] = False
+    spec["process"]["args"] = args
+    if env:
+        spec["process"]["env"] += env
+    if hostname:
+        spec["hostname"] = hostname
+    if cgroups_path:
+        spec["linux"]["cgroupsPath"] = cgroups_path
+    if memory is not None:
+        spec["linux"].setdefault("resources", {})["memory"] = {"limit": memory}
+    with open(f"{path}/config.json", "w") as f:
+        json.dump(spec, f, indent=1)
+    return path
+
+
+# ---------------------------------------------------------------- statistics
+
+def pct(xs, p):
+    xs = sorted(xs)
+    if not xs:
+        return None
+    k = (len(xs) - 1) * p
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def summary(xs):
+    if not xs:
+        return None
+    return {"n": len(xs), "median": statistics.median(xs), "p25": pct(xs, .25), "p75": pct(xs, .75),
+            "p10": pct(xs, .10), "p90": pct(xs, .90), "min": min(xs), "max": max(xs),
+            "mean": statistics.fmean(xs)}
+
+
+def ratio(a, b):
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def paired_ratio(a, b):
+    """Median of the per-round ratios a_i/b_i (pairs are the same round)."""
+    rs = [x / y for x, y in zip(a, b) if y > 0]
+    return statistics.median(rs) if rs else None
+
+
+# ---------------------------------------------------------------- the benchmark
+
+class Bench:
+    def __init__(self, args):
+        self.a = args
+        self.work = args.work
+        self.res = {"figures": {}, "goals": [], "notes": []}
+        self.bins = args.bin_dir
+        self.rustpod_bin = os.path.join(self.bins, "rustpod")
+        self.shim_bin = os.path.join(self.bins, "containerd-shim-rustpod-v1")
+        w = self.work
+        self.rt = {
+            "rustpod": Runtime("rustpod", [self.rustpod_bin], f"{w}/root-rustpod"),
+            "runc": Runtime("runc", ["runc"], f"{w}/root-runc"),
+            "crun": Runtime("crun", CRUN_WRAP + ["crun"], f"{w}/root-crun", wrapped=True),
+        }
+        self.order = ["rustpod", "runc", "crun"]
+        self.seq = 0
+        self.ctrd_dir = None
+        self.live = []  # (runtime, id) to delete on exit
+
+    def cid(self, tag):
+        self.seq += 1
+        return f"rpb-{tag}-{self.seq}"
+
+    def rounds(self, n):
+        """n rounds, each a rotation of the runtime order (A B C, B C A, C A B, ...)."""
+        for i in range(n):
+            k = i % len(self.order)
+            yield self.order[k:] + self.order[:k]
+
+    # --- setup
+    def setup(self):
+        os.makedirs(self.work, exist_ok=True)
+        for r in self.rt.values():
+            os.makedirs(r.root, exist_ok=True)
+        self.rootfs = f"{self.work}/rootfs"
+        subprocess.run([f"{HERE}/make-rootfs.sh", self.rootfs], check=True)
+        self.b_true = make_bundle(f"{self.work}/b-true", self.rootfs, ["/bin/true"])
+        self.b_sleep = make_bundle(f"{self.work}/b-sleep", self.rootfs, ["sleep", "1000000"])
+        m = self.res
+        m["machine"] = {
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "kernel": platform.release(),
+            "cpus": os.cpu_count(),
+            "cpu_model": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?"),
+            "mem_gib": round(os.sysconf("SC_PHYS_PAGES") * PAGE / 2**30, 1),
+            "os": next((l.split("=", 1)[1].strip().strip('"') for l in open("/etc/os-release") if l.startswith("PRETTY_NAME=")), "?"),
+            "cgroup": "v1 hybrid" if os.path.ismount("/sys/fs/cgroup/unified") else ("v2" if os.path.exists("/sys/fs/cgroup/cgroup.controllers") else "v1"),
+            "versions": {n: r.version() for n, r in self.rt.items()},
+            "rustpod_binary": self.rustpod_bin,
+            "options": {"pairs": self.a.pairs, "quick": self.a.quick},
+        }
+
+    def cleanup(self):
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for rname, cid in list(self.live):
+            try:
+                self.rt[rname].force_delete(cid)
+            except Exception as e:
+                log(f"cleanup {rname} {cid}: {e}")
+        self.live.clear()
+        if self.ctrd_dir:
+            self.containerd_stop()
+        # Anything left in our roots (an aborted figure): delete by id, per runtime.
+        for r in self.rt.values():
+            if os.path.isdir(r.root):
+                for cid in os.listdir(r.root):
+                    if cid.startswith("rpb-") or cid.startswith("rpbp-"):
+                        try:
+                            r.force_delete(cid)
+                        except Exception:
+                            pass
+        try:
+            with Deadline(10):
+                while True:
+                    os.wait4(-1, 0)
+        except (ChildProcessError, Timeout):
+            pass
+        if not self.a.keep:
+            shutil.rmtree(self.work, ignore_errors=True)
+
+    # --- probe: each runtime proves it does the work before it is timed
+    def probe(self):
+        log("== probe: PID 1, hostname, /proc, own cgroup, exit 7")
+        out = {}
+        for name in self.order:
+            r = self.rt[name]
+            cg = f"/rpb-probe-{name}"
+            script = ("[ $$ = 1 ] || exit 11; [ \"$(hostname)\" = rpb-probe ] || exit 12; "
+                      "grep -q '^proc /proc proc ' /proc/mounts && [ -r /proc/self/stat ] || exit 13; "
+                      f"grep -qx '[0-9]*:memory:{cg}' /proc/self/cgroup || exit 14; exit 7")
+            b = make_bundle(f"{self.work}/b-probe-{name}", self.rootfs, ["sh", "-c", script],
+                            hostname="rpb-probe", cgroups_path=cg)
+            res = {}
+            # run (foreground): the runtime reports the container's exit code
+            cid = f"rpbp-{name}-run"
+            code = run(r.cmd("run", "--bundle", b, cid), check=False, timeout=30)
+            res["run_exit"] = code
+            reap_ready()
+            gone = run(r.cmd("state", cid), check=False) != 0
+            res["run_deletes"] = gone
+            if not gone:
+                r.force_delete(cid)
+            # create / start / wait: the init is our child (subreaper), so we see its status
+            cid = f"rpbp-{name}-cs"
+            run(r.cmd("create", "--bundle", b, cid), timeout=30)
+            self.live.append((name, cid))
+            rc, st, _ = capture(r.cmd("state", cid))
+            pid = json.loads(st)["pid"]
+            procs = open(f"/sys/fs/cgroup/memory{cg}/cgroup.procs").read().split()
+            res["host_sees_init_in_cgroup"] = str(pid) in procs
+            res["init_is_our_child"] = pid in children_pids()
+            run(r.cmd("start", cid))
+            p, code = reap_one()
+            reap_ready()
+            res["create_start_exit"] = code
+            run(r.cmd("delete", cid))
+            self.live.remove((name, cid))
+            res["cgroup_removed"] = not os.path.exists(f"/sys/fs/cgroup/memory{cg}")
+            res["ok"] = (res["run_exit"] == 7 and res["create_start_exit"] == 7 and
+                         res["host_sees_init_in_cgroup"] and res["run_deletes"])
+            out[name] = res
+            log(f"  {name}: {res}")
+            if not res["ok"]:
+                raise RuntimeError(f"probe failed for {name}: {res}")
+        self.res["probe"] = out
+
+    # --- wrapper cost for crun
+    def wrapper_sample(self):
+        """One no-op pair: (wrapper + /bin/true) - (/bin/true), wall and CPU."""
+        vals = []
+        for argv in (CRUN_WRAP + ["/bin/true"], ["/bin/true"]):
+            c0 = cpu_children()
+            t0 = time.perf_counter()
+            run(argv)
+            t1 = time.perf_counter()
+            vals.append((t1 - t0, cpu_children() - c0))
+        return vals
+
+    # --- figure 1: lifecycle and run
+    def lifecycle_once(self, r):
+        cid = self.cid("lc")
+        Proc.reset()
+        c0 = cpu_children()
+        t0 = time.perf_counter()
+        run(r.cmd("create", "--bundle", self.b_true, cid))
+        run(r.cmd("start", cid))
+        _, code = reap_one()
+        reap_ready()
+        run(r.cmd("delete", cid))
+        t1 = time.perf_counter()
+        cpu = cpu_children() - c0
+        if code != 0:
+            raise RuntimeError(f"{r.name}: /bin/true exited {code}")
+        return t1 - t0, cpu, Proc.maxrss, Proc.orphans
+
+    def run_once(self, r):
+        cid = self.cid("run")
+        Proc.reset()
+        c0 = cpu_children()
+        t0 = time.perf_counter()
+        code = run(r.cmd("run", "--bundle", self.b_true, cid), check=False)
+        t1 = time.perf_counter()
+        reap_ready()
+        cpu = cpu_children() - c0
+        if code != 0:
+            raise RuntimeError(f"{r.name} run: exit {code}\n{errtext()}")
+        return t1 - t0, cpu, Proc.maxrss, Proc.orphans
+
+    def exec_once(self, r, cid):
+        Proc.reset()
+        c0 = cpu_children()
+        t0 = time.perf_counter()
+        run(r.cmd("exec", cid, "/bin/true"))
+        t1 = time.perf_counter()
+        return t1 - t0, cpu_children() - c0, Proc.maxrss, 0
+
+    def collect(self, fig, n, fn, crun_calls, extra=None):
+        """Interleaved rounds of fn(runtime) for every runtime, plus one wrapper no-op pair per round."""
+        raw = {name: {"wall_ms": [], "cpu_ms": [], "maxrss_kib": [], "orphans": []} for name in self.order}
+        wrap = {"wall_ms": [], "cpu_ms": []}
+        for _ in range(self.a.warmup):
+            for name in self.order:
+                fn(self.rt[name], *(extra[name] if extra else ()))
+        for order in self.rounds(n):
+            for name in order:
+                w, c, m, o = fn(self.rt[name], *(extra[name] if extra else ()))
+                d = raw[name]
+                d["wall_ms"].append(w * 1e3)
+                d["cpu_ms"].append(c * 1e3)
+                d["maxrss_kib"].append(m)
+                d["orphans"].append(o)
+            (ww, wc), (tw, tc) = self.wrapper_sample()
+            wrap["wall_ms"].append((ww - tw) * 1e3)
+            wrap["cpu_ms"].append((wc - tc) * 1e3)
+        # peak RSS pass (untimed): every command under GNU time, the container init via wait4
+        global RSS_MODE
+        for name in self.order:
+            raw[name]["maxrss_kib"] = []
+            RSS_MODE = True
+            try:
+                for _ in range(3):
+                    raw[name]["maxrss_kib"].append(fn(self.rt[name], *(extra[name] if extra else ()))[2])
+            finally:
+                RSS_MODE = False
+        ow, oc = statistics.median(wrap["wall_ms"]), statistics.median(wrap["cpu_ms"])
+        c = raw["crun"]
+        c["wall_ms_raw"], c["cpu_ms_raw"] = c["wall_ms"], c["cpu_ms"]
+        c["wall_ms"] = [x - crun_calls * ow for x in c["wall_ms_raw"]]
+        c["cpu_ms"] = [x - crun_calls * oc for x in c["cpu_ms_raw"]]
+        fig_res = {"n": n, "runtimes": {}, "wrapper": {
+            "calls_per_op": crun_calls, "wall_ms_per_call": ow, "cpu_ms_per_call": oc,
+            "wall_ms": summary(wrap["wall_ms"]), "cpu_ms": summary(wrap["cpu_ms"])}}
+        for name in self.order:
+            d = raw[name]
+            fig_res["runtimes"][name] = {
+                "wall_ms": summary(d["wall_ms"]), "cpu_ms": summary(d["cpu_ms"]),
+                "peak_rss_kib": max(d["maxrss_kib"]), "raw": d}
+        rp = raw["rustpod"]
+        fig_res["ratios"] = {}
+        for other in ("runc", "crun"):
+            o = raw[other]
+            fig_res["ratios"][other] = {
+                "wall": ratio(statistics.median(rp["wall_ms"]), statistics.median(o["wall_ms"])),
+                "cpu": ratio(statistics.median(rp["cpu_ms"]), statistics.median(o["cpu_ms"])),
+                "wall_paired": paired_ratio(rp["wall_ms"], o["wall_ms"]),
+                "cpu_paired": paired_ratio(rp["cpu_ms"], o["cpu_ms"]),
+                "peak_rss": ratio(max(rp["maxrss_kib"]), max(o["maxrss_kib"]))}
+        self.res["figures"][fig] = fig_res
+        self.print_fig(fig)
+
+    def fig_cli(self):
+        n = self.a.pairs
+        log(f"== figure 1a: create+start+wait+delete of /bin/true, {n} rounds")
+        self.collect("lifecycle", n, self.lifecycle_once, crun_calls=3)
+        log(f"== figure 1b: run (foreground, deletes on exit) of /bin/true, {n} rounds")
+        self.collect("run", n, self.run_once, crun_calls=1)
+
+    def fig_exec(self):
+        n = self.a.pairs
+        log(f"== figure 2: exec /bin/true into a running container, {n} rounds")
+        ids = {}
+        for name in self.order:
+            cid = self.cid("ex")
+            r = self.rt[name]
+            run(r.cmd("create", "--bundle", self.b_sleep, cid))
+            self.live.append((name, cid))
+            run(r.cmd("start", cid))
+            ids[name] = (cid,)
+        try:
+            self.collect("exec", n, self.exec_once, crun_calls=1, extra=ids)
+        finally:
+            for name, (cid,) in ids.items():
+                self.rt[name].force_delete(cid)
+                self.live.remove((name, cid))
+            self.reap_until_empty()
+
+    def reap_until_empty(self, timeout=20):
+        if self.ctrd_pid:  # containerd is our child too and stays: poll for the others
+            end = time.time() + timeout
+            while set(children_pids()) - {self.ctrd_pid} and time.time() < end:
+                reap_ready()
+                time.sleep(0.05)
+            reap_ready()
+            return
+        try:
+            with Deadline(timeout):
+                while True:
+                    pid, st, ru = os.wait4(-1, 0)
+                    if self.ctrd_pid and pid == self.ctrd_pid:
+                        raise RuntimeError("containerd exited")
+        except ChildProcessError:
+            pass
+        except Timeout:
+            left = []
+            for p in children_pids():
+                try:
+                    left.append(f"{p}:" + open(f"/proc/{p}/cmdline").read().replace("\0", " ")[:80])
+                except OSError:
+                    pass
+            log(f"  (children still running after teardown: {left})")
+
+    ctrd_pid = None
+
+    # --- figure 6: smallest memory limit
+    def fig_memlimit(self):
+        log("== figure 6: smallest memory.limit with which /bin/true starts (binary search 256 KiB..64 MiB)")
+        out = {}
+        lo0, hi0 = 256 * 1024, 64 * 2**20
+        step = 16 * 1024 if not self.a.quick else 64 * 1024
+        for name in self.order:
+            r = self.rt[name]
+            tries = []
+
+            def ok(limit):
+                b = make_bundle(f"{self.work}/b-mem-{name}", self.rootfs, ["/bin/true"], memory=limit)
+                cid = self.cid("mem")
+                code = run(r.cmd("run", "--bundle", b, cid), check=False, timeout=30)
+                reap_ready()
+                r.force_delete(cid)
+                tries.append((limit, code))
+                return code == 0
+
+            if ok(lo0):
+                best = lo0
+            elif not ok(hi0):
+                best = None
+            else:
+                lo, hi = lo0, hi0  # lo fails, hi works
+                while hi - lo > step:
+                    mid = (lo + hi) // 2 // PAGE * PAGE
+                    if ok(mid):
+                        hi = mid
+                    else:
+                        lo = mid
+                # confirm: the boundary must work 3 times in a row, else move up
+                while not all(ok(hi) for _ in range(3)):
+                    hi += step
+                best = hi
+            out[name] = {"min_limit_kib": best // 1024 if best else None, "upper_bound": hi0 // 1024,
+                         "lower_bound": lo0 // 1024, "step_kib": step // 1024,
+                         "tries": [{"limit_kib": l // 1024, "exit": c} for l, c in tries]}
+            log(f"  {name}: {out[name]['min_limit_kib']} KiB ({len(tries)} tries)")
+        self.res["figures"]["memlimit"] = out
+
+    # --- figure 5: scale
+    def fig_scale(self):
+        n50 = 50 if not self.a.quick else 20
+        rounds = 3 if not self.a.quick else 1
+        log(f"== figure 5a: {n50} containers started concurrently (run -d), {rounds} rounds per runtime")
+        conc = {name: {"wall_ms": [], "cpu_ms": []} for name in self.order}
+        for order in self.rounds(rounds):
+            for name in order:
+                r = self.rt[name]
+                ids = [self.cid("c") for _ in range(n50)]
+                self.live += [(name, i) for i in ids]
+                c0 = cpu_children()
+                t0 = time.perf_counter()
+                ERRFILE.seek(0)
+                ERRFILE.truncate()
+                pids = [spawn(r.cmd("run", "-d", "--bundle", self.b_sleep, i)) for i in ids]
+                codes = [wait_pid(p, 120)[0] for p in pids]
+                t1 = time.perf_counter()
+                reap_ready()
+                cpu = cpu_children() - c0
+                inits = [p for p in children_pids() if p != self.ctrd_pid]
+                cpu += sum(schedstat_ns(p) for p in inits) / 1e9
+                if any(codes):
+                    raise RuntimeError(f"{name}: {sum(1 for c in codes if c)} of {n50} run -d failed\n{errtext()}")
+                rc, st, _ = capture(r.cmd("list", "--format", "json"))
+                running = sum(1 for c in json.loads(st or "[]") if c.get("status") == "running" and c["id"] in ids)
+                if running != n50:
+                    raise RuntimeError(f"{name}: only {running} of {n50} running")
+                # crun wrapper: n50 wrapped calls, but concurrently; subtract CPU only
+                if r.wrapped:
+                    cpu -= n50 * self.wrap_cpu_ms() / 1e3
+                conc[name]["wall_ms"].append((t1 - t0) * 1e3)
+                conc[name]["cpu_ms"].append(cpu * 1e3)
+                self.teardown([(name, i) for i in ids])
+        res = {"containers": n50, "rounds": rounds, "runtimes": {}}
+        for name in self.order:
+            res["runtimes"][name] = {"wall_ms": summary(conc[name]["wall_ms"]), "cpu_ms": summary(conc[name]["cpu_ms"]),
+                                     "raw": conc[name]}
+        rp = conc["rustpod"]
+        res["ratios"] = {o: {"wall": ratio(statistics.median(rp["wall_ms"]), statistics.median(conc[o]["wall_ms"])),
+                             "cpu": ratio(statistics.median(rp["cpu_ms"]), statistics.median(conc[o]["cpu_ms"]))}
+                         for o in ("runc", "crun")}
+        self.res["figures"]["scale_concurrent"] = res
+        log("  " + ", ".join(f"{n}: {statistics.median(conc[n]['wall_ms']):.0f} ms wall, {statistics.median(conc[n]['cpu_ms']):.0f} ms CPU" for n in self.order))
+
+        nmax = 100 if not self.a.quick else 20
+        log(f"== figure 5b: creation time (run -d) with 0..{nmax - 1} of its own containers running (interleaved, host has ~3x)")
+        ids = {name: [] for name in self.order}
+        series = {name: {"running_before": [], "host_running_before": [], "wall_ms": [], "cpu_ms": []} for name in self.order}
+        for k, order in enumerate(self.rounds(nmax)):
+            for name in order:
+                r = self.rt[name]
+                cid = self.cid("s")
+                host = sum(len(v) for v in ids.values())
+                Proc.reset()
+                c0 = cpu_children()
+                t0 = time.perf_counter()
+                run(r.cmd("run", "-d", "--bundle", self.b_sleep, cid))
+                t1 = time.perf_counter()
+                ids[name].append(cid)
+                self.live.append((name, cid))
+                s = series[name]
+                s["running_before"].append(k)
+                s["host_running_before"].append(host)
+                w = (t1 - t0) * 1e3
+                c = (cpu_children() - c0) * 1e3
+                if r.wrapped:
+                    w -= self.wrap_wall_ms()
+                    c -= self.wrap_cpu_ms()
+                s["wall_ms"].append(w)
+                s["cpu_ms"].append(c)
+        self.teardown([(name, i) for name in self.order for i in ids[name]])
+        res = {"max": nmax, "runtimes": {}}
+        for name in self.order:
+            s = series[name]
+            q = max(1, nmax // 10)
+            res["runtimes"][name] = {"first_decile_wall_ms": statistics.median(s["wall_ms"][:q]),
+                                     "last_decile_wall_ms": statistics.median(s["wall_ms"][-q:]),
+                                     "raw": s}
+            res["runtimes"][name]["growth"] = ratio(res["runtimes"][name]["last_decile_wall_ms"],
+                                                    res["runtimes"][name]["first_decile_wall_ms"])
+        self.res["figures"]["scale_growth"] = res
+        log("  " + ", ".join(f"{n}: {res['runtimes'][n]['first_decile_wall_ms']:.1f} -> {res['runtimes'][n]['last_decile_wall_ms']:.1f} ms" for n in self.order))
+
+    def wrap_wall_ms(self):
+        return self.res["figures"]["lifecycle"]["wrapper"]["wall_ms_per_call"]
+
+    def wrap_cpu_ms(self):
+        return self.res["figures"]["lifecycle"]["wrapper"]["cpu_ms_per_call"]
+
+    def teardown(self, pairs):
+        for name, i in pairs:
+            self.rt[name].force_delete(i)
+            self.live.remove((name, i))
+        self.reap_until_empty()
+
+    # --- containerd figures 3 and 4
+    def containerd_start(self):
+        d = self.a.containerd_dir
+        shutil.rmtree(d, ignore_errors=True)
+        shimdir = f"{self.work}/shimdir"
+        os.makedirs(shimdir, exist_ok=True)
+        dst = f"{shimdir}/containerd-shim-rustpod-v1"
+        if not os.path.exists(dst):
+            os.symlink(self.shim_bin, dst)
+        self.ctrd_dir = d
+        subprocess.run([f"{HERE}/containerd.sh", "start", d, "--shim-dir", shimdir], check=True)
+        self.ctrd_pid = int(open(f"{d}/containerd.pid").read())
+        if self.ctrd_pid not in children_pids():
+            raise RuntimeError("containerd is not our child: cannot account shim CPU")
+        self.sock = f"{d}/containerd.sock"
+        img = f"{self.work}/image.tar"
+        subprocess.run([f"{HERE}/make-oci-image.sh", IMAGE.split("/")[-1], img], check=True)
+        subprocess.run(["ctr", "-a", self.sock, "images", "import", img], check=True, stdout=subprocess.DEVNULL)
+
+    def containerd_stop(self):
+        d, self.ctrd_dir = self.ctrd_dir, None
+        subprocess.run([f"{HERE}/containerd.sh", "stop", d], check=False)
+        try:
+            with Deadline(10):
+                os.wait4(self.ctrd_pid, 0)
+        except (ChildProcessError, Timeout):
+            pass
+        self.ctrd_pid = None
+        # the snapshots are overlay mounts under d; containerd unmounts them on delete
+        subprocess.run(["umount", "-R", d], stderr=subprocess.DEVNULL, check=False)
+        shutil.rmtree(d, ignore_errors=True)
+
+    def ctrd_children_cpu(self):
+        """containerd's cutime+cstime (s): the shim `start`/`delete` bootstrap processes it forks and reaps."""
+        f = open(f"/proc/{self.ctrd_pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(f[13]) + int(f[14])) / CLK_TCK
+
+    def ctr(self, *args):
+        return ["ctr", "-a", self.sock] + list(args)
+
+    def shim_ok(self):
+        if self.a.shim_not_ready:
+            return self.a.shim_not_ready
+        if not os.access(self.shim_bin, os.X_OK):
+            return "containerd-shim-rustpod-v1 did not build"
+        return None
+
+    def ctr_run_once(self, runtime, argv=("/bin/true",), expect=0):
+        cid = self.cid("ctr")
+        Proc.reset()
+        c0 = cpu_children()
+        k0 = self.ctrd_children_cpu()
+        t0 = time.perf_counter()
+        ERRFILE.seek(0)
+        ERRFILE.truncate()
+        pid = spawn(self.ctr("run", "--rm", "--runtime", runtime, IMAGE, cid, *argv))
+        code, ru_ctr = wait_pid(pid, 60)
+        t1 = time.perf_counter()
+        if code != expect:
+            raise RuntimeError(f"ctr run --runtime {runtime}: exit {code} (want {expect})\n{errtext()}")
+        # the shim daemon was reparented to us: wait until it exits (containerd shuts it down)
+        shim = None
+        try:
+            with Deadline(10):
+                shim, st, ru = os.wait4(-1, 0)
+        except Timeout:
+            pass
+        if shim == self.ctrd_pid:
+            raise RuntimeError("containerd exited")
+        reap_ready()
+        time.sleep(0.02)  # containerd reaps the shim `delete` bootstrap asynchronously
+        k1 = self.ctrd_children_cpu()
+        ours = cpu_children() - c0 - (ru_ctr.ru_utime + ru_ctr.ru_stime)
+        return t1 - t0, ours, k1 - k0, ru_ctr.ru_utime + ru_ctr.ru_stime, shim is not None
+
+    def fig_containerd(self):
+        why = self.shim_ok()
+        if why:
+            for f in ("containerd", "shim_memory"):
+                self.res["figures"][f] = {"not_measured": f"shim not ready: {why}"}
+            log(f"== figures 3, 4: not measured: shim not ready ({why})")
+            return
+        self.containerd_start()
+        shims = {"rustpod": "io.containerd.rustpod.v1", "runc": "io.containerd.runc.v2"}
+        try:
+            # probe through containerd: PID 1, /proc, exit code 7 comes back through the shim
+            script = "[ $$ = 1 ] && grep -q '^proc /proc proc ' /proc/mounts && exit 7; exit 1"
+            for name, rtn in shims.items():
+                self.ctr_run_once(rtn, ("sh", "-c", script), expect=7)
+            n = self.a.pairs
+            log(f"== figure 3: ctr run --rm /bin/true, rustpod shim vs runc v2 shim, {n} pairs")
+            raw = {name: {"wall_ms": [], "shim_cpu_ms": [], "daemon_cpu_ms": [], "bootstrap_cpu_ms": [], "ctr_cpu_ms": []}
+                   for name in shims}
+            for _ in range(self.a.warmup):
+                for name, rtn in shims.items():
+                    self.ctr_run_once(rtn)
+            names = list(shims)
+            missing_shim = 0
+            for i in range(n):
+                for name in (names if i % 2 == 0 else names[::-1]):
+                    w, daemon, boot, ctrcpu, seen = self.ctr_run_once(shims[name])
+                    missing_shim += not seen
+                    d = raw[name]
+                    d["wall_ms"].append(w * 1e3)
+                    d["daemon_cpu_ms"].append(daemon * 1e3)
+                    d["bootstrap_cpu_ms"].append(boot * 1e3)
+                    d["shim_cpu_ms"].append((daemon + boot) * 1e3)
+                    d["ctr_cpu_ms"].append(ctrcpu * 1e3)
+            res = {"n": n, "runtimes": {}, "shim_exit_not_seen": missing_shim}
+            for name in shims:
+                d = raw[name]
+                res["runtimes"][name] = {
+                    "wall_ms": summary(d["wall_ms"]),
+                    "shim_cpu_ms": summary(d["shim_cpu_ms"]),
+                    "shim_cpu_ms_mean": statistics.fmean(d["shim_cpu_ms"]),
+                    "daemon_cpu_ms": summary(d["daemon_cpu_ms"]),
+                    "bootstrap_cpu_ms_mean": statistics.fmean(d["bootstrap_cpu_ms"]),
+                    "ctr_cpu_ms": summary(d["ctr_cpu_ms"]),
+                    "raw": d}
+            rp, rc = raw["rustpod"], raw["runc"]
+            res["ratios"] = {"runc": {
+                "wall": ratio(statistics.median(rp["wall_ms"]), statistics.median(rc["wall_ms"])),
+                "wall_paired": paired_ratio(rp["wall_ms"], rc["wall_ms"]),
+                # the bootstrap part is tick-quantised (10 ms) per run: compare means
+                "shim_cpu": ratio(statistics.fmean(rp["shim_cpu_ms"]), statistics.fmean(rc["shim_cpu_ms"]))}}
+            self.res["figures"]["containerd"] = res
+            self.print_fig("containerd")
+            self.fig_shim_memory(shims)
+        finally:
+            self.containerd_stop()
+
+    def shim_procs(self):
+        """PIDs of shim processes serving our containerd (their command line names its socket)."""
+        out = []
+        for p in os.listdir("/proc"):
+            if not p.isdigit():
+                continue
+            try:
+                cmd = open(f"/proc/{p}/cmdline", "rb").read().split(b"\0")
+            except OSError:
+                continue
+            if cmd and b"containerd-shim" in os.path.basename(cmd[0]) and self.sock.encode() in cmd:
+                out.append(int(p))
+        return out
+
+    def fig_shim_memory(self, shims):
+        pods = 10 if not self.a.quick else 4
+        per_pod = 2
+        log(f"== figure 4: shim memory with {pods} pods x {per_pod} containers (grouped by {SANDBOX_ANN})")
+        res = {"pods": pods, "containers_per_pod": per_pod, "runtimes": {}}
+        for name, rtn in shims.items():
+            ids = []
+            try:
+                for p in range(pods):
+                    pod = f"rpb-pod-{name}-{p}"
+                    for c in range(per_pod):
+                        cid = pod if c == 0 else f"{pod}-c{c}"
+                        run(self.ctr("run", "-d", "--runtime", rtn, "--annotation", f"{SANDBOX_ANN}={pod}",
+                                     "--annotation", f"io.kubernetes.cri.container-type={'sandbox' if c == 0 else 'container'}",
+                                     IMAGE, cid, "sleep", "1000000"))
+                        ids.append(cid)
+                time.sleep(1)
+                procs = self.shim_procs()
+                rss = pss = 0
+                threads = 0
+                for p in procs:
+                    st = open(f"/proc/{p}/status").read()
+                    rss += int(next(l.split()[1] for l in st.splitlines() if l.startswith("VmRSS:")))
+                    threads += int(next(l.split()[1] for l in st.splitlines() if l.startswith("Threads:")))
+                    sm = open(f"/proc/{p}/smaps_rollup").read()
+                    pss += int(next(l.split()[1] for l in sm.splitlines() if l.startswith("Pss:")))
+                res["runtimes"][name] = {"shim_processes": len(procs), "shims_per_pod": len(procs) / pods,
+                                         "threads": threads,
+                                         "rss_kib_total": rss, "pss_kib_total": pss,
+                                         "rss_kib_per_pod": rss / pods, "pss_kib_per_pod": pss / pods}
+                log(f"  {name}: {len(procs)} shim processes, RSS {rss / pods / 1024:.1f} MiB/pod, PSS {pss / pods / 1024:.1f} MiB/pod")
+            finally:
+                for cid in ids:
+                    run(self.ctr("task", "kill", "-s", "KILL", cid), check=False)
+                for cid in ids:
+                    run(self.ctr("task", "delete", cid), check=False)
+                    run(self.ctr("container", "delete", cid), check=False)
+                self.reap_until_empty(10)
+        self.res["figures"]["shim_memory"] = res
+
+    # --- output
+    def print_fig(self, fig):
+        f = self.res["figures"][fig]
+        for name, d in f["runtimes"].items():
+            w = d["wall_ms"]
+            c = d.get("cpu_ms") or d.get("shim_cpu_ms")
+            log(f"  {name:8} wall {w['median']:7.2f} ms [{w['p25']:.2f}..{w['p75']:.2f}]  "
+                f"cpu {c['median']:7.2f} ms [{c['p25']:.2f}..{c['p75']:.2f}]")
+        for other, r in f.get("ratios", {}).items():
+            log(f"  rustpod/{other}: " + ", ".join(f"{k} {v:.2f}" for k, v in r.items() if v is not None))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin-dir", default=os.environ.get("CARGO_TARGET_DIR", "/var/tmp/rustpod-target") + "/release")
+    ap.add_argument("--pairs", type=int, default=50, help="interleaved rounds per comparison (>= 30 for the report)")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="development: 8 rounds, smaller scale figures")
+    ap.add_argument("--only", default="cli,exec,memlimit,scale,containerd",
+                    help="comma list of: cli,exec,memlimit,scale,containerd")
+    ap.add_argument("--out", default=f"{REPO}/bench")
+    ap.add_argument("--work", default="/var/tmp/rustpod-bench")
+    ap.add_argument("--containerd-dir", default="/tmp/rpbc")
+    ap.add_argument("--shim-not-ready", metavar="REASON", help="skip figures 3 and 4 with this reason")
+    ap.add_argument("--keep", action="store_true", help="keep the work dir")
+    a = ap.parse_args()
+    if a.quick and "--pairs" not in sys.argv:
+        a.pairs = 8
+        a.warmup = 1
+    only = set(a.only.split(","))
+    if "cli" not in only and only & {"scale"}:
+        only.add("cli")  # the crun wrapper cost comes from figure 1
+    if os.geteuid() != 0:
+        sys.exit("bench: must run as root")
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        sys.exit("bench: prctl(PR_SET_CHILD_SUBREAPER) failed")
+    global ERRFILE
+    os.makedirs(a.work, exist_ok=True)
+    ERRFILE = open(f"{a.work}/.stderr", "w+")
+    global RSS_OUT
+    RSS_OUT = f"{a.work}/.maxrss"
+    b = Bench(a)
+    t0 = time.time()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda s, f: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        b.setup()
+        b.probe()
+        if "cli" in only:
+            b.fig_cli()
+        if "exec" in only:
+            b.fig_exec()
+        if "memlimit" in only:
+            b.fig_memlimit()
+        if "scale" in only:
+            b.fig_scale()
+        if "containerd" in only:
+            b.fig_containerd()
+    finally:
+        b.cleanup()
+    b.res["machine"]["duration_s"] = round(time.time() - t0)
+    import bench_report
+    bench_report.write(b.res, a.out)
+
+
+if __name__ == "__main__":
+    sys.dont_write_bytecode = True  # no __pycache__ in the checkout
+    sys.path.insert(0, HERE)
+    main()

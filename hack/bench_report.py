@@ -1,0 +1,243 @@
+"""Output of hack/bench.py: goals, the table (stdout and bench/results.md), bench/results.json, bench/chart.svg."""
+import json
+import os
+import random
+import statistics
+import sys
+
+COLORS = {"rustpod": "#d9480f", "runc": "#1c7ed6", "crun": "#37b24d"}
+
+
+def _g(d, *path):
+    for p in path:
+        if d is None:
+            return None
+        d = d.get(p) if isinstance(d, dict) else None
+    return d
+
+
+def goals(res):
+    """Each goal: what, the measured ratio/value, the target, met (None = not measured)."""
+    F = res["figures"]
+    out = []
+
+    def add(name, value, target, unit="x", note=""):
+        met = None if value is None else value <= target
+        out.append({"goal": name, "value": value, "target": target, "unit": unit, "met": met, "note": note})
+
+    add("CLI lifecycle (create+start+wait+delete) wall <= 1.0x crun", _g(F, "lifecycle", "ratios", "crun", "wall"), 1.0)
+    add("CLI lifecycle CPU <= 1.0x crun", _g(F, "lifecycle", "ratios", "crun", "cpu"), 1.0)
+    add("run (foreground) wall <= 1.0x crun", _g(F, "run", "ratios", "crun", "wall"), 1.0)
+    add("run (foreground) CPU <= 1.0x crun", _g(F, "run", "ratios", "crun", "cpu"), 1.0)
+    add("exec wall <= 1.0x crun", _g(F, "exec", "ratios", "crun", "wall"), 1.0)
+    nm = _g(F, "containerd", "not_measured")
+    add("ctr run --rm: shim-side CPU <= 0.3x runc v2 shim + runc", _g(F, "containerd", "ratios", "runc", "shim_cpu"), 0.3, note=nm or "")
+    add("ctr run --rm: wall <= 0.7x runc v2 shim", _g(F, "containerd", "ratios", "runc", "wall"), 0.7, note=nm or "")
+    sm = _g(F, "shim_memory", "runtimes", "rustpod")
+    add("shim RSS <= 4 MiB per pod", sm["rss_kib_per_pod"] / 1024 if sm else None, 4.0, "MiB", nm or "")
+    add("one shim process per pod", sm["shims_per_pod"] if sm else None, 1.0, "per pod", nm or "")
+    ml = _g(F, "memlimit")
+    if ml and ml["rustpod"]["min_limit_kib"] and ml["crun"]["min_limit_kib"]:
+        add("smallest memory limit <= crun's", ml["rustpod"]["min_limit_kib"] / ml["crun"]["min_limit_kib"], 1.0)
+    else:
+        add("smallest memory limit <= crun's", None, 1.0)
+    return out
+
+
+def fmt_ms(s):
+    if not s:
+        return "–"
+    return f"{s['median']:.1f} ms ({s['p25']:.1f}–{s['p75']:.1f})"
+
+
+def fmt_r(x):
+    return "–" if x is None else f"{x:.2f}×"
+
+
+def table(res):
+    F = res["figures"]
+    rows = []
+    hdr = ["figure", "rustpod", "runc", "crun", "rustpod/runc", "rustpod/crun"]
+
+    def trio(fig, label, key, rkey):
+        f = F.get(fig)
+        if not f or "runtimes" not in f:
+            return
+        rt = f["runtimes"]
+        rows.append([label] + [fmt_ms(_g(rt, n, key)) for n in ("rustpod", "runc", "crun")] +
+                    [fmt_r(_g(f, "ratios", o, rkey)) for o in ("runc", "crun")])
+
+    trio("lifecycle", "1. create+start+wait+delete, wall", "wall_ms", "wall")
+    trio("lifecycle", "1. create+start+wait+delete, CPU", "cpu_ms", "cpu")
+    if "lifecycle" in F:
+        rt = F["lifecycle"]["runtimes"]
+        rows.append(["1. lifecycle, peak RSS of any process"] + [f"{rt[n]['peak_rss_kib'] / 1024:.1f} MiB" for n in ("rustpod", "runc", "crun")] +
+                    [fmt_r(_g(F, "lifecycle", "ratios", o, "peak_rss")) for o in ("runc", "crun")])
+    trio("run", "1. run (foreground, deletes), wall", "wall_ms", "wall")
+    trio("run", "1. run (foreground, deletes), CPU", "cpu_ms", "cpu")
+    trio("exec", "2. exec /bin/true, wall", "wall_ms", "wall")
+    trio("exec", "2. exec /bin/true, CPU", "cpu_ms", "cpu")
+    sc = F.get("scale_concurrent")
+    if sc:
+        trio("scale_concurrent", f"5. {sc['containers']} concurrent run -d: time to all running", "wall_ms", "wall")
+        trio("scale_concurrent", f"5. {sc['containers']} concurrent run -d: CPU total", "cpu_ms", "cpu")
+    sg = F.get("scale_growth")
+    if sg:
+        rt = sg["runtimes"]
+        cell = lambda n: f"{rt[n]['first_decile_wall_ms']:.1f} → {rt[n]['last_decile_wall_ms']:.1f} ms"
+        g = lambda o: fmt_r(rt["rustpod"]["last_decile_wall_ms"] / rt[o]["last_decile_wall_ms"])
+        rows.append([f"5. run -d wall, first → last tenth of 1..{sg['max']} running"] + [cell(n) for n in ("rustpod", "runc", "crun")] + [g("runc"), g("crun")])
+    ml = F.get("memlimit")
+    if ml:
+        v = lambda n: "> 64 MiB" if ml[n]["min_limit_kib"] is None else (
+            f"≤ {ml[n]['min_limit_kib']} KiB (floor)" if ml[n]["min_limit_kib"] <= ml[n]["lower_bound"] else f"{ml[n]['min_limit_kib']} KiB")
+        r = lambda o: fmt_r(ml["rustpod"]["min_limit_kib"] / ml[o]["min_limit_kib"]) if ml["rustpod"]["min_limit_kib"] and ml[o]["min_limit_kib"] else "–"
+        rows.append(["6. smallest memory.limit for /bin/true"] + [v(n) for n in ("rustpod", "runc", "crun")] + [r("runc"), r("crun")])
+    ct = F.get("containerd")
+    if ct and "runtimes" in ct:
+        rt = ct["runtimes"]
+        rows.append(["3. ctr run --rm /bin/true, wall (shim: rustpod vs runc v2)", fmt_ms(rt["rustpod"]["wall_ms"]), fmt_ms(rt["runc"]["wall_ms"]), "–",
+                     fmt_r(ct["ratios"]["runc"]["wall"]), "–"])
+        rows.append(["3. shim-side CPU per ctr run (mean)", f"{rt['rustpod']['shim_cpu_ms_mean']:.1f} ms", f"{rt['runc']['shim_cpu_ms_mean']:.1f} ms", "–",
+                     fmt_r(ct["ratios"]["runc"]["shim_cpu"]), "–"])
+    elif ct:
+        rows.append(["3. through containerd", ct["not_measured"], "", "", "", ""])
+    sm = F.get("shim_memory")
+    if sm and "runtimes" in sm:
+        rt = sm["runtimes"]
+        rows.append([f"4. shim RSS per pod ({sm['pods']} pods × {sm['containers_per_pod']})", f"{rt['rustpod']['rss_kib_per_pod'] / 1024:.1f} MiB",
+                     f"{rt['runc']['rss_kib_per_pod'] / 1024:.1f} MiB", "–", fmt_r(rt["rustpod"]["rss_kib_per_pod"] / rt["runc"]["rss_kib_per_pod"]), "–"])
+        rows.append(["4. shim PSS per pod", f"{rt['rustpod']['pss_kib_per_pod'] / 1024:.1f} MiB",
+                     f"{rt['runc']['pss_kib_per_pod'] / 1024:.1f} MiB", "–", fmt_r(rt["rustpod"]["pss_kib_per_pod"] / rt["runc"]["pss_kib_per_pod"]), "–"])
+        rows.append(["4. shim processes per pod", f"{rt['rustpod']['shims_per_pod']:g}", f"{rt['runc']['shims_per_pod']:g}", "–", "", ""])
+    elif sm:
+        rows.append(["4. shim memory", sm["not_measured"], "", "", "", ""])
+    return hdr, rows
+
+
+def markdown(res):
+    hdr, rows = table(res)
+    m = res["machine"]
+    lines = [f"Measured {m['date']} on {m['os']}, kernel {m['kernel']}, {m['cpus']} × {m['cpu_model']}, "
+             f"{m['mem_gib']} GiB, cgroup {m['cgroup']}; " + ", ".join(f"{k} `{v}`" for k, v in m["versions"].items()) +
+             f". {_g(res, 'figures', 'lifecycle', 'n') or '?'} interleaved rounds; median (p25–p75); "
+             f"crun's wrapper cost ({_g(res, 'figures', 'lifecycle', 'wrapper', 'wall_ms_per_call') or 0:.1f} ms wall, "
+             f"{_g(res, 'figures', 'lifecycle', 'wrapper', 'cpu_ms_per_call') or 0:.1f} ms CPU per call) subtracted. Run took {m.get('duration_s', '?')} s.", ""]
+    lines.append("| " + " | ".join(hdr) + " |")
+    lines.append("|" + "---|" * len(hdr))
+    for r in rows:
+        lines.append("| " + " | ".join(r) + " |")
+    lines += ["", "| goal | measured | target | met |", "|---|---|---|---|"]
+    for g in res["goals"]:
+        v = "not measured" + (f" ({g['note']})" if g["note"] else "") if g["value"] is None else (
+            f"{g['value']:.2f}×" if g["unit"] == "x" else f"{g['value']:.2f} {g['unit']}")
+        t = f"≤ {g['target']:g}" + ("×" if g["unit"] == "x" else f" {g['unit']}")
+        met = "–" if g["met"] is None else ("yes" if g["met"] else "**no**")
+        lines.append(f"| {g['goal']} | {v} | {t} | {met} |")
+    return "\n".join(lines) + "\n"
+
+
+def text_table(res):
+    hdr, rows = table(res)
+    w = [max(len(str(r[i])) for r in [hdr] + rows) for i in range(len(hdr))]
+    out = ["  ".join(str(c).ljust(w[i]) for i, c in enumerate(hdr)), "  ".join("-" * x for x in w)]
+    out += ["  ".join(str(c).ljust(w[i]) for i, c in enumerate(r)) for r in rows]
+    out.append("")
+    for g in res["goals"]:
+        v = "not measured" if g["value"] is None else f"{g['value']:.2f}{'x' if g['unit'] == 'x' else ' ' + g['unit']}"
+        out.append(f"{'MET ' if g['met'] else ('--  ' if g['met'] is None else 'MISS')}  {g['goal']}: {v}")
+    return "\n".join(out)
+
+
+def chart(res, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    F = res["figures"]
+    panels = []
+    for fig, title in (("lifecycle", "1. create+start+wait+delete"), ("run", "1. run (foreground)"), ("exec", "2. exec /bin/true")):
+        if fig in F:
+            panels.append(("box", fig, "wall_ms", f"{title}: wall (ms)"))
+            panels.append(("box", fig, "cpu_ms", f"{title}: CPU (ms)"))
+    if "runtimes" in F.get("containerd", {}):
+        panels.append(("box", "containerd", "wall_ms", "3. ctr run --rm: wall (ms)"))
+        panels.append(("box", "containerd", "shim_cpu_ms", "3. shim-side CPU per run (ms)"))
+    if "scale_concurrent" in F:
+        panels.append(("box", "scale_concurrent", "wall_ms", f"5. {F['scale_concurrent']['containers']} concurrent: time to all running (ms)"))
+    if "scale_growth" in F:
+        panels.append(("growth", "scale_growth", None, "5. run -d wall (ms) vs own containers running"))
+    if "runtimes" in F.get("shim_memory", {}):
+        panels.append(("shimmem", "shim_memory", None, "4. shim memory per pod (MiB)"))
+    if "memlimit" in F:
+        panels.append(("memlimit", "memlimit", None, "6. smallest memory.limit (KiB)"))
+    cols = 4
+    rows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    rnd = random.Random(1)
+    for ax, (kind, f, key, title) in zip(axes.flat, panels):
+        ax.set_title(title, fontsize=9)
+        ax.tick_params(labelsize=8)
+        if kind == "box":
+            names = list(F[f]["runtimes"])
+            data = [F[f]["runtimes"][n]["raw"][key] for n in names]
+            bp = ax.boxplot(data, showfliers=False, widths=0.5, medianprops={"color": "black"})
+            for i, (n, d) in enumerate(zip(names, data)):
+                ax.scatter([i + 1 + rnd.uniform(-0.18, 0.18) for _ in d], d, s=6, alpha=0.55, color=COLORS.get(n, "gray"))
+            labels = [n if f != "containerd" else ("rustpod shim" if n == "rustpod" else "runc v2 shim") for n in names]
+            ax.set_xticks(range(1, len(names) + 1), labels)
+            ax.set_ylim(bottom=0)
+        elif kind == "growth":
+            for n, d in F[f]["runtimes"].items():
+                ax.plot(d["raw"]["running_before"], d["raw"]["wall_ms"], ".", ms=3, alpha=0.6, color=COLORS[n], label=n)
+                k = 5
+                ys = d["raw"]["wall_ms"]
+                sm = [statistics.median(ys[max(0, i - k):i + k + 1]) for i in range(len(ys))]
+                ax.plot(d["raw"]["running_before"], sm, "-", color=COLORS[n])
+            ax.set_ylim(bottom=0)
+            ax.legend(fontsize=7)
+        elif kind == "shimmem":
+            rt = F[f]["runtimes"]
+            names = list(rt)
+            x = range(len(names))
+            ax.bar([i - 0.2 for i in x], [rt[n]["rss_kib_per_pod"] / 1024 for n in names], 0.4, label="RSS", color=[COLORS[n] for n in names])
+            ax.bar([i + 0.2 for i in x], [rt[n]["pss_kib_per_pod"] / 1024 for n in names], 0.4, label="PSS", color=[COLORS[n] for n in names], alpha=0.5)
+            ax.axhline(4, ls="--", color="gray", lw=0.8)
+            ax.set_xticks(list(x), [("rustpod shim" if n == "rustpod" else "runc v2 shim") + f"\n{rt[n]['shims_per_pod']:g} shim/pod" for n in names])
+            ax.legend(fontsize=7)
+        elif kind == "memlimit":
+            d = F[f]
+            names = list(d)
+            vals = [d[n]["min_limit_kib"] or d[n]["upper_bound"] for n in names]
+            ax.bar(names, vals, color=[COLORS[n] for n in names])
+            for i, v in enumerate(vals):
+                floor = d[names[i]]["min_limit_kib"] and v <= d[names[i]]["lower_bound"]
+                ax.text(i, v, f"{'≤' if floor else ''}{v}", ha="center", va="bottom", fontsize=8)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    m = res["machine"]
+    fig.suptitle(f"rustpod vs runc vs crun — {m['date']}, {m['cpus']} CPUs, {m['os']}, kernel {m['kernel']} (lower is better)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def write(res, out):
+    os.makedirs(out, exist_ok=True)
+    res["goals"] = goals(res)
+    with open(f"{out}/results.json", "w") as f:
+        json.dump(res, f, indent=1)
+    with open(f"{out}/results.md", "w") as f:
+        f.write(markdown(res))
+    try:
+        chart(res, f"{out}/chart.svg")
+    except ImportError as e:
+        print(f"bench: no chart ({e}); run through hack/bench, which installs matplotlib", file=sys.stderr)
+    print(text_table(res))
+    print(f"\nwrote {out}/results.json, {out}/results.md, {out}/chart.svg", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    # re-render from a results.json: python3 bench_report.py bench/results.json OUTDIR
+    with open(sys.argv[1]) as f:
+        r = json.load(f)
+    write(r, sys.argv[2] if len(sys.argv) > 2 else os.path.dirname(sys.argv[1]))
