@@ -28,6 +28,7 @@ pub fn serve(flags: &Flags) -> Result<(), String> {
     // Before any thread exists, so that every thread has the handlers.
     let signals = Signals::new([SIGCHLD, SIGTERM, SIGINT]).map_err(|e| format!("set up signals: {e}"))?;
     crate::logger::init(flags.debug);
+    std::panic::set_hook(Box::new(|info| log::error!("shim panicked: {info}")));
 
     let exit = Arc::new(ExitSignal::default());
     let events = Publisher::start(std::env::var("TTRPC_ADDRESS").unwrap_or_default(), flags.namespace.clone());

@@ -1,0 +1,644 @@
+//! Plays kubelet against containerd's CRI plugin: a private containerd per test (hack/cri.sh)
+//! with runtime handlers `rustpod` (our shim) and `runc`, the pause and busybox images imported
+//! into the `k8s.io` namespace, and a blocking CRI v1 client on its socket.
+//!
+//! On Drop: every pod is stopped and removed through CRI, containerd is stopped, shims and
+//! container processes left under the test's dir are killed by pid, mounts left there are
+//! detached and the dir is removed.
+
+pub use k8s_cri::v1 as cri;
+
+use cri::image_service_client::ImageServiceClient;
+use cri::runtime_service_client::RuntimeServiceClient;
+use rustpod_tests::process::{self, Output};
+use rustpod_tests::scratch::{unique_name, ScratchDir};
+use rustpod_tests::{env, leftovers, needs, shim, wait};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use tonic::transport::{Channel, Endpoint, Uri};
+
+/// The handler under test; `RUSTPOD_CRI_HANDLER=runc` runs the same tests against runc.
+pub fn handler() -> String {
+    std::env::var("RUSTPOD_CRI_HANDLER").unwrap_or_else(|_| "rustpod".into())
+}
+
+pub const BUSYBOX: &str = "docker.io/library/busybox:latest";
+/// An image whose entrypoint does not exist.
+pub const NO_ENTRYPOINT: &str = "docker.io/library/rustpod-no-entrypoint:latest";
+pub const PAUSE: &str = "registry.k8s.io/pause:3.9";
+pub const SHIM_NAME: &str = "containerd-shim-rustpod-v1";
+/// containerd's CRI plugin always works in this namespace.
+pub const NAMESPACE: &str = "k8s.io";
+const CTR: &str = "/usr/bin/ctr";
+const CONTAINERD: &str = "/usr/bin/containerd";
+
+fn script(name: &str) -> PathBuf {
+    env::repo_root().join("hack").join(name)
+}
+
+/// `$RUSTPOD_PAUSE_BIN` (hack/test.sh exports it), else hack/build-pause.sh's output if built.
+/// The tests never run cargo themselves: the outer `cargo test` holds the build lock.
+pub fn pause_bin() -> Option<PathBuf> {
+    if let Some(bin) = std::env::var_os("RUSTPOD_PAUSE_BIN") {
+        return Some(PathBuf::from(bin));
+    }
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").unwrap_or_else(|| "/var/tmp/rustpod-target".into());
+    Some(Path::new(&target).join("pause/rustpod-pause")).filter(|p| p.exists())
+}
+
+/// Why this machine cannot run the CRI tests, if it cannot.
+pub fn blocker() -> Option<String> {
+    needs::containers()
+        .or_else(|| needs::program(Path::new(CTR)))
+        .or_else(|| needs::program(Path::new(CONTAINERD)))
+        .or_else(|| needs::program(&script("cri.sh")))
+        .or_else(|| {
+            pause_bin().is_none().then(|| {
+                "no pause binary: set RUSTPOD_PAUSE_BIN or run hack/build-pause.sh".to_string()
+            })
+        })
+        .or_else(|| {
+            (handler() == "rustpod")
+                .then(|| needs::program(&shim::shim_bin()))
+                .flatten()
+        })
+}
+
+/// A private containerd with the CRI plugin and a blocking CRI client.
+pub struct Cri {
+    dir: ScratchDir,
+    socket: String,
+    rt: tokio::runtime::Runtime,
+    runtime: RuntimeServiceClient<Channel>,
+    images: ImageServiceClient<Channel>,
+    /// The runtime handler pods are run with.
+    pub handler: String,
+}
+
+/// A channel to containerd's CRI socket.
+fn connect(rt: &tokio::runtime::Runtime, socket: &str) -> Channel {
+    let path = socket.to_string();
+    rt.block_on(
+        Endpoint::try_from("http://[::]:50051")
+            .expect("endpoint")
+            .connect_with_connector(tower::service_fn(move |_: Uri| {
+                let path = path.clone();
+                async move {
+                    let stream = tokio::net::UnixStream::connect(path).await?;
+                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+                }
+            })),
+    )
+    .expect("connect to the CRI socket")
+}
+
+/// A CRI error: its gRPC code and message, for asserting on.
+pub type Status = tonic::Status;
+
+impl Cri {
+    pub fn start() -> Self {
+        let dir = ScratchDir::new("cri");
+        let bin = dir.join("bin");
+        std::fs::create_dir_all(&bin).expect("create shim dir");
+        std::os::unix::fs::symlink(shim::shim_bin(), bin.join(SHIM_NAME)).expect("link shim");
+        let socket = dir.join_str("containerd.sock");
+        let mut cmd = std::process::Command::new(script("cri.sh"));
+        cmd.args([
+            "start",
+            dir.str(),
+            "--shim-dir",
+            bin.to_str().expect("UTF-8"),
+        ]);
+        if let Some(pause) = pause_bin() {
+            cmd.env("RUSTPOD_PAUSE_BIN", pause);
+        }
+        let out = cmd.output().expect("run hack/cri.sh");
+        assert!(
+            out.status.success(),
+            "hack/cri.sh start failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("tokio runtime");
+        let channel = connect(&rt, &socket);
+        Cri {
+            dir,
+            socket,
+            rt,
+            runtime: RuntimeServiceClient::new(channel.clone()),
+            images: ImageServiceClient::new(channel),
+            handler: handler(),
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn socket(&self) -> &str {
+        &self.socket
+    }
+
+    /// `ctr -n k8s.io --address SOCK args…`.
+    pub fn ctr(&self, args: &[&str]) -> Output {
+        let all = [
+            &["-n", NAMESPACE, "--address", self.socket.as_str()][..],
+            args,
+        ]
+        .concat();
+        process::run(Path::new(CTR), &all, b"")
+    }
+
+    fn rpc<T>(
+        &self,
+        fut: impl std::future::Future<Output = Result<tonic::Response<T>, Status>>,
+    ) -> Result<T, Status> {
+        self.rt.block_on(fut).map(tonic::Response::into_inner)
+    }
+
+    pub fn version(&self) -> Result<cri::VersionResponse, Status> {
+        let mut c = self.runtime.clone();
+        self.rpc(c.version(cri::VersionRequest::default()))
+    }
+
+    /// Whether `image` is present in the k8s.io namespace, as the CRI image service sees it.
+    pub fn has_image(&self, image: &str) -> bool {
+        let mut c = self.images.clone();
+        let spec = cri::ImageSpec {
+            image: image.into(),
+            ..Default::default()
+        };
+        self.rpc(c.image_status(cri::ImageStatusRequest {
+            image: Some(spec),
+            verbose: false,
+        }))
+        .is_ok_and(|r| r.image.is_some())
+    }
+
+    /// RunPodSandbox with this test's handler.
+    pub fn run_pod(&self, config: &cri::PodSandboxConfig) -> Result<String, Status> {
+        self.run_pod_with(config, &self.handler)
+    }
+
+    /// RunPodSandbox with this test's handler; panics with the CRI error.
+    #[track_caller]
+    pub fn run_pod_ok(&self, config: &cri::PodSandboxConfig) -> String {
+        self.run_pod(config)
+            .unwrap_or_else(|e| panic!("RunPodSandbox (handler {}): {e}", self.handler))
+    }
+
+    /// A pod config whose log directory is `<dir>/var/log/pods/<uid>`, with the
+    /// directory `<container>/` in it as kubelet makes it; and that directory.
+    pub fn pod_with_logs(&self, name: &str, container: &str) -> (cri::PodSandboxConfig, PathBuf) {
+        let mut config = pod_config(name);
+        let uid = &config.metadata.as_ref().expect("metadata").uid;
+        let log_dir = self.dir.join("var/log/pods").join(uid);
+        std::fs::create_dir_all(log_dir.join(container)).expect("create the pod log dir");
+        config.log_directory = log_dir.to_str().expect("UTF-8").into();
+        (config, log_dir)
+    }
+
+    pub fn run_pod_with(
+        &self,
+        config: &cri::PodSandboxConfig,
+        handler: &str,
+    ) -> Result<String, Status> {
+        let mut c = self.runtime.clone();
+        let req = cri::RunPodSandboxRequest {
+            config: Some(config.clone()),
+            runtime_handler: handler.into(),
+        };
+        self.rpc(c.run_pod_sandbox(req)).map(|r| r.pod_sandbox_id)
+    }
+
+    pub fn stop_pod(&self, id: &str) -> Result<(), Status> {
+        let mut c = self.runtime.clone();
+        self.rpc(c.stop_pod_sandbox(cri::StopPodSandboxRequest {
+            pod_sandbox_id: id.into(),
+        }))
+        .map(drop)
+    }
+
+    pub fn remove_pod(&self, id: &str) -> Result<(), Status> {
+        let mut c = self.runtime.clone();
+        self.rpc(c.remove_pod_sandbox(cri::RemovePodSandboxRequest {
+            pod_sandbox_id: id.into(),
+        }))
+        .map(drop)
+    }
+
+    pub fn pod_status(&self, id: &str) -> Result<cri::PodSandboxStatusResponse, Status> {
+        let mut c = self.runtime.clone();
+        self.rpc(c.pod_sandbox_status(cri::PodSandboxStatusRequest {
+            pod_sandbox_id: id.into(),
+            verbose: true,
+        }))
+    }
+
+    /// The sandbox's state (READY / NOTREADY).
+    pub fn pod_state(&self, id: &str) -> cri::PodSandboxState {
+        let status = self
+            .pod_status(id)
+            .unwrap_or_else(|e| panic!("PodSandboxStatus {id}: {e}"));
+        let state = status.status.expect("PodSandboxStatus has a status").state;
+        cri::PodSandboxState::try_from(state).expect("a known sandbox state")
+    }
+
+    /// The pause process's pid, from the verbose status containerd gives.
+    pub fn pod_pid(&self, id: &str) -> i32 {
+        let status = self
+            .pod_status(id)
+            .unwrap_or_else(|e| panic!("PodSandboxStatus {id}: {e}"));
+        info_pid(&status.info)
+    }
+
+    pub fn list_pods(&self) -> Vec<cri::PodSandbox> {
+        let mut c = self.runtime.clone();
+        self.rpc(c.list_pod_sandbox(cri::ListPodSandboxRequest::default()))
+            .map(|r| r.items)
+            .unwrap_or_default()
+    }
+
+    pub fn create_container(
+        &self,
+        pod: &str,
+        config: &cri::ContainerConfig,
+        pod_config: &cri::PodSandboxConfig,
+    ) -> Result<String, Status> {
+        let mut c = self.runtime.clone();
+        let req = cri::CreateContainerRequest {
+            pod_sandbox_id: pod.into(),
+            config: Some(config.clone()),
+            sandbox_config: Some(pod_config.clone()),
+        };
+        self.rpc(c.create_container(req)).map(|r| r.container_id)
+    }
+
+    pub fn start_container(&self, id: &str) -> Result<(), Status> {
+        let mut c = self.runtime.clone();
+        self.rpc(c.start_container(cri::StartContainerRequest {
+            container_id: id.into(),
+        }))
+        .map(drop)
+    }
+
+    /// Create then start; panics with the CRI error on failure.
+    #[track_caller]
+    pub fn run_container(
+        &self,
+        pod: &str,
+        config: &cri::ContainerConfig,
+        pod_config: &cri::PodSandboxConfig,
+    ) -> String {
+        let name = config.metadata.as_ref().map_or("", |m| m.name.as_str());
+        let id = self
+            .create_container(pod, config, pod_config)
+            .unwrap_or_else(|e| panic!("CreateContainer {name} (handler {}): {e}", self.handler));
+        self.start_container(&id)
+            .unwrap_or_else(|e| panic!("StartContainer {name} (handler {}): {e}", self.handler));
+        id
+    }
+
+    pub fn stop_container(&self, id: &str, timeout: i64) -> Result<(), Status> {
+        let mut c = self.runtime.clone();
+        self.rpc(c.stop_container(cri::StopContainerRequest {
+            container_id: id.into(),
+            timeout,
+        }))
+        .map(drop)
+    }
+
+    pub fn remove_container(&self, id: &str) -> Result<(), Status> {
+        let mut c = self.runtime.clone();
+        self.rpc(c.remove_container(cri::RemoveContainerRequest {
+            container_id: id.into(),
+        }))
+        .map(drop)
+    }
+
+    pub fn container_status(&self, id: &str) -> Result<cri::ContainerStatusResponse, Status> {
+        let mut c = self.runtime.clone();
+        self.rpc(c.container_status(cri::ContainerStatusRequest {
+            container_id: id.into(),
+            verbose: true,
+        }))
+    }
+
+    /// The container's status; panics if CRI cannot tell it.
+    #[track_caller]
+    pub fn status(&self, id: &str) -> cri::ContainerStatus {
+        self.container_status(id)
+            .unwrap_or_else(|e| panic!("ContainerStatus {id}: {e}"))
+            .status
+            .expect("ContainerStatus has a status")
+    }
+
+    pub fn state(&self, id: &str) -> cri::ContainerState {
+        cri::ContainerState::try_from(self.status(id).state).expect("a known container state")
+    }
+
+    /// The container's init pid on the host, from the verbose status.
+    pub fn container_pid(&self, id: &str) -> i32 {
+        let status = self
+            .container_status(id)
+            .unwrap_or_else(|e| panic!("ContainerStatus {id}: {e}"));
+        info_pid(&status.info)
+    }
+
+    /// Polls (bounded) until container `id` is in `state`.
+    #[track_caller]
+    pub fn wait_state(&self, id: &str, state: cri::ContainerState) {
+        wait::wait_for(&format!("container {id} to be {state:?}"), || {
+            (self.state(id) == state).then_some(())
+        });
+    }
+
+    pub fn exec_sync(&self, id: &str, cmd: &[&str]) -> Result<cri::ExecSyncResponse, Status> {
+        let mut c = self.runtime.clone();
+        let req = cri::ExecSyncRequest {
+            container_id: id.into(),
+            cmd: cmd.iter().map(|s| s.to_string()).collect(),
+            timeout: 60,
+        };
+        self.rpc(c.exec_sync(req))
+    }
+
+    /// `sh -c script` in the container: (exit code, stdout, stderr); panics if CRI fails.
+    #[track_caller]
+    pub fn sh(&self, id: &str, script: &str) -> Exec {
+        let r = self
+            .exec_sync(id, &["sh", "-c", script])
+            .unwrap_or_else(|e| {
+                panic!(
+                    "ExecSync `{script}` in {id} (handler {}): {e}",
+                    self.handler
+                )
+            });
+        Exec {
+            code: r.exit_code,
+            stdout: String::from_utf8_lossy(&r.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&r.stderr).into_owned(),
+        }
+    }
+
+    /// `sh -c script` that must exit 0; returns its trimmed stdout.
+    #[track_caller]
+    pub fn sh_ok(&self, id: &str, script: &str) -> String {
+        let r = self.sh(id, script);
+        assert_eq!(
+            r.code, 0,
+            "`{script}` failed in {id} (handler {}): {r:?}",
+            self.handler
+        );
+        r.stdout.trim().to_string()
+    }
+
+    pub fn update_resources(
+        &self,
+        id: &str,
+        resources: cri::LinuxContainerResources,
+    ) -> Result<(), Status> {
+        let mut c = self.runtime.clone();
+        let req = cri::UpdateContainerResourcesRequest {
+            container_id: id.into(),
+            linux: Some(resources),
+            ..Default::default()
+        };
+        self.rpc(c.update_container_resources(req)).map(drop)
+    }
+
+    pub fn reopen_log(&self, id: &str) -> Result<(), Status> {
+        let mut c = self.runtime.clone();
+        self.rpc(c.reopen_container_log(cri::ReopenContainerLogRequest {
+            container_id: id.into(),
+        }))
+        .map(drop)
+    }
+
+    /// The containerd state dir of task `id` (holds the shim's `address` file).
+    pub fn task_dir(&self, id: &str) -> PathBuf {
+        self.dir
+            .join("state/io.containerd.runtime.v2.task")
+            .join(NAMESPACE)
+            .join(id)
+    }
+
+    /// Live shim server processes of ours that serve this containerd.
+    pub fn shim_pids(&self) -> Vec<i32> {
+        leftovers::pids_under(&self.socket)
+            .into_iter()
+            .filter(|(pid, what)| {
+                what.contains(SHIM_NAME)
+                    && !what.contains(" start")
+                    && !what.contains(" delete")
+                    && std::fs::read_link(format!("/proc/{pid}/exe"))
+                        .is_ok_and(|exe| exe.to_string_lossy().contains(SHIM_NAME))
+            })
+            .map(|(pid, _)| pid)
+            .collect()
+    }
+
+    pub fn containerd_pid(&self) -> Option<i32> {
+        std::fs::read_to_string(self.dir.join("containerd.pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// SIGKILLs containerd (hack/containerd.sh kill); the shims live on.
+    pub fn kill_containerd(&self) {
+        process::run(&script("containerd.sh"), &["kill", self.dir.str()], b"").ok();
+    }
+
+    /// Starts containerd again on the same state (hack/containerd.sh restart) and reconnects.
+    pub fn restart_containerd(&mut self) {
+        process::run(&script("containerd.sh"), &["restart", self.dir.str()], b"").ok();
+        let channel = connect(&self.rt, &self.socket);
+        self.runtime = RuntimeServiceClient::new(channel.clone());
+        self.images = ImageServiceClient::new(channel);
+    }
+
+    fn remove_all_pods(&self) {
+        for pod in self.list_pods() {
+            let _ = self.stop_pod(&pod.id);
+            let _ = self.remove_pod(&pod.id);
+        }
+    }
+
+    fn stop(&self) {
+        let stopped =
+            process::spawn(&script("containerd.sh"), &["stop", self.dir.str()], b"").try_wait();
+        if !stopped.is_ok_and(|out| out.success()) {
+            let ours = |pid: &i32| {
+                leftovers::pids_under(self.dir.str())
+                    .iter()
+                    .any(|(p, _)| p == pid)
+            };
+            leftovers::kill_pids(self.containerd_pid().filter(ours));
+        }
+    }
+}
+
+impl Drop for Cri {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            // What containerd and the shims said about the failure.
+            let log = std::fs::read_to_string(self.dir.join("containerd.log")).unwrap_or_default();
+            let errors: Vec<&str> = log
+                .lines()
+                .filter(|l| {
+                    std::env::var_os("RUSTPOD_CRI_FULL_LOG").is_some()
+                        || l.contains("level=error")
+                        || l.contains("level=warn")
+                })
+                .collect();
+            eprintln!(
+                "--- containerd.log errors and warnings:\n{}",
+                errors[errors.len().saturating_sub(
+                    if std::env::var_os("RUSTPOD_CRI_FULL_LOG").is_some() {
+                        400
+                    } else {
+                        30
+                    }
+                )..]
+                    .join("\n")
+            );
+        }
+        if self
+            .containerd_pid()
+            .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
+        {
+            self.remove_all_pods();
+        }
+        self.stop();
+        // Shims name the socket (under dir) in their command line; containers and pause live in
+        // rootfs dirs under it.
+        leftovers::kill_pids(
+            leftovers::pids_under(self.dir.str())
+                .into_iter()
+                .map(|(pid, _)| pid),
+        );
+        for _ in 0..10 {
+            let mounts = leftovers::mount_points_under(self.dir.str());
+            if mounts.is_empty() {
+                break;
+            }
+            for m in mounts.iter().rev() {
+                let _ = nix::mount::umount2(m.as_str(), nix::mount::MntFlags::MNT_DETACH);
+            }
+        }
+        // Shared by every CRI containerd on the machine: removed only once empty.
+        let root = Path::new(shim::STATE_ROOT).join(NAMESPACE);
+        let _ = std::fs::remove_dir(root.join("@engine"));
+        let _ = std::fs::remove_dir(root);
+    }
+}
+
+/// What ExecSync returned.
+#[derive(Debug)]
+pub struct Exec {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+fn info_pid(info: &HashMap<String, String>) -> i32 {
+    let raw = info
+        .get("info")
+        .unwrap_or_else(|| panic!("no verbose info in {info:?}"));
+    let json: serde_json::Value = serde_json::from_str(raw).expect("verbose info is JSON");
+    json["pid"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no pid in verbose info {raw}")) as i32
+}
+
+/// A kubelet-like pod: host network, pod PID and IPC namespaces, a fresh uid.
+pub fn pod_config(name: &str) -> cri::PodSandboxConfig {
+    let uid = unique_name("uid");
+    cri::PodSandboxConfig {
+        metadata: Some(cri::PodSandboxMetadata {
+            name: name.into(),
+            uid,
+            namespace: "rustpod-test".into(),
+            attempt: 0,
+        }),
+        linux: Some(cri::LinuxPodSandboxConfig {
+            security_context: Some(cri::LinuxSandboxSecurityContext {
+                namespace_options: Some(namespaces(cri::NamespaceMode::Pod)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Host network, pod IPC, PID as given.
+pub fn namespaces(pid: cri::NamespaceMode) -> cri::NamespaceOption {
+    cri::NamespaceOption {
+        network: cri::NamespaceMode::Node as i32,
+        pid: pid as i32,
+        ipc: cri::NamespaceMode::Pod as i32,
+        ..Default::default()
+    }
+}
+
+/// The pod's sandbox security context, for tweaking.
+pub fn pod_security(pod: &mut cri::PodSandboxConfig) -> &mut cri::LinuxSandboxSecurityContext {
+    pod.linux
+        .get_or_insert_with(Default::default)
+        .security_context
+        .get_or_insert_with(Default::default)
+}
+
+/// A busybox container running `sh -c script`.
+pub fn container(name: &str, script: &str) -> cri::ContainerConfig {
+    cri::ContainerConfig {
+        metadata: Some(cri::ContainerMetadata {
+            name: name.into(),
+            attempt: 0,
+        }),
+        image: Some(cri::ImageSpec {
+            image: BUSYBOX.into(),
+            ..Default::default()
+        }),
+        command: vec!["sh".into(), "-c".into(), script.into()],
+        linux: Some(cri::LinuxContainerConfig::default()),
+        ..Default::default()
+    }
+}
+
+/// A busybox container that sleeps until it is stopped.
+pub fn sleeper(name: &str) -> cri::ContainerConfig {
+    container(name, "exec sleep 100000")
+}
+
+/// The container's security context, for tweaking.
+pub fn security(c: &mut cri::ContainerConfig) -> &mut cri::LinuxContainerSecurityContext {
+    c.linux
+        .get_or_insert_with(Default::default)
+        .security_context
+        .get_or_insert_with(Default::default)
+}
+
+/// The container's resources, for tweaking.
+pub fn resources(c: &mut cri::ContainerConfig) -> &mut cri::LinuxContainerResources {
+    c.linux
+        .get_or_insert_with(Default::default)
+        .resources
+        .get_or_insert_with(Default::default)
+}
+
+/// Starts a private CRI containerd, or skips the test with the reason this machine cannot.
+#[macro_export]
+macro_rules! cri_or_skip {
+    () => {{
+        rustpod_tests::skip_if!($crate::blocker());
+        $crate::Cri::start()
+    }};
+}

@@ -1,0 +1,95 @@
+// Scenario 8: containerd dies and comes back mid-pod; the pod lives on and is then stopped
+// and removed cleanly.
+
+use rustpod_cri_tests::cri::{ContainerState, PodSandboxState};
+use rustpod_cri_tests::{container, cri_or_skip, sleeper};
+use rustpod_tests::wait::wait_for;
+
+#[test]
+fn pod_survives_a_containerd_restart() {
+    let mut cri = cri_or_skip!();
+    let (pod_cfg, log_dir) = cri.pod_with_logs("restart", "talker");
+    let pod = cri.run_pod_ok(&pod_cfg);
+    let quiet = cri.run_container(&pod, &sleeper("quiet"), &pod_cfg);
+    // Writes to stdout all along: nobody reads its FIFO while containerd is down.
+    let mut talker = container(
+        "talker",
+        "i=0; while :; do i=$((i+1)); echo tick $i; echo $i >/count; sleep 0.05; done",
+    );
+    talker.log_path = "talker/0.log".into();
+    let talker = cri.run_container(&pod, &talker, &pod_cfg);
+    let pids = (
+        cri.pod_pid(&pod),
+        cri.container_pid(&quiet),
+        cri.container_pid(&talker),
+    );
+    let shims = cri.shim_pids();
+
+    cri.kill_containerd();
+    // While containerd is down the talker writes more than a pipe holds (64 KiB = ~6000 lines).
+    let count = || {
+        std::fs::read_to_string(format!("/proc/{}/root/count", pids.2))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+    };
+    wait_for("the talker to write on while containerd is down", || {
+        count().filter(|n| *n > 200).map(drop)
+    });
+    cri.restart_containerd();
+
+    assert_eq!(cri.pod_state(&pod), PodSandboxState::SandboxReady);
+    for id in [&quiet, &talker] {
+        assert_eq!(
+            cri.state(id),
+            ContainerState::ContainerRunning,
+            "{id} after the restart"
+        );
+    }
+    assert_eq!(
+        (
+            cri.pod_pid(&pod),
+            cri.container_pid(&quiet),
+            cri.container_pid(&talker)
+        ),
+        pids,
+        "same processes"
+    );
+    if cri.handler == "rustpod" {
+        assert_eq!(cri.shim_pids(), shims, "the same shim serves the pod");
+    }
+    let before = count().unwrap();
+    wait_for("the talker to go on writing", || {
+        count().filter(|n| *n > before).map(drop)
+    });
+    assert_eq!(cri.sh_ok(&quiet, "echo exec works"), "exec works");
+    // Its output after the restart reaches the log again.
+    let log = log_dir.join("talker/0.log");
+    let last = count().unwrap();
+    wait_for("output after the restart in the log", || {
+        std::fs::read_to_string(&log)
+            .ok()?
+            .lines()
+            .any(|l| {
+                l.rsplit(' ')
+                    .next()
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .is_some_and(|n| n > last)
+            })
+            .then_some(())
+    });
+
+    for id in [&quiet, &talker] {
+        cri.stop_container(id, 2)
+            .unwrap_or_else(|e| panic!("StopContainer {id}: {e}"));
+        assert_eq!(cri.state(id), ContainerState::ContainerExited);
+        cri.remove_container(id)
+            .unwrap_or_else(|e| panic!("RemoveContainer {id}: {e}"));
+    }
+    cri.stop_pod(&pod).expect("StopPodSandbox");
+    cri.remove_pod(&pod).expect("RemovePodSandbox");
+    if cri.handler == "rustpod" {
+        wait_for("the shim to exit", || {
+            cri.shim_pids().is_empty().then_some(())
+        });
+    }
+}
