@@ -154,6 +154,9 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
         Some(mounts) => prepare_mounts(mounts, &config)?,
         None => Vec::new(),
     };
+    // After prepare_mounts: these bind sources appear only once the
+    // engine has made the container's cgroup.
+    crate::cgroup_mount::rewrite(&mut spec);
     if let Some(hooks) = spec.hooks_mut() {
         wrap_host_hooks(hooks, &bundle.path);
     }

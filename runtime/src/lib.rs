@@ -3,6 +3,7 @@
 //! places where it falls short of the OCI spec or runc's behaviour.
 
 pub mod cgroup;
+pub mod cgroup_mount;
 pub mod console;
 pub mod container_dir;
 pub mod engine_builder;
