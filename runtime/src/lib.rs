@@ -14,6 +14,7 @@ pub mod mount_propagation;
 pub mod sealed_exe;
 pub mod self_exec;
 pub mod signal;
+pub mod sigpipe;
 pub mod state;
 pub mod validate;
 

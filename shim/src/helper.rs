@@ -169,9 +169,9 @@ fn helper_main(kind: Kind) -> Result<i32, String> {
     let req: Request = serde_json::from_slice(&data).map_err(|e| format!("bad request: {e}"))?;
     // Our stdin was the request pipe: nothing of it may reach the container.
     redirect_stdin_to_null();
-    // Rust ignores SIGPIPE; the container must start with the default.
-    // SAFETY: resetting a signal disposition has no preconditions.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    // The container must start with SIGPIPE at its default, but a SIGPIPE
+    // before its program runs must not kill the init (see rustpod::sigpipe).
+    rustpod::sigpipe::handle_for_children();
     match kind {
         Kind::Create => create(&req),
         Kind::Exec => exec(&req),
@@ -197,7 +197,27 @@ fn create(req: &Request) -> Result<i32, String> {
     if result.is_err() && !req.rootfs_mounts.is_empty() {
         let _ = crate::mount::unmount_all(&rootfs);
     }
-    result
+    result.map_err(|e| e + &dead_children())
+}
+
+/// How our children that already ended ended, e.g. a container init that
+/// died before it could report an error: " (pid 12 killed by SIGKILL)".
+fn dead_children() -> String {
+    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+    let mut notes = Vec::new();
+    while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)) {
+        match status {
+            WaitStatus::Signaled(pid, sig, _) => notes.push(format!("pid {pid} killed by {sig}")),
+            WaitStatus::Exited(pid, code) if code != 0 => notes.push(format!("pid {pid} exited {code}")),
+            WaitStatus::Exited(..) => {}
+            _ => break,
+        }
+    }
+    if notes.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", notes.join(", "))
+    }
 }
 
 fn exec(req: &Request) -> Result<i32, String> {

@@ -16,7 +16,9 @@ pub fn record(test: &str, reason: &str) {
         .append(true)
         .open(&path)
         .unwrap_or_else(|e| panic!("open RUSTPOD_SKIP_LOG {}: {e}", path.to_string_lossy()));
-    writeln!(log, "{line}").unwrap_or_else(|e| panic!("write RUSTPOD_SKIP_LOG: {e}"));
+    // One write of the whole line, so that parallel tests' lines never interleave.
+    log.write_all(format!("{line}\n").as_bytes())
+        .unwrap_or_else(|e| panic!("write RUSTPOD_SKIP_LOG: {e}"));
 }
 
 /// The running test's name: libtest names each test thread after its test.

@@ -63,21 +63,6 @@ pub fn blocker() -> Option<String> {
                 .then(|| needs::program(&shim::shim_bin()))
                 .flatten()
         })
-        .or_else(known_create_bug)
-}
-
-/// KNOWN BUG (issue 5): with handler rustpod, roughly one container create in
-/// a pod in ten fails with "waiting for init ready: BrokenChannel" (the init
-/// dies before it reports ready; never with runc). Until that is fixed these
-/// tests are off unless asked for, so they cannot make CI red at random.
-fn known_create_bug() -> Option<String> {
-    let asked = std::env::var("RUSTPOD_CRI_TESTS").is_ok_and(|v| v == "1");
-    (handler() == "rustpod" && !asked).then(|| {
-        "KNOWN BUG (issue 5): pod container creates fail intermittently with handler rustpod \
-         ('waiting for init ready: BrokenChannel'); run with RUSTPOD_CRI_TESTS=1, or \
-         RUSTPOD_CRI_HANDLER=runc"
-            .to_string()
-    })
 }
 
 /// A private containerd with the CRI plugin and a blocking CRI client.

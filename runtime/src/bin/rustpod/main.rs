@@ -17,10 +17,7 @@ use rustpod::create::CreateOptions;
 use rustpod::exec::{ExecOptions, ProcessArgs};
 
 fn main() {
-    // Rust starts with SIGPIPE ignored, and an ignored signal survives
-    // execve: containers would inherit it. Give them the default, as runc.
-    // SAFETY: resetting a signal disposition has no preconditions.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    rustpod::sigpipe::handle_for_children();
     rustpod::self_exec::run_if_invoked();
     let cli = Cli::parse();
     if enters_container(&cli.command) && !rustpod::sealed_exe::is_sealed() {
