@@ -26,6 +26,10 @@ pub struct Metadata {
     /// runs (the engine would run them before the startContainer hooks).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub poststart: Vec<oci_spec::runtime::Hook>,
+    /// startContainer hooks, which `start` runs in the container's
+    /// namespaces with the OCI state libcontainer would get wrong.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub start_container: Vec<oci_spec::runtime::Hook>,
 }
 
 /// The paths that belong to one container under a state root.

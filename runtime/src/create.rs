@@ -74,7 +74,7 @@ fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions
     let engine_opts = EngineOptions {
         systemd_cgroup: opts.systemd_cgroup,
     };
-    let (engine_dir, poststart) = engine_bundle::write_engine_bundle(dir, bundle, &engine_opts)?;
+    let (engine_dir, start_hooks) = engine_bundle::write_engine_bundle(dir, bundle, &engine_opts)?;
     let io = ProcessIo {
         pid_file: opts.pid_file,
         console_socket: opts.console_socket,
@@ -95,7 +95,8 @@ fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions
     dir.save_metadata(&Metadata {
         bundle: bundle.path.clone(),
         rootfs: bundle.rootfs.clone(),
-        poststart,
+        poststart: start_hooks.poststart,
+        start_container: start_hooks.start_container,
     })?;
     Ok(container)
 }

@@ -118,14 +118,14 @@ pub struct EngineOptions {
 }
 
 /// Writes the engine's config.json for `bundle` under the container's state
-/// and returns the directory that holds it and the poststart hooks.
+/// and returns the directory that holds it and the hooks `start` runs.
 pub fn write_engine_bundle(
     dir: &ContainerDir,
     bundle: &Bundle,
     opts: &EngineOptions,
-) -> Result<(PathBuf, Vec<oci_spec::runtime::Hook>)> {
+) -> Result<(PathBuf, StartHooks)> {
     let mut spec = engine_spec(&dir.id, bundle, opts)?;
-    let poststart = take_poststart_hooks(&mut spec);
+    let start_hooks = take_start_hooks(&mut spec);
     let out = dir.engine_bundle();
     fs::create_dir_all(&out).map_err(|e| Error::io("create directory", &out, e))?;
     let tmp = out.join("config.json.tmp");
@@ -133,7 +133,7 @@ pub fn write_engine_bundle(
     fs::write(&tmp, data).map_err(|e| Error::io("write", &tmp, e))?;
     let file = out.join("config.json");
     fs::rename(&tmp, &file).map_err(|e| Error::io("rename", &file, e))?;
-    Ok((out, poststart))
+    Ok((out, start_hooks))
 }
 
 /// The spec the engine runs, derived from the user's.
@@ -182,18 +182,30 @@ fn wrap_host_hooks(hooks: &mut Hooks, bundle: &Path) {
     hooks.set_create_runtime(wrap_all(hooks.create_runtime()));
     hooks.set_create_container(wrap_all(hooks.create_container()));
     hooks.set_poststart(wrap_all(hooks.poststart()));
-    // ... and taken out for `start` to run itself, see [`poststart_hooks`].
+    // ... and taken out for `start` to run itself, see [`take_start_hooks`].
     hooks.set_poststop(wrap_all(hooks.poststop()));
 }
 
-/// The poststart hooks of an engine spec, removed from it. libcontainer
-/// runs poststart as soon as it has signalled the init, before the
-/// startContainer hooks and the user's program; `start` runs them after.
-pub fn take_poststart_hooks(spec: &mut Spec) -> Vec<oci_spec::runtime::Hook> {
+/// The hooks `start` runs itself, taken out of the engine's spec.
+#[derive(Debug, Clone, Default)]
+pub struct StartHooks {
+    pub start_container: Vec<oci_spec::runtime::Hook>,
+    pub poststart: Vec<oci_spec::runtime::Hook>,
+}
+
+/// libcontainer runs poststart as soon as it has signalled the init, before
+/// the startContainer hooks and the user's program, and gives startContainer
+/// hooks a state with the engine copy's bundle and no pid; `start` runs both
+/// itself (see `start_hooks.rs`).
+pub fn take_start_hooks(spec: &mut Spec) -> StartHooks {
     let Some(hooks) = spec.hooks_mut() else {
-        return Vec::new();
+        return StartHooks::default();
     };
-    let taken = hooks.poststart().clone().unwrap_or_default();
+    let taken = StartHooks {
+        start_container: hooks.start_container().clone().unwrap_or_default(),
+        poststart: hooks.poststart().clone().unwrap_or_default(),
+    };
+    hooks.set_start_container(None);
     hooks.set_poststart(None);
     taken
 }

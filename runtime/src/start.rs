@@ -1,5 +1,5 @@
-//! `start`: run the user's program in a created container, then its
-//! poststart hooks once that program runs.
+//! `start`: run the startContainer hooks, let the init exec the user's
+//! program, then run the poststart hooks once that program runs.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -23,7 +23,13 @@ pub fn start(root: &Path, id: &str) -> Result<()> {
             wanted: "created",
         });
     }
-    let hooks = dir.metadata().map(|m| m.poststart).unwrap_or_default();
+    let meta = dir.metadata();
+    let hooks = meta.as_ref().map(|m| m.poststart.clone()).unwrap_or_default();
+    if let (Some(meta), Some(pid)) = (&meta, container.pid()) {
+        if !meta.start_container.is_empty() {
+            run_start_container_hooks(&mut container, meta, pid.as_raw())?;
+        }
+    }
     // What the waiting init runs now (our binary, or its sealed copy).
     let init_exe = container.pid().and_then(|p| exe_identity(p.as_raw()));
     container
@@ -36,6 +42,28 @@ pub fn start(root: &Path, id: &str) -> Result<()> {
         run_poststart(&container, &hooks);
     }
     Ok(())
+}
+
+/// A failing startContainer hook fails `start` and stops the container, as
+/// the spec says.
+fn run_start_container_hooks(
+    container: &mut Container,
+    meta: &crate::container_dir::Metadata,
+    init_pid: i32,
+) -> Result<()> {
+    let state = serde_json::json!({
+        "ociVersion": container.state.oci_version,
+        "id": container.id(),
+        "status": "created",
+        "pid": crate::start_hooks::pid_in_container(init_pid),
+        "bundle": meta.bundle,
+        "annotations": container.state.annotations.clone().unwrap_or_default(),
+    });
+    let result = crate::start_hooks::run(&meta.start_container, &state, init_pid);
+    if result.is_err() {
+        let _ = container.kill(nix::sys::signal::Signal::SIGKILL, true);
+    }
+    result
 }
 
 /// The spec runs poststart after the user's program started; a failing

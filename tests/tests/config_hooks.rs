@@ -6,7 +6,7 @@
 use rustpod_tests::assertions::assert_one_line_error;
 use rustpod_tests::checker::ns_of;
 use rustpod_tests::scratch::ScratchDir;
-use rustpod_tests::{conform, json, needs, skip, skip_if, Fixture, Value, SLEEP};
+use rustpod_tests::{conform, json, needs, skip_if, Fixture, Value, SLEEP};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -196,21 +196,30 @@ fn start_hooks_run_in_order_with_state_and_namespace() {
 }
 
 /// The state a startContainer hook gets: the user's bundle, pid 1 (the init as seen from inside,
-/// where the hook runs) and status "created". libcontainer builds this state itself inside the
-/// container, after pivot_root, where rustpod cannot put its state-fixing wrapper without
-/// executing the host's runtime binary in the container; so rustpod still differs here. The test
-/// records that gap loudly (in the skip log) rather than passing or failing CI.
+/// where the hook runs) and status "created". libcontainer would give the engine copy's bundle,
+/// no pid and "creating"; rustpod's `start` runs these hooks itself (runtime/src/start_hooks.rs).
 #[test]
 fn start_container_hook_gets_the_oci_state() {
     skip_if!(needs::containers());
     let lc = lifecycle();
-    let state = lc.rec.state("startContainer");
-    let expected = state["bundle"] == lc.bundle.as_str() && state["pid"] == 1 && state["status"] == "created";
-    if !expected && !rustpod_tests::env::testing_runc_itself() {
-        skip!("KNOWN GAP (libcontainer): startContainer hook state is {state}; the spec wants the user's bundle, pid 1, status created");
-    }
     assert_states(&lc, &["startContainer"], Some(1));
-    assert_eq!(state["status"], "created");
+    assert_eq!(lc.rec.state("startContainer")["status"], "created");
+}
+
+/// A failing startContainer hook fails `start`, and the container does not run its program.
+#[test]
+fn failing_start_container_hook_fails_start_and_stops_the_container() {
+    skip_if!(needs::containers());
+    let mut fx = Fixture::new(SLEEP);
+    fx.bundle.set(
+        "/hooks/startContainer",
+        json!([{"path": "/bin/sh", "args": ["sh", "-c", "exit 4"]}]),
+    );
+    fx.rt.create(&fx.id, &fx.bundle);
+    let out = fx.rt.cmd(&["start", &fx.id]);
+    conform!(!out.success(), "start must fail: {}", out.describe());
+    assert_one_line_error(&out, &["startContainer"]);
+    fx.rt.wait_status(&fx.id, "stopped");
 }
 
 #[test]
