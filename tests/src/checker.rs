@@ -14,17 +14,17 @@ use std::path::{Path, PathBuf};
 /// Where the checker lives inside the container.
 pub const IN_CONTAINER: &str = "/bin/rustpod-checker";
 
-/// `$RUSTPOD_CHECKER_BIN`, else `$CARGO_TARGET_DIR/checker/rustpod-checker`, else the shared
+/// `$RUSTPOD_CHECKER_BIN`, else `$CARGO_TARGET_DIR/static/rustpod-checker`, else the shared
 /// target dir's; panics with how to build it when missing.
 pub fn bin() -> PathBuf {
     let bin = std::env::var_os("RUSTPOD_CHECKER_BIN")
         .map(PathBuf::from)
         .or_else(|| {
             std::env::var_os("CARGO_TARGET_DIR")
-                .map(|dir| Path::new(&dir).join("checker/rustpod-checker"))
+                .map(|dir| Path::new(&dir).join("static/rustpod-checker"))
                 .filter(|bin| bin.exists())
         })
-        .unwrap_or_else(|| PathBuf::from("/var/tmp/rustpod-target/checker/rustpod-checker"));
+        .unwrap_or_else(|| PathBuf::from("/var/tmp/rustpod-target/static/rustpod-checker"));
     assert!(
         bin.exists(),
         "the static checker {} is missing: run hack/build-checker.sh or set RUSTPOD_CHECKER_BIN",

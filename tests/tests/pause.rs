@@ -9,7 +9,7 @@ use rustpod_tests::{skip, skip_if, wait, Fixture};
 fn pause_bin() -> Option<PathBuf> {
     let path = std::env::var_os("RUSTPOD_PAUSE_BIN")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/tmp/rustpod-target/pause/rustpod-pause"));
+        .unwrap_or_else(|| PathBuf::from("/var/tmp/rustpod-target/static/rustpod-pause"));
     path.exists().then_some(path)
 }
 

@@ -44,7 +44,7 @@ pub fn pause_bin() -> Option<PathBuf> {
     }
     let target =
         std::env::var_os("CARGO_TARGET_DIR").unwrap_or_else(|| "/var/tmp/rustpod-target".into());
-    Some(Path::new(&target).join("pause/rustpod-pause")).filter(|p| p.exists())
+    Some(Path::new(&target).join("static/rustpod-pause")).filter(|p| p.exists())
 }
 
 /// Why this machine cannot run the CRI tests, if it cannot.
