@@ -1,0 +1,437 @@
+// Faults around the shim (issue 7): SIGKILL of the shim during an exec, SIGKILL of containerd
+// during a container's create, and a soak of `ctr run --rm` through one long-lived grouped shim
+// that must not leak fds, zombies or mounts. The ShimContainerd guard cleans up by pid on Drop.
+
+use std::path::PathBuf;
+
+use rustpod_tests::process::Spawned;
+use rustpod_tests::shim::{blocker, ShimContainerd, IMAGE, RUNTIME};
+use rustpod_tests::{leftovers, skip_if, wait};
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.rsplit(") ").next().unwrap_or("").starts_with('Z'))
+        .unwrap_or(false)
+}
+
+/// Kills a background ctr client by pid when the test ends, even on panic.
+struct Client(Option<Spawned>);
+
+impl Client {
+    fn take(&mut self) -> Spawned {
+        self.0.take().expect("client taken twice")
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            if !child.is_finished() {
+                leftovers::kill_pids([child.pid()]);
+            }
+            let _ = child.try_wait();
+        }
+    }
+}
+
+/// Every cgroup v1 dir process `pid` is in (one per hierarchy), other than the root ones.
+fn cgroup_dirs(pid: i32) -> Vec<PathBuf> {
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    cgroups
+        .lines()
+        .filter_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            let controller = controllers.split(',').next()?.trim_start_matches("name=");
+            let rel = path.trim_start_matches('/');
+            (!rel.is_empty() && !controller.is_empty())
+                .then(|| PathBuf::from("/sys/fs/cgroup").join(controller).join(rel))
+        })
+        .filter(|d| d.is_dir())
+        .collect()
+}
+
+/// Pids of processes whose cmdline is exactly `words`.
+fn pids_with_cmdline(words: &[&str]) -> Vec<i32> {
+    let want = words.join("\0") + "\0";
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|p| p.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want.as_bytes())
+        })
+        .filter(|pid| alive(*pid))
+        .collect()
+}
+
+/// Pids whose parent is `pid`.
+fn children(pid: i32) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|p| p.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+                s.rsplit(") ").next().unwrap_or("").split(' ').nth(1) == Some(&pid.to_string())
+            })
+        })
+        .collect()
+}
+
+fn bundle_dir(ctd: &ShimContainerd, id: &str) -> String {
+    format!(
+        "{}/state/io.containerd.runtime.v2.task/{}/{id}",
+        ctd.dir(),
+        ctd.namespace
+    )
+}
+
+/// Waits (bounded) until container `id` left nothing: no listed container or task, no process,
+/// no shim state dir, no cgroup dir, no mount of its bundle.
+#[track_caller]
+fn assert_nothing_left(ctd: &ShimContainerd, id: &str, pids: &[i32], cgroups: &[PathBuf]) {
+    let bundle = bundle_dir(ctd, id);
+    let state = ctd.state_root().join(id);
+    let find = || {
+        let mut left: Vec<String> = pids
+            .iter()
+            .filter(|p| alive(**p))
+            .map(|p| format!("process {p}"))
+            .collect();
+        left.extend(
+            cgroups
+                .iter()
+                .filter(|d| d.exists())
+                .map(|d| format!("cgroup {}", d.display())),
+        );
+        if state.exists() {
+            left.push(format!("state dir {}", state.display()));
+        }
+        left.extend(leftovers::mounts_under(&bundle));
+        if ctd.task(id).is_some() {
+            left.push(format!("task {id} still listed"));
+        }
+        let containers = ctd.ctr(&["containers", "ls", "-q"]);
+        if containers.stdout.split_whitespace().any(|c| c == id) {
+            left.push(format!("container {id} still listed"));
+        }
+        left
+    };
+    if wait::eventually(|| find().is_empty()) {
+        return;
+    }
+    panic!("container {id} left behind:\n  {}", find().join("\n  "));
+}
+
+/// The pids (host view) of the processes of task `id`, from `ctr task ps`.
+fn task_pids(ctd: &ShimContainerd, id: &str) -> Vec<i32> {
+    ctd.ctr(&["task", "ps", id])
+        .stdout
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+#[test]
+fn shim_sigkilled_during_an_exec_leaves_nothing_behind() {
+    skip_if!(blocker());
+    let ctd = ShimContainerd::start();
+    ctd.run_detached("victim", &[], &["sleep", "1000"]);
+    ctd.wait_task("victim", "RUNNING");
+    let (init, _) = ctd.task("victim").expect("victim listed");
+    let cgroups = cgroup_dirs(init);
+    assert!(
+        !cgroups.is_empty(),
+        "the init {init} is in no cgroup of its own"
+    );
+
+    // Record containerd's events from before the exec (its exec-started event proves that the
+    // recording covers the shim's death).
+    let mut events = Client(Some(ctd.spawn_ctr(&["events"])));
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let mut exec = Client(Some(ctd.spawn_ctr(&[
+        "task",
+        "exec",
+        "--exec-id",
+        "long",
+        "victim",
+        "sleep",
+        "999",
+    ])));
+    let exec_pid = wait::wait_for("the exec to run", || {
+        task_pids(&ctd, "victim").into_iter().find(|p| *p != init)
+    });
+    let shims = ctd.shim_pids();
+    assert_eq!(shims.len(), 1, "expected one shim, found {shims:?}");
+
+    leftovers::kill_pids(shims.iter().copied());
+    assert!(
+        wait::eventually(|| !alive(shims[0])),
+        "the shim did not die"
+    );
+    // The exec's client loses its shim and ends (with an error).
+    let exec_out = exec.take().try_wait().expect("ctr task exec ended");
+    assert!(
+        !exec_out.success(),
+        "exec succeeded without its shim: {}",
+        exec_out.describe()
+    );
+
+    // containerd notices the dead shim and runs `shim delete`: it reports the task as exited.
+    let listed = ctd.task("victim");
+    eprintln!("after the shim's death, ctr task ls says: {listed:?}");
+    let rm = ctd.ctr(&["task", "rm", "-f", "victim"]);
+    eprintln!("ctr task rm -f: {}", rm.describe());
+    ctd.ctr(&["containers", "rm", "victim"]).ok();
+
+    assert_nothing_left(&ctd, "victim", &[init, exec_pid], &cgroups);
+    if let Some((_, status)) = listed {
+        assert_eq!(
+            status, "STOPPED",
+            "a task whose shim died must not stay {status}"
+        );
+    }
+    // The only exit status containerd can report for a task whose shim is gone is 137 (from
+    // `shim delete`); ctr prints it as a warning when the task is removed.
+    if rm.stderr.contains("exit code") {
+        assert!(
+            rm.stderr.contains("exit code 137"),
+            "exit status of a task with a dead shim: {}",
+            rm.describe()
+        );
+    }
+    assert!(
+        ctd.shim_pids().is_empty(),
+        "a shim is left: {:?}",
+        ctd.shim_pids()
+    );
+
+    let recorder = events.take();
+    leftovers::kill_pids([recorder.pid()]);
+    let recorded = recorder.try_wait().expect("ctr events ended").stdout;
+    let events: Vec<&str> = recorded
+        .lines()
+        .filter_map(|l| l.split_once(" /").map(|(_, e)| e))
+        .collect();
+    eprintln!("events: {events:#?}");
+    assert!(
+        events.iter().any(|e| e.starts_with("tasks/exec-started")),
+        "the recording missed the exec's start: {events:#?}"
+    );
+    let init_exit = events
+        .iter()
+        .find(|e| e.starts_with("tasks/exit") && e.contains("\"id\":\"victim\""))
+        .unwrap_or_else(|| {
+            panic!("no exit event for the init after the shim's death: {events:#?}")
+        });
+    assert!(
+        init_exit.contains("\"exit_status\":137"),
+        "the init's exit status: {init_exit}"
+    );
+}
+
+#[test]
+fn containerd_sigkilled_during_create_never_orphans_the_container() {
+    skip_if!(blocker());
+    let ctd = ShimContainerd::start();
+    // A command line no other test (or parallel run) has, to find orphans by.
+    let seconds = (800_000 + std::process::id()).to_string();
+    let command = ["sleep", seconds.as_str()];
+    let mut args = vec!["run", "-d", "--runtime", RUNTIME, IMAGE, "caught"];
+    args.extend_from_slice(&command);
+    let mut run = Client(Some(ctd.spawn_ctr(&args)));
+    // Kill containerd once the create is under way: the bundle exists (containerd made it).
+    let bundle = bundle_dir(&ctd, "caught");
+    wait::wait_for("containerd to start creating the container", || {
+        (std::path::Path::new(&bundle).exists() || run.0.as_mut().is_some_and(|c| c.is_finished()))
+            .then_some(())
+    });
+    ctd.kill_containerd();
+    let run_out = run.take().try_wait().expect("ctr run ended");
+    eprintln!("ctr run: {}", run_out.describe());
+
+    ctd.restart_containerd();
+    let listed = ctd.ctr(&["containers", "ls", "-q"]).ok();
+    let task = ctd.task("caught");
+    eprintln!(
+        "after the restart: container listed: {}, task: {task:?}",
+        listed.stdout.split_whitespace().any(|c| c == "caught")
+    );
+    let mut cgroups = vec![];
+    let mut pids = pids_with_cmdline(&command);
+    match &task {
+        Some((pid, status)) if status == "RUNNING" => {
+            assert!(alive(*pid), "task listed RUNNING but its pid {pid} is dead");
+            assert_eq!(
+                pids,
+                vec![*pid],
+                "the container's command runs outside its task"
+            );
+            cgroups = cgroup_dirs(*pid);
+            ctd.ctr(&["task", "kill", "-s", "SIGKILL", "caught"]).ok();
+            ctd.wait_task("caught", "STOPPED");
+            assert_eq!(ctd.delete_task("caught"), 137);
+        }
+        Some((_, status)) => {
+            // Any other state must still be removable; its process must not run unreported.
+            eprintln!("task caught is {status}");
+            let _ = ctd.ctr(&["task", "kill", "-s", "SIGKILL", "caught"]);
+            ctd.ctr(&["task", "rm", "-f", "caught"]).ok();
+        }
+        None => {
+            assert!(
+                pids.is_empty(),
+                "container not running per containerd, but its command runs: {pids:?}"
+            );
+            let _ = ctd.ctr(&["task", "rm", "-f", "caught"]);
+        }
+    }
+    let idle_shims = if task.is_none() {
+        ctd.shim_pids()
+    } else {
+        vec![]
+    };
+    if listed.stdout.split_whitespace().any(|c| c == "caught") {
+        ctd.ctr(&["containers", "rm", "caught"]).ok();
+    }
+    pids.extend(pids_with_cmdline(&command));
+    assert_nothing_left(&ctd, "caught", &pids, &cgroups);
+    assert!(
+        wait::eventually(|| pids_with_cmdline(&command).is_empty()),
+        "orphaned container processes: {:?}",
+        pids_with_cmdline(&command)
+    );
+    // When containerd died before the task was created, containerd 1.6 never shuts the shim it
+    // started down (the runc.v2 shim lingers the same way): tolerate it only if it serves nothing.
+    for shim in &idle_shims {
+        assert!(
+            children(*shim).is_empty(),
+            "the lingering shim {shim} has children: {:?}",
+            children(*shim)
+        );
+        eprintln!("shim {shim} lingers with no task (containerd 1.6 does not shut it down)");
+    }
+    assert!(
+        wait::eventually(|| ctd.shim_pids().iter().all(|p| idle_shims.contains(p))),
+        "a shim is left: {:?}",
+        ctd.shim_pids()
+    );
+    // The id is free again and works, unless containerd died before the task existed: then
+    // containerd 1.6 keeps the shim and its bundle, and refuses the id ("task caught: already
+    // exists") with the runc.v2 shim just the same.
+    if idle_shims.is_empty() {
+        let out = ctd.run_rm("caught", &["echo", "again"]).ok();
+        assert_eq!(out.stdout, "again\n", "{}", out.describe());
+    }
+}
+
+#[derive(Debug)]
+struct ShimCounts {
+    fds: usize,
+    rss_kb: u64,
+    zombies: usize,
+    mounts: usize,
+}
+
+fn shim_counts(shim: i32, task_dir: &str) -> ShimCounts {
+    let fds = std::fs::read_dir(format!("/proc/{shim}/fd"))
+        .expect("read the shim's fds")
+        .count();
+    let status = std::fs::read_to_string(format!("/proc/{shim}/status")).expect("shim status");
+    let rss_kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .expect("VmRSS");
+    let zombies = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|p| p.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            let rest: Vec<&str> = stat.rsplit(") ").next().unwrap_or("").split(' ').collect();
+            rest.first() == Some(&"Z") && rest.get(1) == Some(&shim.to_string().as_str())
+        })
+        .count();
+    let mounts = leftovers::mount_points_under(task_dir).len();
+    ShimCounts {
+        fds,
+        rss_kb,
+        zombies,
+        mounts,
+    }
+}
+
+#[test]
+fn shim_soak_through_one_grouped_shim_leaks_nothing() {
+    skip_if!(blocker());
+    let cycles: usize = std::env::var("RUSTPOD_SHIM_SOAK_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let ctd = ShimContainerd::start();
+    let group = ["--annotation", "io.containerd.runc.v2.group=soak"];
+    ctd.run_detached("anchor", &group, &["sleep", "100000"]);
+    ctd.wait_task("anchor", "RUNNING");
+    let shims = ctd.shim_pids();
+    assert_eq!(shims.len(), 1, "expected one shim, found {shims:?}");
+    let shim = shims[0];
+    let task_dir = format!(
+        "{}/state/io.containerd.runtime.v2.task/{}",
+        ctd.dir(),
+        ctd.namespace
+    );
+
+    let run = |i: usize| {
+        let id = format!("soak{i}");
+        let mut args = vec!["run", "--rm", "--runtime", RUNTIME];
+        args.extend_from_slice(&group);
+        args.extend_from_slice(&[IMAGE, id.as_str(), "echo", "cycle"]);
+        // Exit 0 is asserted; the output only reported. KNOWN BUG (issue 4): under load, a
+        // grouped shim sometimes publishes a short-lived container's exit before its stdout
+        // reached the FIFO, and ctr loses "cycle" (runc.v2 and ungrouped rustpod do not).
+        let out = ctd.ctr(&args).ok();
+        if out.stdout != "cycle\n" {
+            eprintln!("KNOWN BUG (issue 4): cycle {i} lost its output: {}", out.describe());
+        }
+    };
+    // One warm-up cycle, so that lazily made things (clients, thread pools) are in the baseline.
+    run(0);
+    let before = shim_counts(shim, &task_dir);
+    for i in 1..=cycles {
+        run(i);
+    }
+    // Removal is synchronous in ctr, but the shim reaps and closes asynchronously: poll.
+    let settled = wait::eventually(|| {
+        let now = shim_counts(shim, &task_dir);
+        now.fds <= before.fds && now.zombies == 0 && now.mounts <= before.mounts
+    });
+    let after = shim_counts(shim, &task_dir);
+    eprintln!("shim {shim} soak of {cycles} cycles: before {before:?}, after {after:?}");
+    assert_eq!(
+        ctd.shim_pids(),
+        vec![shim],
+        "the grouped shim changed during the soak"
+    );
+    assert!(
+        settled,
+        "the shim leaked over {cycles} cycles: before {before:?}, after {after:?}"
+    );
+    // RSS: allow allocator slack (4 MiB), but not growth per cycle.
+    assert!(
+        after.rss_kb <= before.rss_kb + 4096,
+        "the shim's RSS grew: before {before:?}, after {after:?}"
+    );
+    for i in 0..=cycles {
+        let id = format!("soak{i}");
+        assert!(!ctd.state_root().join(&id).exists(), "state left for {id}");
+    }
+    assert_eq!(ctd.task_status("anchor").as_deref(), Some("RUNNING"));
+}
