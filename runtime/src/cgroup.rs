@@ -1,7 +1,7 @@
 //! The container's cgroup through libcgroups: finding it, and killing and
 //! removing what a crashed create or a forced delete leaves behind.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use libcgroups::common::{AnyCgroupManager, CgroupConfig, CgroupManager};
@@ -11,6 +11,38 @@ use nix::sys::signal::{kill, Signal};
 use crate::container_dir::ContainerDir;
 use crate::engine_bundle;
 use crate::error::{Error, Result};
+
+/// Where a container without `cgroupsPath` goes: `/rustpod/<id>`.
+pub const DEFAULT_PARENT: &str = "/rustpod";
+
+pub fn default_path(id: &str) -> PathBuf {
+    Path::new(DEFAULT_PARENT).join(id)
+}
+
+/// Removes the default parent `/rustpod` from every hierarchy once its last
+/// container is gone, so that delete leaves no more than create made.
+/// Creates hold `guard` shared while the engine makes their cgroup (and
+/// their waiting init keeps it until exec), so we only try it exclusively,
+/// without waiting: a parent is never removed between its mkdir and its
+/// child's, and a busy moment just leaves it to a later delete.
+pub fn remove_default_parent(guard: &Path) {
+    let Ok(file) = std::fs::File::open(guard) else { return };
+    let exclusive = nix::fcntl::FlockArg::LockExclusiveNonblock;
+    let Ok(_lock) = nix::fcntl::Flock::lock(file, exclusive) else {
+        return;
+    };
+    let name = DEFAULT_PARENT.trim_start_matches('/');
+    let roots = std::fs::read_dir("/sys/fs/cgroup")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|h| h.path())
+        .chain(std::iter::once(PathBuf::from("/sys/fs/cgroup")));
+    for root in roots {
+        // Fails (EBUSY) while any container is still in it: that is the point.
+        let _ = std::fs::remove_dir(root.join(name));
+    }
+}
 
 /// The cgroup manager for a loaded container.
 pub fn manager_for(container: &Container) -> Result<AnyCgroupManager> {

@@ -55,7 +55,13 @@ impl ContainerDir {
 
     /// The directory holding the engine's copy of config.json.
     pub fn engine_bundle(&self) -> PathBuf {
-        self.root.join(ENGINE_BUNDLES).join(&self.id)
+        self.engine_root().join(&self.id)
+    }
+
+    /// The parent of every engine bundle under this root (also the lock
+    /// that orders cgroup parent removal against creates).
+    pub fn engine_root(&self) -> PathBuf {
+        self.root.join(ENGINE_BUNDLES)
     }
 
     pub fn exists(&self) -> bool {

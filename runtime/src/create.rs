@@ -82,6 +82,10 @@ fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions
         stdio: opts.stdio,
     };
     let builder = engine_builder::builder(dir, io, "create")?;
+    // Shared: a delete removing the default cgroup parent waits for us.
+    let _cgroup_guard = std::fs::File::open(dir.engine_root())
+        .ok()
+        .and_then(|f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockShared).ok());
     let container = builder
         .as_init(&engine_dir)
         .with_systemd(opts.systemd_cgroup)

@@ -34,19 +34,29 @@ pub fn delete(root: &Path, id: &str, force: bool) -> Result<()> {
             wanted: "stopped (or use --force)",
         });
     }
-    match container.delete(force) {
+    let cgroup_path = container.spec().ok().map(|c| c.cgroup_path);
+    let removed = match container.delete(force) {
         // The engine removed the cgroup; only our own files remain.
         Ok(()) => dir.remove_all(),
-        Err(_) if force => remove_leftovers(&dir),
+        Err(_) if force => return remove_leftovers(&dir),
         Err(e) => Err(Error::engine("delete", id, &e)),
+    };
+    if removed.is_ok() && cgroup_path == Some(cgroup::default_path(id)) {
+        cgroup::remove_default_parent(&dir.engine_root());
     }
+    removed
 }
 
 /// Kills whatever is still in the container's cgroup, removes the cgroup
 /// and the state. Used after a failed create and by `delete --force`.
 pub fn remove_leftovers(dir: &ContainerDir) -> Result<()> {
-    if let Some(path) = cgroup::recorded_path(dir) {
-        cgroup::kill_and_remove(&path, &dir.id)?;
+    let path = cgroup::recorded_path(dir);
+    if let Some(path) = &path {
+        cgroup::kill_and_remove(path, &dir.id)?;
     }
-    dir.remove_all()
+    dir.remove_all()?;
+    if path == Some(cgroup::default_path(&dir.id)) {
+        cgroup::remove_default_parent(&dir.engine_root());
+    }
+    Ok(())
 }

@@ -221,7 +221,7 @@ fn default_cgroups_path(linux: &mut oci_spec::runtime::Linux, id: &str, systemd:
         let path = if systemd {
             format!("system.slice:rustpod:{id}")
         } else {
-            format!("/rustpod/{id}")
+            crate::cgroup::default_path(id).display().to_string()
         };
         linux.set_cgroups_path(Some(PathBuf::from(path)));
     }

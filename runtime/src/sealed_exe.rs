@@ -69,9 +69,25 @@ pub fn read_only_view() -> Result<PathBuf> {
     let _lock = Flock::lock(dir_file, FlockArg::LockExclusive)
         .map_err(|(_, e)| Error::sys("lock /run/rustpod-exe", e))?;
     if !is_read_only_view(&view, &exe) {
+        prune_stale_views(dir);
         make_read_only_view(&view)?;
     }
     Ok(view)
+}
+
+/// Unmounts and removes the views whose binary has since been deleted (a
+/// rebuilt or upgraded runtime): they would pin the old file forever. A
+/// process running from one keeps running (MNT_DETACH).
+fn prune_stale_views(dir: &Path) {
+    let Ok(info) = fs::read_to_string("/proc/self/mountinfo") else { return };
+    for line in info.lines() {
+        let mut fields = line.split_whitespace();
+        let (Some(root), Some(point)) = (fields.nth(3), fields.next()) else { continue };
+        if Path::new(point).parent() == Some(dir) && root.ends_with("//deleted") {
+            let _ = nix::mount::umount2(point, nix::mount::MntFlags::MNT_DETACH);
+            let _ = fs::remove_file(point);
+        }
+    }
 }
 
 fn is_read_only_view(view: &Path, exe: &fs::Metadata) -> bool {

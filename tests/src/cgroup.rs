@@ -1,5 +1,6 @@
-// The cgroups of a test container: `/rustpod-test/<id>` (or `/rustpod/<id>`) in every
-// hierarchy under /sys/fs/cgroup; reading v1 files, and removing what a runtime left.
+// The cgroups of a test container: `/rustpod-test-<id>/<id>` (or `/rustpod/<id>`) in every
+// hierarchy under /sys/fs/cgroup; reading v1 files, and removing what a runtime left. Each
+// container gets its own parent, so that removing it can never race with another test.
 
 use crate::{leftovers, wait};
 use std::fs;
@@ -9,10 +10,22 @@ const CGROUP_FS: &str = "/sys/fs/cgroup";
 
 /// The cgroupsPath a container of this suite gets, unless its test clears it.
 pub fn cgroups_path(id: &str) -> String {
-    format!("/rustpod-test/{id}")
+    format!("{}/{id}", parent(id))
 }
 
-/// The content (trimmed) of `/sys/fs/cgroup/<controller>/rustpod-test/<id>/<file>`.
+fn parent(id: &str) -> String {
+    format!("/rustpod-test-{id}")
+}
+
+/// Removes the (empty) per-container parent the runtime made for `id`'s cgroup.
+pub fn remove_parent(id: &str) {
+    let Ok(hierarchies) = fs::read_dir(CGROUP_FS) else { return };
+    for h in hierarchies.flatten() {
+        let _ = fs::remove_dir(h.path().join(parent(id).trim_start_matches('/')));
+    }
+}
+
+/// The content (trimmed) of `/sys/fs/cgroup/<controller>/rustpod-test-<id>/<id>/<file>`.
 pub fn v1_file(controller: &str, id: &str, file: &str) -> String {
     let path = Path::new(CGROUP_FS)
         .join(controller)
@@ -24,7 +37,7 @@ pub fn v1_file(controller: &str, id: &str, file: &str) -> String {
         .to_string()
 }
 
-/// Existing cgroup dirs for `/rustpod-test/<id>` or `/rustpod/<id>` under any hierarchy.
+/// Existing cgroup dirs for `/rustpod-test-<id>/<id>` or `/rustpod/<id>` under any hierarchy.
 pub fn dirs(id: &str) -> Vec<PathBuf> {
     let relative = [cgroups_path(id), format!("/rustpod/{id}")];
     let Ok(hierarchies) = fs::read_dir(CGROUP_FS) else {

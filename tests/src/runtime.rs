@@ -205,6 +205,9 @@ impl Drop for Runtime {
     fn drop(&mut self) {
         let ids = std::mem::take(&mut *self.ids.borrow_mut());
         let problems: Vec<String> = ids.iter().flat_map(|id| self.force_remove(id)).collect();
+        for id in &ids {
+            crate::cgroup::remove_parent(id);
+        }
         if problems.is_empty() {
             return;
         }

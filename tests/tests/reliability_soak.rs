@@ -68,9 +68,14 @@ fn count(rt: &Runtime, bundle: &Bundle, prefix: &str) -> Counts {
         .into_iter()
         .flatten()
         .flatten()
-        .map(|hierarchy| {
-            let parent = hierarchy.path().join("rustpod-test");
-            count_entries(&parent, |name| name.starts_with(prefix))
+        .flat_map(|hierarchy| fs::read_dir(hierarchy.path()).into_iter().flatten().flatten())
+        // Each container's cgroup is /rustpod-test-<id>/<id> (see rustpod_tests::cgroup).
+        .filter(|parent| {
+            parent.file_name().to_string_lossy().starts_with(&format!("rustpod-test-{prefix}"))
+        })
+        .map(|parent| {
+            let children = fs::read_dir(parent.path()).into_iter().flatten().flatten();
+            children.filter(|child| child.path().is_dir()).count()
         })
         .sum();
     let root = Path::new(rt.root());

@@ -293,6 +293,24 @@ while :; do
 done
 "#;
 
+/// Unmounts, on drop, the read-only views the runtime made of binaries under
+/// a dir (this test's copy of the runtime) in /run/rustpod-exe.
+struct ViewsOf(std::path::PathBuf);
+
+impl Drop for ViewsOf {
+    fn drop(&mut self) {
+        let dir = self.0.to_string_lossy().trim_end_matches('/').to_string();
+        let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        for line in info.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.len() > 4 && fields[3].starts_with(&dir) && fields[4].starts_with("/run/rustpod-exe/") {
+                let _ = nix::mount::umount2(fields[4], nix::mount::MntFlags::MNT_DETACH);
+                let _ = fs::remove_file(fields[4]);
+            }
+        }
+    }
+}
+
 fn checksum(path: &Path) -> u64 {
     use std::hash::{Hash, Hasher};
     let data = fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
@@ -308,13 +326,14 @@ fn rounds(rootfs: &str) -> u64 {
         .unwrap_or(0)
 }
 
-// CVE-2019-5736: rustpod re-executes create/run/exec from a sealed memfd copy of its binary
-// (runtime/src/sealed_exe.rs), so /proc/<pid>/exe of a runtime process in the container reaches
-// only that read-only copy. Before that fix this test failed: the binary's checksum changed.
+// CVE-2019-5736: rustpod re-executes create/run/exec through a read-only bind mount of its
+// binary (runtime/src/sealed_exe.rs), so /proc/<pid>/exe of a runtime process in the container
+// reaches only a read-only view. Before that fix this test failed: the binary's checksum changed.
 #[test]
 fn cve_2019_5736_container_cannot_overwrite_runtime_binary_during_exec() {
     skip_if!(needs::containers());
     let copy_dir = ScratchDir::new("bin");
+    let _views = ViewsOf(copy_dir.join(""));
     let bin = copy_dir.join("runtime-copy");
     fs::copy(Runtime::under_test().bin(), &bin).expect("copy the runtime binary");
     let before = checksum(&bin);
