@@ -19,8 +19,24 @@ pub struct Containerd {
     socket: String,
 }
 
-fn script(name: &str) -> PathBuf {
+/// A script of hack/.
+pub fn script(name: &str) -> PathBuf {
     env::repo_root().join("hack").join(name)
+}
+
+/// `-n NS --address SOCK args…`, what every ctr call of a private containerd starts with.
+pub fn ctr_argv<'a>(namespace: &'a str, socket: &'a str, args: &[&'a str]) -> Vec<&'a str> {
+    [&["-n", namespace, "--address", socket][..], args].concat()
+}
+
+/// The pid of the private containerd in `dir`, from hack/containerd.sh's pid file.
+pub fn pid_in(dir: &ScratchDir) -> Option<i32> {
+    std::fs::read_to_string(dir.join("containerd.pid")).ok()?.trim().parse().ok()
+}
+
+/// `hack/containerd.sh ACTION DIR` (kill, restart, …), errors ignored.
+pub fn control(action: &str, dir: &ScratchDir) {
+    process::run(&script("containerd.sh"), &[action, dir.str()], b"").ok();
 }
 
 /// Why this machine cannot run the containerd tests, if it cannot.
@@ -50,16 +66,7 @@ impl Containerd {
     }
 
     fn ctr_args<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
-        [
-            &[
-                "-n",
-                self.namespace.as_str(),
-                "--address",
-                self.socket.as_str(),
-            ][..],
-            args,
-        ]
-        .concat()
+        ctr_argv(&self.namespace, &self.socket, args)
     }
 
     /// `ctr -n NS --address SOCK args…`.

@@ -5,7 +5,8 @@
 
 use crate::process::{self, Output, Spawned};
 use crate::scratch::{unique_name, ScratchDir};
-use crate::{env, leftovers, needs, wait};
+use crate::containerd::script;
+use crate::{leftovers, needs, wait};
 use std::path::{Path, PathBuf};
 
 pub const IMAGE: &str = "docker.io/library/busybox:latest";
@@ -39,9 +40,6 @@ pub fn pty_blocker() -> Option<String> {
     needs::program(Path::new(SCRIPT))
 }
 
-fn script(name: &str) -> PathBuf {
-    env::repo_root().join("hack").join(name)
-}
 
 pub struct ShimContainerd {
     dir: ScratchDir,
@@ -79,16 +77,7 @@ impl ShimContainerd {
     }
 
     fn ctr_args<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
-        [
-            &[
-                "-n",
-                self.namespace.as_str(),
-                "--address",
-                self.socket.as_str(),
-            ][..],
-            args,
-        ]
-        .concat()
+        crate::containerd::ctr_argv(&self.namespace, &self.socket, args)
     }
 
     /// `ctr -n NS --address SOCK args…`.
@@ -178,21 +167,17 @@ impl ShimContainerd {
 
     /// The pid of containerd, from its pid file.
     pub fn containerd_pid(&self) -> Option<i32> {
-        std::fs::read_to_string(self.dir.join("containerd.pid"))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
+        crate::containerd::pid_in(&self.dir)
     }
 
     /// SIGKILLs containerd (hack/containerd.sh kill).
     pub fn kill_containerd(&self) {
-        process::run(&script("containerd.sh"), &["kill", self.dir.str()], b"").ok();
+        crate::containerd::control("kill", &self.dir);
     }
 
     /// Starts containerd again on the same state (after `kill_containerd`).
     pub fn restart_containerd(&self) {
-        process::run(&script("containerd.sh"), &["restart", self.dir.str()], b"").ok();
+        crate::containerd::control("restart", &self.dir);
     }
 
     /// The shim state root for this namespace.

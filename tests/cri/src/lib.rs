@@ -12,7 +12,8 @@ use cri::image_service_client::ImageServiceClient;
 use cri::runtime_service_client::RuntimeServiceClient;
 use rustpod_tests::process::{self, Output};
 use rustpod_tests::scratch::{unique_name, ScratchDir};
-use rustpod_tests::{env, leftovers, needs, shim, wait};
+use rustpod_tests::containerd::script;
+use rustpod_tests::{leftovers, needs, shim, wait};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use tonic::transport::{Channel, Endpoint, Uri};
@@ -32,9 +33,6 @@ pub const NAMESPACE: &str = "k8s.io";
 const CTR: &str = "/usr/bin/ctr";
 const CONTAINERD: &str = "/usr/bin/containerd";
 
-fn script(name: &str) -> PathBuf {
-    env::repo_root().join("hack").join(name)
-}
 
 /// `$RUSTPOD_PAUSE_BIN` (hack/test.sh exports it), else hack/build-pause.sh's output if built.
 /// The tests never run cargo themselves: the outer `cargo test` holds the build lock.
@@ -443,21 +441,17 @@ impl Cri {
     }
 
     pub fn containerd_pid(&self) -> Option<i32> {
-        std::fs::read_to_string(self.dir.join("containerd.pid"))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
+        rustpod_tests::containerd::pid_in(&self.dir)
     }
 
     /// SIGKILLs containerd (hack/containerd.sh kill); the shims live on.
     pub fn kill_containerd(&self) {
-        process::run(&script("containerd.sh"), &["kill", self.dir.str()], b"").ok();
+        rustpod_tests::containerd::control("kill", &self.dir);
     }
 
     /// Starts containerd again on the same state (hack/containerd.sh restart) and reconnects.
     pub fn restart_containerd(&mut self) {
-        process::run(&script("containerd.sh"), &["restart", self.dir.str()], b"").ok();
+        rustpod_tests::containerd::control("restart", &self.dir);
         let channel = connect(&self.rt, &self.socket);
         self.runtime = RuntimeServiceClient::new(channel.clone());
         self.images = ImageServiceClient::new(channel);
