@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use serde::{Deserialize, Serialize};
 
 use crate::io::ChildStdio;
@@ -118,11 +117,9 @@ fn place_fds(sources: &[Option<RawFd>]) -> std::io::Result<()> {
 }
 
 fn read_answer(fd: OwnedFd) -> Result<Answer, String> {
-    let mut fds = [PollFd::new(std::os::fd::AsFd::as_fd(&fd), PollFlags::POLLIN)];
-    let ms = HELPER_TIMEOUT.as_millis() as i32;
-    match poll(&mut fds, PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)) {
-        Ok(0) => return Err(format!("helper did not answer within {HELPER_TIMEOUT:?}")),
-        Ok(_) => {}
+    match crate::io::wait_readable(std::os::fd::AsFd::as_fd(&fd), HELPER_TIMEOUT) {
+        Ok(true) => {}
+        Ok(false) => return Err(format!("helper did not answer within {HELPER_TIMEOUT:?}")),
         Err(e) => return Err(format!("wait for helper: {e}")),
     }
     let mut line = String::new();

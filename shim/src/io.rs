@@ -5,11 +5,12 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
@@ -17,6 +18,8 @@ use crate::process::Stdio;
 
 const BUF_SIZE: usize = 32 * 1024;
 const COPY_STACK: usize = 64 * 1024;
+/// How long the engine has to send a new process's pty master.
+const CONSOLE_WAIT: Duration = Duration::from_secs(10);
 /// ^D: what closing stdin means on a terminal.
 const EOT: u8 = 4;
 
@@ -25,6 +28,44 @@ pub struct ProcessIo {
     /// Dropping it tells the stdin copier to drain the FIFO and close.
     stdin_close: Mutex<Option<OwnedFd>>,
     console: Option<File>,
+    output: Arc<OutputCopiers>,
+}
+
+/// The output copiers of one process still running: they end once every
+/// writer of the process's pipes (or pty) is gone and all it wrote is passed on.
+#[derive(Default)]
+pub struct OutputCopiers {
+    running: Mutex<usize>,
+    ended: Condvar,
+}
+
+impl OutputCopiers {
+    pub fn all_ended(&self) -> bool {
+        *self.running.lock().unwrap() == 0
+    }
+
+    /// Waits up to `timeout` for every copier to end; false if some still run.
+    pub fn wait_ended(&self, timeout: Duration) -> bool {
+        let running = self.running.lock().unwrap();
+        let (running, _) = self.ended.wait_timeout_while(running, timeout, |n| *n > 0).unwrap();
+        *running == 0
+    }
+
+    /// Counts one copier until the returned guard drops.
+    fn begin(self: &Arc<Self>) -> CopierRunning {
+        *self.running.lock().unwrap() += 1;
+        CopierRunning(Arc::clone(self))
+    }
+}
+
+/// Held by a running output copier (or by its closure, if the thread never started).
+struct CopierRunning(Arc<OutputCopiers>);
+
+impl Drop for CopierRunning {
+    fn drop(&mut self) {
+        *self.0.running.lock().unwrap() -= 1;
+        self.0.ended.notify_all();
+    }
 }
 
 /// The container's ends of the stdio pipes, handed to the helper.
@@ -47,6 +88,11 @@ impl ProcessIo {
         self.close_stdin();
     }
 
+    /// The process's output copiers, to wait for its output before reporting its exit.
+    pub fn output(&self) -> Arc<OutputCopiers> {
+        Arc::clone(&self.output)
+    }
+
     pub fn resize(&self, width: u32, height: u32) -> Result<(), String> {
         let console = self.console.as_ref().ok_or("the process has no terminal")?;
         let size = libc::winsize { ws_row: height as u16, ws_col: width as u16, ws_xpixel: 0, ws_ypixel: 0 };
@@ -64,6 +110,7 @@ impl ProcessIo {
 pub fn open_pipes(stdio: &Stdio) -> Result<(ProcessIo, ChildStdio), String> {
     let mut child = ChildStdio::default();
     let mut stdin_close = None;
+    let output = Arc::<OutputCopiers>::default();
     if !stdio.stdin.is_empty() {
         let fifo = open_input(&stdio.stdin)?;
         let (read, write) = pipe()?;
@@ -74,15 +121,17 @@ pub fn open_pipes(stdio: &Stdio) -> Result<(ProcessIo, ChildStdio), String> {
     }
     if let Some(out) = open_output(&stdio.stdout)? {
         let (read, write) = pipe()?;
-        spawn_copier("stdout", move || copy_output(File::from(read), out))?;
+        let running = output.begin();
+        spawn_copier("stdout", move || copy_output(File::from(read), out, running))?;
         child.stdout = Some(write);
     }
     if let Some(out) = open_output(&stdio.stderr)? {
         let (read, write) = pipe()?;
-        spawn_copier("stderr", move || copy_output(File::from(read), out))?;
+        let running = output.begin();
+        spawn_copier("stderr", move || copy_output(File::from(read), out, running))?;
         child.stderr = Some(write);
     }
-    Ok((ProcessIo { stdin_close: Mutex::new(stdin_close), console: None }, child))
+    Ok((ProcessIo { stdin_close: Mutex::new(stdin_close), console: None, output }, child))
 }
 
 /// Wires a received pty master to containerd's stdin and stdout.
@@ -90,6 +139,7 @@ pub fn attach_console(stdio: &Stdio, master: OwnedFd) -> Result<ProcessIo, Strin
     let master = File::from(master);
     let dup = |f: &File| f.try_clone().map_err(|e| format!("dup pty master: {e}"));
     let mut stdin_close = None;
+    let output = Arc::<OutputCopiers>::default();
     if !stdio.stdin.is_empty() {
         let fifo = open_input(&stdio.stdin)?;
         let (cancel_read, cancel_write) = pipe()?;
@@ -99,9 +149,10 @@ pub fn attach_console(stdio: &Stdio, master: OwnedFd) -> Result<ProcessIo, Strin
     }
     if let Some(out) = open_output(&stdio.stdout)? {
         let from_master = dup(&master)?;
-        spawn_copier("pty-out", move || copy_output(from_master, out))?;
+        let running = output.begin();
+        spawn_copier("pty-out", move || copy_output(from_master, out, running))?;
     }
-    Ok(ProcessIo { stdin_close: Mutex::new(stdin_close), console: Some(master) })
+    Ok(ProcessIo { stdin_close: Mutex::new(stdin_close), console: Some(master), output })
 }
 
 /// A FIFO we read from, opened read-write so that its writer (containerd)
@@ -157,7 +208,7 @@ fn spawn_copier(name: &str, body: impl FnOnce() + Send + 'static) -> Result<(), 
 /// Container output to containerd until the container side closes. A
 /// write blocks while the FIFO is full (nobody reading): so does the
 /// container, which is what keeps it alive and its output intact.
-fn copy_output(mut from: File, mut to: File) {
+fn copy_output(mut from: File, mut to: File, running: CopierRunning) {
     let mut buf = vec![0u8; BUF_SIZE];
     loop {
         let n = match from.read(&mut buf) {
@@ -172,6 +223,9 @@ fn copy_output(mut from: File, mut to: File) {
             break;
         }
     }
+    // Close our end of the FIFO first: the reader sees EOF by the time the exit is reported.
+    drop(to);
+    drop(running);
 }
 
 /// containerd's stdin to the container until CloseIO (or exit): then what
@@ -233,6 +287,23 @@ fn set_nonblocking(fd: RawFd) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Waits up to `timeout` for `fd` to be readable; false on timeout. Signals
+/// do not cut the wait short: the reaper's SIGCHLD for any other process of
+/// the shim may arrive on this thread.
+pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) -> nix::Result<bool> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
+        let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)) {
+            Ok(ready) => return Ok(ready > 0),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// A unix socket the engine connects to, to hand over a pty master.
 pub struct ConsoleSocket {
     listener: UnixListener,
@@ -259,9 +330,7 @@ impl ConsoleSocket {
     /// the helper answered).
     pub fn receive(&self) -> Result<OwnedFd, String> {
         let what = |e: &dyn std::fmt::Display| format!("console socket {}: {e}", self.path.display());
-        let mut fds = [PollFd::new(self.listener.as_fd(), PollFlags::POLLIN)];
-        let ready = poll(&mut fds, PollTimeout::from(10_000u16)).map_err(|e| what(&e))?;
-        if ready == 0 {
+        if !wait_readable(self.listener.as_fd(), CONSOLE_WAIT).map_err(|e| what(&e))? {
             return Err(what(&"no terminal was sent"));
         }
         let (stream, _) = self.listener.accept().map_err(|e| what(&e))?;

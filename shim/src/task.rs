@@ -26,6 +26,9 @@ use crate::process::{ExitStatus, Process, Status, Stdio};
 
 /// How long Delete waits for a killed, never-started init to be reaped.
 const DELETE_EXIT_WAIT: Duration = Duration::from_secs(2);
+/// How long a reaped process's exit waits for its output to reach containerd
+/// (longer only if a process it left behind still holds its stdout).
+const OUTPUT_DRAIN_WAIT: Duration = Duration::from_secs(1);
 
 pub struct TaskService {
     shared: Arc<Shared>,
@@ -87,12 +90,47 @@ impl Shared {
     }
 
     /// The reaper's entry: a child of ours exited.
-    pub fn on_exit(&self, pid: i32, exit: ExitStatus) {
+    pub fn on_exit(self: &Arc<Self>, pid: i32, exit: ExitStatus) {
         let mut inner = self.lock();
         match inner.pids.remove(&pid) {
-            Some((cid, eid)) => inner.process_exited(&cid, &eid, exit, &self.events),
+            Some((cid, eid)) => self.exited(inner, cid, eid, exit),
             None if inner.spawning > 0 => inner.early_exits.push((pid, exit)),
             None => {}
+        }
+    }
+
+    /// Records and publishes process (cid, eid)'s exit once its output has
+    /// been passed to containerd, waiting for that (bounded) on a thread of
+    /// its own: containerd's clients stop reading a process's FIFOs once they
+    /// see it exit, so output still in our pipes then would be lost.
+    fn exited(self: &Arc<Self>, inner: MutexGuard<'_, Inner>, cid: String, eid: String, exit: ExitStatus) {
+        let mut inner = inner;
+        let output = inner
+            .containers
+            .get(&cid)
+            .and_then(|c| c.process(&eid))
+            .and_then(|p| p.io.as_ref())
+            .map(|io| io.output())
+            .filter(|copiers| !copiers.all_ended());
+        let Some(output) = output else {
+            return inner.process_exited(&cid, &eid, exit, &self.events);
+        };
+        drop(inner);
+        let job = Arc::new(Mutex::new(Some((cid, eid))));
+        let (shared, thread_job) = (Arc::clone(self), Arc::clone(&job));
+        let record = move |job: &Mutex<Option<(String, String)>>| {
+            if let Some((cid, eid)) = job.lock().unwrap().take() {
+                shared.lock().process_exited(&cid, &eid, exit, &shared.events);
+            }
+        };
+        let record_here = record.clone();
+        let spawned = std::thread::Builder::new().name("exit-drain".into()).stack_size(64 * 1024).spawn(move || {
+            output.wait_ended(OUTPUT_DRAIN_WAIT);
+            record(&thread_job);
+        });
+        if let Err(e) = spawned {
+            log::warn!("wait for output of a process that exited: {e}");
+            record_here(&job);
         }
     }
 }
@@ -110,14 +148,13 @@ impl Inner {
         }
     }
 
-    /// Records a new process's pid; an exit already reaped for it is applied.
-    fn register(&mut self, pid: i32, cid: &str, eid: &str, events: &Publisher) {
+    /// Records a new process's pid; returns the exit already reaped for it, if any.
+    fn register(&mut self, pid: i32, cid: &str, eid: &str) -> Option<ExitStatus> {
         self.pids.insert(pid, (cid.to_string(), eid.to_string()));
-        if let Some(i) = self.early_exits.iter().position(|(p, _)| *p == pid) {
-            let (_, exit) = self.early_exits.remove(i);
-            self.pids.remove(&pid);
-            self.process_exited(cid, eid, exit, events);
-        }
+        let i = self.early_exits.iter().position(|(p, _)| *p == pid)?;
+        let (_, exit) = self.early_exits.remove(i);
+        self.pids.remove(&pid);
+        Some(exit)
     }
 
     fn end_spawn(&mut self) {
@@ -263,10 +300,11 @@ impl TaskService {
                 }
             }
         };
-        if let Ok(pid) = outcome {
-            inner.register(pid, id, exec_id, events);
-        }
+        let early_exit = outcome.as_ref().ok().and_then(|&pid| inner.register(pid, id, exec_id));
         inner.end_spawn();
+        if let Some(exit) = early_exit {
+            self.shared.exited(inner, id.to_string(), exec_id.to_string(), exit);
+        }
         let pid = outcome?;
         Ok(api::StartResponse { pid: pid as u32, ..Default::default() })
     }
@@ -379,11 +417,14 @@ impl containerd_shim::Task for TaskService {
                 paused: false,
             };
             inner.containers.insert(req.id.clone(), c);
-            inner.register(pid, &req.id, "", events);
             pid
         });
+        let early_exit = outcome.as_ref().ok().and_then(|&pid| inner.register(pid, &req.id, ""));
         inner.end_spawn();
-        drop(inner);
+        match early_exit {
+            Some(exit) => self.shared.exited(inner, req.id.clone(), String::new(), exit),
+            None => drop(inner),
+        }
         let pid = outcome.map_err(|e| error(Code::UNKNOWN, format!("create {}: {e}", req.id)))?;
         self.watch_oom(&req.id, pid);
         Ok(api::CreateTaskResponse { pid: pid as u32, ..Default::default() })

@@ -1,7 +1,7 @@
 // One shim per pod: containers with the same sandbox-id annotation share a shim process, and each
-// keeps its own exit status.
+// keeps its own exit status and its own output, even when many start and exit at once.
 
-use rustpod_tests::shim::{blocker, ShimContainerd};
+use rustpod_tests::shim::{blocker, ShimContainerd, IMAGE, RUNTIME};
 use rustpod_tests::skip_if;
 
 #[test]
@@ -25,4 +25,31 @@ fn shim_groups_containers_by_sandbox_id() {
     assert_eq!(ctd.delete_task("first"), 137);
     assert_eq!(ctd.delete_task("second"), 5);
     assert_eq!(ctd.task_status("other").as_deref(), Some("RUNNING"), "the other shim was disturbed");
+}
+
+#[test]
+fn shim_grouped_short_lived_containers_keep_their_output() {
+    skip_if!(blocker());
+    let ctd = ShimContainerd::start();
+    let group = ["--annotation", "io.containerd.runc.v2.group=burst"];
+    ctd.run_detached("anchor", &group, &["sleep", "1000"]);
+    ctd.wait_task("anchor", "RUNNING");
+    // Many exits at once keep the shim's reaper busy while output is still being copied: each
+    // exit must still be reported only after its container's output reached ctr.
+    let clients: Vec<_> = (0..8)
+        .map(|i| {
+            let id = format!("burst{i}");
+            let line = format!("output of {id}");
+            let mut args = vec!["run", "--rm", "--runtime", RUNTIME];
+            args.extend_from_slice(&group);
+            args.extend_from_slice(&[IMAGE, id.as_str(), "echo", line.as_str()]);
+            let client = ctd.spawn_ctr(&args);
+            (line, client)
+        })
+        .collect();
+    for (line, client) in clients {
+        let out = client.wait().ok();
+        assert_eq!(out.stdout, format!("{line}\n"), "{}", out.describe());
+    }
+    assert_eq!(ctd.shim_pids().len(), 1, "the group was served by more than one shim");
 }
