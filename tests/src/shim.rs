@@ -49,6 +49,12 @@ pub struct ShimContainerd {
 
 impl ShimContainerd {
     pub fn start() -> Self {
+        Self::start_with_env(&[])
+    }
+
+    /// Starts containerd with `env` added to its environment, which its shims (and their
+    /// helpers) inherit: for fault points such as `RUSTPOD_DEBUG_PAUSE`.
+    pub fn start_with_env(env: &[(&str, &str)]) -> Self {
         let dir = ScratchDir::new("sd");
         let shim_dir = dir.join("bin");
         std::fs::create_dir_all(&shim_dir).expect("create shim dir");
@@ -60,12 +66,17 @@ impl ShimContainerd {
             socket,
         };
         let shim_dir = shim_dir.to_str().expect("UTF-8 path").to_string();
-        process::run(
-            &script("containerd.sh"),
-            &["start", ctd.dir.str(), "--shim-dir", &shim_dir],
-            b"",
-        )
-        .ok();
+        let started = std::process::Command::new(script("containerd.sh"))
+            .args(["start", ctd.dir.str(), "--shim-dir", &shim_dir])
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run hack/containerd.sh");
+        assert!(
+            started.status.success(),
+            "hack/containerd.sh start failed: {}",
+            String::from_utf8_lossy(&started.stderr)
+        );
         let tar = ctd.dir.join_str("busybox.tar");
         process::run(&script("make-oci-image.sh"), &[IMAGE, tar.as_str()], b"").ok();
         ctd.ctr(&["image", "import", &tar]).ok();
@@ -228,6 +239,18 @@ impl Drop for ShimContainerd {
             let _ = nix::mount::umount2(mount_point.as_str(), nix::mount::MntFlags::MNT_DETACH);
         }
         let _ = std::fs::remove_dir_all(self.state_root());
+        self.remove_namespace_cgroups();
+    }
+}
+
+impl ShimContainerd {
+    /// ctr puts containers in cgroup `/<namespace>/<id>`: remove the (now empty) parents our
+    /// unique namespace made in every hierarchy.
+    fn remove_namespace_cgroups(&self) {
+        let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") else { return };
+        for h in hierarchies.flatten() {
+            let _ = std::fs::remove_dir(h.path().join(&self.namespace));
+        }
     }
 }
 
