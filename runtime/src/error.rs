@@ -78,9 +78,25 @@ impl Error {
         Error::Engine {
             op,
             id: id.to_string(),
-            reason: one_line_chain(err),
+            reason: plain_init_failure(&one_line_chain(err)),
         }
     }
+}
+
+/// The engine reports an init that failed during setup as its channel's
+/// `received unexpected message: ExecFailed("…"), expected: …`; say what
+/// failed instead.
+fn plain_init_failure(reason: &str) -> String {
+    const MARK: &str = "received unexpected message: ExecFailed(\"";
+    let Some(start) = reason.find(MARK) else {
+        return reason.to_string();
+    };
+    let rest = &reason[start + MARK.len()..];
+    let Some(end) = rest.find("\")") else {
+        return reason.to_string();
+    };
+    let detail = rest[..end].replace("\\\"", "\"");
+    format!("{}the container's init failed: {detail}", &reason[..start])
 }
 
 /// Joins an error and its sources with ": ", skipping causes that repeat the
@@ -96,4 +112,24 @@ pub fn one_line_chain(err: &dyn std::error::Error) -> String {
         cur = e.source();
     }
     parts.join(": ")
+}
+
+#[cfg(test)]
+mod init_failure_tests {
+    use super::plain_init_failure;
+
+    #[test]
+    fn an_init_setup_failure_reads_plainly() {
+        let engine = "failed to create container: received unexpected message: \
+                      ExecFailed(\"failed to prepare rootfs\"), expected: HookRequest";
+        assert_eq!(
+            plain_init_failure(engine),
+            "failed to create container: the container's init failed: failed to prepare rootfs"
+        );
+    }
+
+    #[test]
+    fn other_errors_are_unchanged() {
+        assert_eq!(plain_init_failure("no such file"), "no such file");
+    }
 }

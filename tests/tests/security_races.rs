@@ -1,0 +1,182 @@
+// Symlink races on mount targets (issue 7): while containers are created, a thread keeps
+// swapping a mount target (CVE-2021-30465) or the rootfs's /proc (CVE-2023-27561) with a
+// symlink to a host dir. Whatever wins the race, no mount may land outside the rootfs: a
+// createContainer hook records the container's mount table before pivot_root, where a mount
+// on a host path would show.
+
+use rustpod_tests::scratch::ScratchDir;
+use rustpod_tests::{json, leftovers, needs, skip_if, Bundle, Runtime};
+use std::ffi::CString;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Containers created per race.
+const ROUNDS: usize = 30;
+
+/// Swaps two names in one directory with renameat2(RENAME_EXCHANGE) until dropped.
+struct Swapper {
+    stop: Arc<AtomicBool>,
+    swaps: Arc<AtomicU64>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Swapper {
+    fn start(a: PathBuf, b: PathBuf) -> Swapper {
+        let (stop, swaps) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
+        let (thread_stop, thread_swaps) = (Arc::clone(&stop), Arc::clone(&swaps));
+        let a = CString::new(a.as_os_str().as_bytes()).expect("path without NUL");
+        let b = CString::new(b.as_os_str().as_bytes()).expect("path without NUL");
+        let thread = std::thread::spawn(move || {
+            while !thread_stop.load(Ordering::Relaxed) {
+                // SAFETY: two valid C strings; renameat2 only reads them.
+                let rc = unsafe {
+                    libc::renameat2(
+                        libc::AT_FDCWD,
+                        a.as_ptr(),
+                        libc::AT_FDCWD,
+                        b.as_ptr(),
+                        libc::RENAME_EXCHANGE,
+                    )
+                };
+                assert_eq!(rc, 0, "renameat2: {}", std::io::Error::last_os_error());
+                thread_swaps.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        Swapper {
+            stop,
+            swaps,
+            thread: Some(thread),
+        }
+    }
+
+    fn swaps(&self) -> u64 {
+        self.swaps.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Swapper {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A bundle whose createContainer hook appends the container's mount table to `report`.
+fn recording_bundle(report: &Path) -> Bundle {
+    let mut bundle = Bundle::new(&["true"]);
+    let script = format!("cat /proc/self/mountinfo >> '{}'", report.display());
+    bundle.set(
+        "/hooks",
+        json!({"createContainer": [{"path": "/bin/sh", "args": ["sh", "-c", script]}]}),
+    );
+    bundle
+}
+
+/// Mount points (as the recording process saw them) at or under `dir`.
+fn mounts_at_or_under(report: &Path, dir: &Path) -> Vec<String> {
+    let text = fs::read_to_string(report).unwrap_or_default();
+    text.lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .filter(|point| Path::new(point).starts_with(dir))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Creates and force-deletes `ROUNDS` containers from `bundle`; each create may win or lose
+/// the race, but must fail cleanly and leave nothing. Returns how many were created.
+fn race_creates(rt: &Runtime, bundle: &Bundle) -> usize {
+    let mut created = 0;
+    for _ in 0..ROUNDS {
+        let id = rt.new_id("race");
+        let out = rt.try_create(&id, bundle, &[]);
+        if out.success() {
+            created += 1;
+        } else {
+            eprintln!("a create lost the race: {}", out.stderr.trim());
+            assert_eq!(
+                out.stderr.trim().lines().count(),
+                1,
+                "a create that lost the race must fail with one line: {}",
+                out.describe()
+            );
+        }
+        rt.cmd(&["delete", "--force", &id]);
+        rt.assert_nothing_left(&id, bundle.path());
+    }
+    created
+}
+
+#[test]
+fn cve_2021_30465_racing_mount_target_symlink_never_mounts_outside_the_rootfs() {
+    skip_if!(needs::containers());
+    let host = ScratchDir::new("race-host");
+    let victim = host.join("victim");
+    fs::create_dir(&victim).expect("create the host victim dir");
+    let report = host.join("mountinfo");
+    let mut bundle = recording_bundle(&report);
+    let race_dir = Path::new(&bundle.rootfs()).join("race");
+    fs::create_dir(&race_dir).expect("create rootfs/race");
+    fs::create_dir(race_dir.join("target")).expect("create rootfs/race/target");
+    symlink(&victim, race_dir.join("swap")).expect("symlink rootfs/race/swap -> victim");
+    bundle.add_mount(json!({"destination": "/race/target", "type": "tmpfs", "source": "tmpfs"}));
+
+    let rt = Runtime::under_test();
+    let swapper = Swapper::start(race_dir.join("target"), race_dir.join("swap"));
+    let created = race_creates(&rt, &bundle);
+    let swaps = swapper.swaps();
+    drop(swapper);
+    eprintln!("{created} of {ROUNDS} creates won the race against {swaps} swaps");
+
+    let escaped = mounts_at_or_under(&report, &victim);
+    assert!(escaped.is_empty(), "mounts landed on the host path {}: {escaped:?}", victim.display());
+    assert!(
+        leftovers::mount_points_under(host.str()).is_empty(),
+        "mounts are left on the host under {}",
+        host.str()
+    );
+    assert!(created > 0, "no create ever ran its mounts: the race tested nothing");
+    assert!(
+        fs::read_to_string(&report).is_ok_and(|r| !r.is_empty()),
+        "the createContainer hook recorded no mount table"
+    );
+}
+
+#[test]
+fn cve_2023_27561_racing_proc_symlink_never_mounts_outside_the_rootfs() {
+    skip_if!(needs::containers());
+    let host = ScratchDir::new("race-host");
+    let victim = host.join("victim");
+    fs::create_dir(&victim).expect("create the host victim dir");
+    let report = host.join("mountinfo");
+    let bundle = recording_bundle(&report);
+    let rootfs = PathBuf::from(bundle.rootfs());
+    // /proc (with maskedPaths and readonlyPaths under it) races with a symlink to the host.
+    symlink(&victim, rootfs.join("proc-swap")).expect("symlink rootfs/proc-swap -> victim");
+
+    let rt = Runtime::under_test();
+    let swapper = Swapper::start(rootfs.join("proc"), rootfs.join("proc-swap"));
+    let created = race_creates(&rt, &bundle);
+    let swaps = swapper.swaps();
+    drop(swapper);
+    eprintln!("{created} of {ROUNDS} creates won the race against {swaps} swaps");
+
+    let escaped = mounts_at_or_under(&report, &victim);
+    assert!(escaped.is_empty(), "mounts landed on the host path {}: {escaped:?}", victim.display());
+    assert!(
+        leftovers::mount_points_under(host.str()).is_empty(),
+        "mounts are left on the host under {}",
+        host.str()
+    );
+    assert!(created > 0, "no create ever ran its mounts: the race tested nothing");
+    assert!(
+        fs::read_to_string(&report).is_ok_and(|r| !r.is_empty()),
+        "the createContainer hook recorded no mount table"
+    );
+}
