@@ -14,13 +14,22 @@ pub fn mounts_under(dir: &str) -> Vec<String> {
         .collect()
 }
 
-/// Mount points (as in mountinfo, octal escapes kept) whose path contains `dir`, in mount order.
+/// Whether `text` names path `dir` or something in it: `dir` followed by `/` or by anything
+/// that cannot continue a file name. Test dirs are `<prefix>-<pid>-<n>`, so a plain substring
+/// match would take `…-1` for `…-12` and reach into another test's processes and mounts.
+pub fn mentions(text: &str, dir: &str) -> bool {
+    let continues_name = |c: char| c.is_alphanumeric() || matches!(c, '-' | '_' | '.');
+    text.match_indices(dir)
+        .any(|(at, _)| !text[at + dir.len()..].starts_with(continues_name))
+}
+
+/// Mount points (as in mountinfo, octal escapes kept) in or at `dir`, in mount order.
 pub fn mount_points_under(dir: &str) -> Vec<String> {
     let mountinfo = fs::read_to_string("/proc/self/mountinfo").expect("read /proc/self/mountinfo");
     mountinfo
         .lines()
         .filter_map(|line| line.split(' ').nth(4))
-        .filter(|mount_point| mount_point.contains(dir))
+        .filter(|mount_point| mentions(mount_point, dir))
         .map(str::to_string)
         .collect()
 }
@@ -53,9 +62,9 @@ fn process_in(pid: i32, dir: &str) -> Option<String> {
             .ok()
             .map(|p| p.to_string_lossy().into_owned())
     };
-    let inside = |p: &Option<String>| p.as_deref().is_some_and(|p| p.starts_with(dir));
+    let inside = |p: &Option<String>| p.as_deref().is_some_and(|p| Path::new(p).starts_with(dir));
     let (cwd, root) = (link("cwd"), link("root"));
-    (cmdline.contains(dir) || inside(&cwd) || inside(&root)).then(|| {
+    (mentions(&cmdline, dir) || inside(&cwd) || inside(&root)).then(|| {
         format!(
             "process {pid} `{}` cwd={cwd:?} root={root:?}",
             cmdline.trim()
@@ -99,4 +108,19 @@ pub fn assert_nothing_left(root: &str, id: &str, bundle: &str) {
     }
     let left = find(root, id, bundle);
     panic!("container {id} left behind:\n  {}", left.join("\n  "));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mentions;
+
+    #[test]
+    fn a_dir_is_not_mentioned_by_a_longer_sibling() {
+        let dir = "/var/tmp/rustpod-tests/sd-7-1";
+        assert!(mentions("ctr --address /var/tmp/rustpod-tests/sd-7-1/containerd.sock", dir));
+        assert!(mentions("/var/tmp/rustpod-tests/sd-7-1", dir));
+        assert!(mentions("x /var/tmp/rustpod-tests/sd-7-1 y", dir));
+        assert!(!mentions("ctr --address /var/tmp/rustpod-tests/sd-7-12/containerd.sock", dir));
+        assert!(!mentions("/var/tmp/rustpod-tests/sd-7-1.tar", dir));
+    }
 }
