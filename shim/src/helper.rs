@@ -67,7 +67,7 @@ pub fn run(kind: Kind, req: &Request, stdio: ChildStdio) -> Result<i32, String> 
         Kind::Create => CREATE_ARGV0,
         Kind::Exec => EXEC_ARGV0,
     };
-    let mut cmd = Command::new("/proc/self/exe");
+    let mut cmd = Command::new(helper_binary());
     cmd.arg0(argv0).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null());
     // SAFETY: the closure only calls fcntl and dup2, which are
     // async-signal-safe, on descriptors that stay open until spawn returns.
@@ -92,6 +92,16 @@ pub fn run(kind: Kind, req: &Request, stdio: ChildStdio) -> Result<i32, String> 
         (Some(pid), None) => Ok(pid),
         (None, None) => Err("helper answered without a pid".into()),
     }
+}
+
+/// The binary a helper starts from: the read-only view of ours (so it need
+/// not re-execute itself to be safe from CVE-2019-5736), else our own binary,
+/// which then re-executes from a sealed copy.
+fn helper_binary() -> PathBuf {
+    rustpod::sealed_exe::read_only_view().unwrap_or_else(|e| {
+        log::warn!("read-only view of the shim binary: {e}; helpers start from a sealed copy");
+        PathBuf::from("/proc/self/exe")
+    })
 }
 
 /// Moves `sources` to fds 3, 4, 5, 6 in the child (via fds above them so
