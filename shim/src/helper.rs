@@ -1,17 +1,22 @@
 //! The single-threaded helper that forks containers: the engine forks and
 //! runs Rust code in the child, which is unsafe from the multi-threaded
-//! shim. The shim re-executes itself under another argv[0]; the helper
-//! creates the container (or starts an exec), answers with the pid and exits.
-//! Its grandchild, the container process, is reparented to the shim, which
-//! is a child subreaper.
+//! shim. The shim starts its own binary under another argv[0] (posix_spawn:
+//! nothing of the shim's memory is copied) and hands it the request and the
+//! container's stdio over a socket; the helper creates the container (or
+//! starts an exec), answers with the pid on that socket and exits. Its
+//! grandchild, the container process, is reparented to the shim, which is a
+//! child subreaper.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::io::{BufRead, BufReader, IoSlice, IoSliceMut, Read, Write};
+use std::net::Shutdown;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
 use serde::{Deserialize, Serialize};
 
 use crate::io::ChildStdio;
@@ -19,9 +24,6 @@ use crate::mount::MountSpec;
 
 const CREATE_ARGV0: &str = "containerd-shim-rustpod-v1-create";
 const EXEC_ARGV0: &str = "containerd-shim-rustpod-v1-exec";
-/// Descriptors in the helper: the answer pipe, then the container's stdio.
-const ANSWER_FD: RawFd = 3;
-const STDIO_FDS: [RawFd; 3] = [4, 5, 6];
 /// A create that takes longer than this is given up (and the helper killed).
 const HELPER_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -36,7 +38,7 @@ pub struct Request {
     /// Exec: the OCI process (JSON).
     pub process: Option<String>,
     pub console_socket: Option<PathBuf>,
-    /// Which of stdin, stdout, stderr were passed (as fds 4, 5, 6).
+    /// Which of stdin, stdout, stderr were passed (in that order, with the request).
     pub stdio: [bool; 3],
 }
 
@@ -55,34 +57,18 @@ pub enum Kind {
 /// Runs a helper for `req` and returns the container process's pid. The
 /// helper's own exit is reaped (and ignored) by the shim's reaper.
 pub fn run(kind: Kind, req: &Request, stdio: ChildStdio) -> Result<i32, String> {
-    let (answer_read, answer_write) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("create answer pipe: {e}"))?;
-    let sources: Vec<Option<RawFd>> = vec![
-        Some(answer_write.as_raw_fd()),
-        stdio.stdin.as_ref().map(AsRawFd::as_raw_fd),
-        stdio.stdout.as_ref().map(AsRawFd::as_raw_fd),
-        stdio.stderr.as_ref().map(AsRawFd::as_raw_fd),
-    ];
+    let (ours, theirs) = UnixStream::pair().map_err(|e| format!("create helper socket: {e}"))?;
     let argv0 = match kind {
         Kind::Create => CREATE_ARGV0,
         Kind::Exec => EXEC_ARGV0,
     };
+    // No pre_exec closure, so the standard library uses posix_spawn.
     let mut cmd = Command::new(helper_binary());
-    cmd.arg0(argv0).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null());
-    // SAFETY: the closure only calls fcntl and dup2, which are
-    // async-signal-safe, on descriptors that stay open until spawn returns.
-    unsafe {
-        cmd.pre_exec(move || place_fds(&sources));
-    }
+    cmd.arg0(argv0).stdin(Stdio::from(OwnedFd::from(theirs))).stdout(Stdio::null()).stderr(Stdio::null());
     let mut child = cmd.spawn().map_err(|e| format!("start helper: {e}"))?;
-    drop(answer_write);
-    drop(stdio);
-    let data = serde_json::to_vec(req).map_err(|e| format!("encode helper request: {e}"))?;
-    let mut stdin = child.stdin.take().expect("helper stdin is piped");
-    let sent = stdin.write_all(&data);
-    drop(stdin);
-    let answer = read_answer(answer_read);
-    if answer.is_err() || sent.is_err() {
+    let sent = send_request(&ours, req, stdio);
+    let answer = sent.clone().and_then(|()| read_answer(&ours));
+    if answer.is_err() {
         let _ = child.kill();
     }
     // The reaper thread reaps the helper; `child` is not waited for.
@@ -92,6 +78,24 @@ pub fn run(kind: Kind, req: &Request, stdio: ChildStdio) -> Result<i32, String> 
         (Some(pid), None) => Ok(pid),
         (None, None) => Err("helper answered without a pid".into()),
     }
+}
+
+/// Sends the request, with the container's stdio descriptors attached to its
+/// first bytes, then ends our side of the stream.
+fn send_request(sock: &UnixStream, req: &Request, stdio: ChildStdio) -> Result<(), String> {
+    let data = serde_json::to_vec(req).map_err(|e| format!("encode helper request: {e}"))?;
+    let fds: Vec<RawFd> = [&stdio.stdin, &stdio.stdout, &stdio.stderr]
+        .into_iter()
+        .flatten()
+        .map(AsRawFd::as_raw_fd)
+        .collect();
+    let rights = [ControlMessage::ScmRights(&fds)];
+    let cmsgs: &[ControlMessage] = if fds.is_empty() { &[] } else { &rights };
+    let what = |e: &dyn std::fmt::Display| format!("send request to helper: {e}");
+    let sent = sendmsg::<()>(sock.as_raw_fd(), &[IoSlice::new(&data)], cmsgs, MsgFlags::MSG_NOSIGNAL, None)
+        .map_err(|e| what(&e))?;
+    (&*sock).write_all(&data[sent..]).map_err(|e| what(&e))?;
+    sock.shutdown(Shutdown::Write).map_err(|e| what(&e))
 }
 
 /// The binary a helper starts from: the read-only view of ours (so it need
@@ -104,36 +108,14 @@ fn helper_binary() -> PathBuf {
     })
 }
 
-/// Moves `sources` to fds 3, 4, 5, 6 in the child (via fds above them so
-/// that no source is overwritten before it is moved).
-fn place_fds(sources: &[Option<RawFd>]) -> std::io::Result<()> {
-    let mut high = [-1; 4];
-    for (i, src) in sources.iter().enumerate() {
-        if let Some(fd) = src {
-            // SAFETY: fcntl on a descriptor that is open in this process.
-            let dup = unsafe { libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, 10) };
-            if dup < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            high[i] = dup;
-        }
-    }
-    for (i, fd) in high.iter().enumerate() {
-        if *fd >= 0 && unsafe { libc::dup2(*fd, ANSWER_FD + i as RawFd) } < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
-fn read_answer(fd: OwnedFd) -> Result<Answer, String> {
-    match crate::io::wait_readable(std::os::fd::AsFd::as_fd(&fd), HELPER_TIMEOUT) {
+fn read_answer(sock: &UnixStream) -> Result<Answer, String> {
+    match crate::io::wait_readable(sock.as_fd(), HELPER_TIMEOUT) {
         Ok(true) => {}
         Ok(false) => return Err(format!("helper did not answer within {HELPER_TIMEOUT:?}")),
         Err(e) => return Err(format!("wait for helper: {e}")),
     }
     let mut line = String::new();
-    BufReader::new(std::fs::File::from(fd))
+    BufReader::new(sock)
         .read_line(&mut line)
         .map_err(|e| format!("read helper answer: {e}"))?;
     if line.trim().is_empty() {
@@ -151,41 +133,81 @@ pub fn run_if_invoked() {
         _ => return,
     };
     // The helper enters containers: run it from a sealed copy of the binary
-    // (CVE-2019-5736). The request pipe and fd 3 survive the re-exec.
+    // (CVE-2019-5736). The request socket (stdin) survives the re-exec.
     if !rustpod::sealed_exe::is_sealed() {
         let err = rustpod::sealed_exe::reexec();
         eprintln!("containerd-shim-rustpod-v1: helper: {err}");
         std::process::exit(1);
     }
-    // SAFETY: fd 3 was placed by our parent; we own it from here on.
-    let mut answer_pipe = unsafe { std::fs::File::from_raw_fd(ANSWER_FD) };
-    set_cloexec(ANSWER_FD);
-    let answer = match helper_main(kind) {
+    // Our stdin is the shim's socket: keep it for the answer, out of reach of
+    // the container (close-on-exec), and give stdin /dev/null.
+    let sock = match take_stdin_socket() {
+        Ok(sock) => sock,
+        Err(e) => {
+            eprintln!("containerd-shim-rustpod-v1: helper: {e}");
+            std::process::exit(1);
+        }
+    };
+    let answer = match helper_main(kind, &sock) {
         Ok(pid) => Answer { pid: Some(pid), error: None },
         Err(e) => Answer { pid: None, error: Some(e) },
     };
     let mut line = serde_json::to_vec(&answer).unwrap_or_default();
     line.push(b'\n');
-    let _ = answer_pipe.write_all(&line);
+    let _ = (&sock).write_all(&line);
     std::process::exit(if answer.error.is_some() { 1 } else { 0 });
 }
 
-fn helper_main(kind: Kind) -> Result<i32, String> {
-    let mut data = Vec::new();
-    std::io::stdin().read_to_end(&mut data).map_err(|e| format!("read request: {e}"))?;
+fn helper_main(kind: Kind, sock: &UnixStream) -> Result<i32, String> {
+    let (data, fds) = receive_request(sock)?;
     let req: Request = serde_json::from_slice(&data).map_err(|e| format!("bad request: {e}"))?;
-    // Our stdin was the request pipe: nothing of it may reach the container.
-    redirect_stdin_to_null();
     // The container must start with SIGPIPE at its default, but a SIGPIPE
     // before its program runs must not kill the init (see rustpod::sigpipe).
     rustpod::sigpipe::handle_for_children();
+    let stdio = stdio_for(&req, fds)?;
     match kind {
-        Kind::Create => create(&req),
-        Kind::Exec => exec(&req),
+        Kind::Create => create(&req, stdio),
+        Kind::Exec => exec(&req, stdio),
     }
 }
 
-fn create(req: &Request) -> Result<i32, String> {
+/// Moves our stdin (the shim's socket) to a close-on-exec descriptor and
+/// points stdin at /dev/null.
+fn take_stdin_socket() -> Result<UnixStream, String> {
+    // SAFETY: fcntl on our own stdin; the result is checked.
+    let fd = unsafe { libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 3) };
+    if fd < 0 {
+        return Err(format!("take the request socket: {}", std::io::Error::last_os_error()));
+    }
+    redirect_stdin_to_null();
+    // SAFETY: the kernel just gave us this descriptor.
+    Ok(UnixStream::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// The request and the descriptors sent with it (close-on-exec).
+fn receive_request(sock: &UnixStream) -> Result<(Vec<u8>, Vec<OwnedFd>), String> {
+    let what = |e: &dyn std::fmt::Display| format!("read request: {e}");
+    let mut first = vec![0u8; 64 * 1024];
+    let mut space = nix::cmsg_space!([RawFd; 3]);
+    let (n, fds) = {
+        let mut iov = [IoSliceMut::new(&mut first)];
+        let msg = recvmsg::<()>(sock.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)
+            .map_err(|e| what(&e))?;
+        let mut fds = Vec::new();
+        for cmsg in msg.cmsgs().map_err(|e| what(&e))? {
+            if let ControlMessageOwned::ScmRights(received) = cmsg {
+                // SAFETY: the kernel just gave us these descriptors.
+                fds.extend(received.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }));
+            }
+        }
+        (msg.bytes, fds)
+    };
+    first.truncate(n);
+    (&*sock).read_to_end(&mut first).map_err(|e| what(&e))?;
+    Ok((first, fds))
+}
+
+fn create(req: &Request, stdio: rustpod::create::Stdio) -> Result<i32, String> {
     let rootfs = req.bundle.join("rootfs");
     if !req.rootfs_mounts.is_empty() {
         crate::mount::mount_all(&req.rootfs_mounts, &rootfs)?;
@@ -194,7 +216,7 @@ fn create(req: &Request) -> Result<i32, String> {
         bundle: req.bundle.clone(),
         console_socket: req.console_socket.clone(),
         systemd_cgroup: req.systemd_cgroup,
-        stdio: stdio_for(req)?,
+        stdio,
         as_sibling: false,
         ..Default::default()
     };
@@ -227,7 +249,7 @@ fn dead_children() -> String {
     }
 }
 
-fn exec(req: &Request) -> Result<i32, String> {
+fn exec(req: &Request, stdio: rustpod::create::Stdio) -> Result<i32, String> {
     let process = req.process.as_deref().ok_or("exec request without a process")?;
     let file = req.root.join(format!(".exec-{}.json", std::process::id()));
     std::fs::write(&file, process).map_err(|e| format!("write {}: {e}", file.display()))?;
@@ -235,7 +257,7 @@ fn exec(req: &Request) -> Result<i32, String> {
         process: rustpod::exec::ProcessArgs { process_file: Some(file.clone()), ..Default::default() },
         detach: true,
         console_socket: req.console_socket.clone(),
-        stdio: stdio_for(req)?,
+        stdio,
         as_sibling: false,
         ..Default::default()
     };
@@ -244,34 +266,32 @@ fn exec(req: &Request) -> Result<i32, String> {
     result.map(|pid| pid.as_raw()).map_err(|e| e.to_string())
 }
 
-/// The container's stdio: what the shim passed, /dev/null for the rest;
-/// nothing with a terminal (the pty replaces all three).
-fn stdio_for(req: &Request) -> Result<rustpod::create::Stdio, String> {
+/// The container's stdio: what the shim passed (`fds`, in order), /dev/null
+/// for the rest; nothing with a terminal (the pty replaces all three).
+fn stdio_for(req: &Request, fds: Vec<OwnedFd>) -> Result<rustpod::create::Stdio, String> {
     if req.console_socket.is_some() {
         return Ok(rustpod::create::Stdio::default());
     }
-    let mut fds = Vec::new();
-    for (i, passed) in req.stdio.iter().enumerate() {
-        let fd = if *passed {
-            // SAFETY: the shim placed this descriptor for us.
-            unsafe { OwnedFd::from_raw_fd(STDIO_FDS[i]) }
-        } else {
-            let null = std::fs::OpenOptions::new()
-                .read(i == 0)
-                .write(i != 0)
-                .open("/dev/null")
-                .map_err(|e| format!("open /dev/null: {e}"))?;
-            OwnedFd::from(null)
-        };
-        set_cloexec(fd.as_raw_fd());
-        fds.push(Some(fd));
+    let expected = req.stdio.iter().filter(|passed| **passed).count();
+    if fds.len() != expected {
+        return Err(format!("request names {expected} stdio descriptors but {} came", fds.len()));
     }
-    Ok(rustpod::create::Stdio { stdin: fds[0].take(), stdout: fds[1].take(), stderr: fds[2].take() })
-}
-
-fn set_cloexec(fd: RawFd) {
-    // SAFETY: fcntl on a descriptor of ours.
-    unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    let mut passed = fds.into_iter();
+    let mut streams = Vec::new();
+    for (i, was_passed) in req.stdio.iter().enumerate() {
+        let fd = match was_passed {
+            true => passed.next().expect("counted above"),
+            false => OwnedFd::from(
+                std::fs::OpenOptions::new()
+                    .read(i == 0)
+                    .write(i != 0)
+                    .open("/dev/null")
+                    .map_err(|e| format!("open /dev/null: {e}"))?,
+            ),
+        };
+        streams.push(Some(fd));
+    }
+    Ok(rustpod::create::Stdio { stdin: streams[0].take(), stdout: streams[1].take(), stderr: streams[2].take() })
 }
 
 fn redirect_stdin_to_null() {
