@@ -96,10 +96,17 @@ pub type Status = tonic::Status;
 
 impl Cri {
     pub fn start() -> Self {
+        Self::try_start().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// `start`, with a failure as an error (and the containerd it may have started stopped), for
+    /// callers built with `panic = "abort"` such as the bench-cri driver.
+    pub fn try_start() -> Result<Self, String> {
         let dir = ScratchDir::new("cri");
         let bin = dir.join("bin");
-        std::fs::create_dir_all(&bin).expect("create shim dir");
-        std::os::unix::fs::symlink(shim::shim_bin(), bin.join(SHIM_NAME)).expect("link shim");
+        std::fs::create_dir_all(&bin).map_err(|e| format!("create shim dir: {e}"))?;
+        std::os::unix::fs::symlink(shim::shim_bin(), bin.join(SHIM_NAME))
+            .map_err(|e| format!("link shim: {e}"))?;
         let socket = dir.join_str("containerd.sock");
         let mut cmd = std::process::Command::new(script("cri.sh"));
         cmd.args([
@@ -111,26 +118,28 @@ impl Cri {
         if let Some(pause) = pause_bin() {
             cmd.env("RUSTPOD_PAUSE_BIN", pause);
         }
-        let out = cmd.output().expect("run hack/cri.sh");
-        assert!(
-            out.status.success(),
-            "hack/cri.sh start failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = cmd.output().map_err(|e| format!("run hack/cri.sh: {e}"))?;
+        if !out.status.success() {
+            rustpod_tests::containerd::control("stop", &dir);
+            return Err(format!(
+                "hack/cri.sh start failed:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("tokio runtime");
         let channel = connect(&rt, &socket);
-        Cri {
+        Ok(Cri {
             dir,
             socket,
             rt,
             runtime: RuntimeServiceClient::new(channel.clone()),
             images: ImageServiceClient::new(channel),
             handler: handler(),
-        }
+        })
     }
 
     pub fn dir(&self) -> &Path {
