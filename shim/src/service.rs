@@ -87,7 +87,7 @@ fn start_command(flags: &Flags) -> Result<(), String> {
 }
 
 fn start(opts: StartOpts) -> Result<String, Error> {
-    let grouping = group_of(Path::new("config.json")).unwrap_or_else(|| opts.id.clone());
+    let grouping = grouping(&opts, Path::new("config.json"));
     let address = opts.socket_address(&grouping);
     let address = if serving(&address) {
         address
@@ -110,6 +110,9 @@ fn delete_command(flags: &Flags) -> Result<(), String> {
     if let Err(e) = crate::mount::unmount_all(&bundle.join("rootfs")) {
         errors.push(e);
     }
+    if let Err(e) = remove_dead_socket(flags, &bundle) {
+        errors.push(e);
+    }
     for e in &errors {
         eprintln!("{}: delete {}: {e}", crate::RUNTIME_ID, flags.id);
     }
@@ -120,6 +123,31 @@ fn delete_command(flags: &Flags) -> Result<(), String> {
     };
     let bytes = response.write_to_bytes().map_err(|e| format!("encode response: {e}"))?;
     std::io::stdout().write_all(&bytes).map_err(|e| format!("write response: {e}"))
+}
+
+/// The group's server is dead if nothing answers on its socket: remove the
+/// socket file, as its server would have on shutdown.
+fn remove_dead_socket(flags: &Flags, bundle: &Path) -> Result<(), String> {
+    let opts = StartOpts {
+        id: flags.id.clone(),
+        address: flags.address.clone(),
+        namespace: flags.namespace.clone(),
+        ..Default::default()
+    };
+    let address = opts.socket_address(&grouping(&opts, &bundle.join("config.json")));
+    if serving(&address) {
+        return Ok(());
+    }
+    let path = address.strip_prefix("unix://").unwrap_or(&address);
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(format!("remove socket {path}: {e}")),
+        _ => Ok(()),
+    }
+}
+
+/// What groups containers into one shim: the bundle's group annotation, else the id.
+fn grouping(opts: &StartOpts, config: &Path) -> String {
+    group_of(config).unwrap_or_else(|| opts.id.clone())
 }
 
 /// The group annotation of a bundle's config.json, if any.

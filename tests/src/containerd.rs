@@ -135,6 +135,19 @@ impl Drop for Containerd {
                 .map(|(pid, _)| pid),
         );
         self.unmount_leftovers();
-        let _ = std::fs::remove_dir(Path::new(SHIM_RUNC_ROOT).join(&self.namespace));
+        // runc.v2 runs `rustpod` with --root <SHIM_RUNC_ROOT>/<namespace>; its @engine dir stays.
+        let root = Path::new(SHIM_RUNC_ROOT).join(&self.namespace);
+        let _ = std::fs::remove_dir(root.join("@engine"));
+        let _ = std::fs::remove_dir(&root);
+        remove_namespace_cgroups(&self.namespace);
+    }
+}
+
+/// ctr puts containers in cgroup `/<namespace>/<id>`: removes the (now empty) parents a
+/// test's unique namespace made in every hierarchy.
+pub fn remove_namespace_cgroups(namespace: &str) {
+    let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") else { return };
+    for h in hierarchies.flatten() {
+        let _ = std::fs::remove_dir(h.path().join(namespace));
     }
 }

@@ -239,18 +239,7 @@ impl Drop for ShimContainerd {
             let _ = nix::mount::umount2(mount_point.as_str(), nix::mount::MntFlags::MNT_DETACH);
         }
         let _ = std::fs::remove_dir_all(self.state_root());
-        self.remove_namespace_cgroups();
-    }
-}
-
-impl ShimContainerd {
-    /// ctr puts containers in cgroup `/<namespace>/<id>`: remove the (now empty) parents our
-    /// unique namespace made in every hierarchy.
-    fn remove_namespace_cgroups(&self) {
-        let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") else { return };
-        for h in hierarchies.flatten() {
-            let _ = std::fs::remove_dir(h.path().join(&self.namespace));
-        }
+        crate::containerd::remove_namespace_cgroups(&self.namespace);
     }
 }
 

@@ -145,6 +145,23 @@ fn remove_after_dead_shim(ctd: &ShimContainerd, id: &str) -> rustpod_tests::proc
     rm
 }
 
+/// The socket file of the shim serving task `id` (from the address `shim start` wrote).
+fn shim_socket(ctd: &ShimContainerd, id: &str) -> PathBuf {
+    let address = std::fs::read_to_string(format!("{}/address", bundle_dir(ctd, id)))
+        .unwrap_or_else(|e| panic!("read the shim address of {id}: {e}"));
+    PathBuf::from(address.trim().trim_start_matches("unix://"))
+}
+
+/// The dead shim's socket is gone once containerd has cleaned up (`shim delete` removes it).
+#[track_caller]
+fn assert_socket_removed(socket: &std::path::Path) {
+    assert!(
+        wait::eventually(|| !socket.exists()),
+        "the dead shim's socket {} is left",
+        socket.display()
+    );
+}
+
 fn bundle_dir(ctd: &ShimContainerd, id: &str) -> String {
     format!(
         "{}/state/io.containerd.runtime.v2.task/{}/{id}",
@@ -231,6 +248,7 @@ fn shim_sigkilled_during_an_exec_leaves_nothing_behind() {
     });
     let shims = ctd.shim_pids();
     assert_eq!(shims.len(), 1, "expected one shim, found {shims:?}");
+    let socket = shim_socket(&ctd, "victim");
 
     leftovers::kill_pids(shims.iter().copied());
     assert!(
@@ -248,6 +266,7 @@ fn shim_sigkilled_during_an_exec_leaves_nothing_behind() {
     // containerd notices the dead shim and runs `shim delete`: it reports the task as exited.
     let rm = remove_after_dead_shim(&ctd, "victim");
     assert_nothing_left(&ctd, "victim", &[init, exec_pid], &cgroups);
+    assert_socket_removed(&socket);
     // The only exit status containerd can report for a task whose shim is gone is 137 (from
     // `shim delete`); ctr prints it as a warning when the task is removed.
     if rm.stderr.contains("exit code") {
@@ -331,6 +350,7 @@ fn shim_sigkilled_while_its_container_exits_reports_137_and_leaves_nothing() {
     let shims = ctd.shim_pids();
     assert_eq!(shims.len(), 1, "expected one shim, found {shims:?}");
     let shim = shims[0];
+    let socket = shim_socket(&ctd, "exiting");
     let events = Client(Some(ctd.spawn_ctr(&["events"])));
     std::thread::sleep(std::time::Duration::from_secs(1));
 
@@ -350,6 +370,7 @@ fn shim_sigkilled_while_its_container_exits_reports_137_and_leaves_nothing() {
 
     let rm = remove_after_dead_shim(&ctd, "exiting");
     assert_nothing_left(&ctd, "exiting", &[init], &cgroups);
+    assert_socket_removed(&socket);
     assert!(
         ctd.shim_pids().is_empty(),
         "a shim is left: {:?}",
