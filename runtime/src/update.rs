@@ -56,7 +56,7 @@ pub fn parse_resources(data: &[u8]) -> Result<LinuxResources> {
 fn merge(mut res: LinuxResources, flags: &ResourceFlags) -> Result<LinuxResources> {
     let invalid = |e: oci_spec::OciSpecError| Error::Invalid(e.to_string());
     if flags.memory.is_some() || flags.memory_reservation.is_some() || flags.memory_swap.is_some() {
-        let old = res.memory().clone().unwrap_or_default();
+        let old = (*res.memory()).unwrap_or_default();
         res.set_memory(Some(memory(old, flags).map_err(invalid)?));
     }
     let cpu_flag = flags.cpu_shares.is_some()

@@ -110,7 +110,7 @@ fn namespace_file(path: &Path, typ: LinuxNamespaceType) -> Check {
 /// Memory limits are byte counts, or -1 for unlimited; the kernel rejects
 /// other negative values only when the engine writes them, mid-create.
 fn memory(linux: &oci_spec::runtime::Linux) -> Check {
-    let Some(memory) = linux.resources().as_ref().and_then(|r| r.memory().clone()) else {
+    let Some(memory) = linux.resources().as_ref().and_then(|r| *r.memory()) else {
         return Ok(());
     };
     let fields = [

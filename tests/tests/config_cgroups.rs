@@ -113,8 +113,8 @@ fn cgroupfs_path_and_v1_limits() {
         .iter()
         .find(|m| m["controllers"] == "memory")
         .expect("a memory cgroup");
-    assert_eq!(memory["path"], cgroups_path(&id).as_str(), "cgroupsPath");
-    assert_limits(&id, &report, &expected_files());
+    assert_eq!(memory["path"], cgroups_path(id).as_str(), "cgroupsPath");
+    assert_limits(id, &report, &expected_files());
 }
 
 #[test]
@@ -124,7 +124,7 @@ fn update_changes_limits_live() {
     let update = json!({"memory": {"limit": 128 * MIB}, "cpu": {"shares": 256, "quota": 30000},
                         "pids": {"limit": 32}});
     rt.cmd_stdin(
-        &["update", "--resources", "-", &id],
+        &["update", "--resources", "-", id],
         update.to_string().as_bytes(),
     )
     .ok();
@@ -135,7 +135,7 @@ fn update_changes_limits_live() {
         ("cpu", "cpu.cfs_quota_us", "30000".to_string()),
         ("pids", "pids.max", "32".to_string()),
     ];
-    assert_limits(&id, &report, &expected);
+    assert_limits(id, &report, &expected);
 }
 
 #[test]
@@ -156,7 +156,7 @@ fn hugetlb_limits() {
         "hugetlb.2MB.limit_in_bytes",
         (8 * MIB).to_string(),
     )];
-    assert_limits(&id, &report, &expected);
+    assert_limits(id, &report, &expected);
 }
 
 #[test]

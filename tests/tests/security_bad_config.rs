@@ -238,12 +238,15 @@ fn huge_env_array_works_or_fails_cleanly() {
     fx.assert_nothing_left();
 }
 
+/// A named change to a fixture's config.
+type Oddity = (&'static str, fn(&mut Fixture));
+
 /// Inputs that look hostile but that runc accepts on purpose; rejecting them would break real
 /// configs, so the runtime must accept them too.
 #[test]
 fn runc_compatible_oddities_are_accepted() {
     skip_if!(needs::containers());
-    let oddities: [(&str, fn(&mut Fixture)); 2] = [
+    let oddities: [Oddity; 2] = [
         // runc (and the engine) skip syscall names libseccomp does not know: containerd's and
         // Docker's default profiles list syscalls newer than the host's libseccomp.
         ("seccomp rule naming an unknown syscall", |fx| {
