@@ -129,11 +129,7 @@ impl Drop for Containerd {
     fn drop(&mut self) {
         self.remove_all_containers();
         self.stop();
-        leftovers::kill_pids(
-            leftovers::pids_under(self.dir.str())
-                .into_iter()
-                .map(|(pid, _)| pid),
-        );
+        leftovers::kill_processes_under(self.dir.str());
         self.unmount_leftovers();
         // runc.v2 runs `rustpod` with --root <SHIM_RUNC_ROOT>/<namespace>; its @engine dir stays.
         let root = Path::new(SHIM_RUNC_ROOT).join(&self.namespace);

@@ -72,6 +72,28 @@ fn process_in(pid: i32, dir: &str) -> Option<String> {
     })
 }
 
+/// SIGKILLs, by pid, every process `pids_under(dir)` finds, then removes the sockets the
+/// shims among them served (named by their `-socket` argument) once nothing answers there:
+/// a killed shim cannot remove its own.
+pub fn kill_processes_under(dir: &str) {
+    let found = pids_under(dir);
+    let sockets: Vec<String> = found
+        .iter()
+        .filter_map(|(_, what)| {
+            let mut words = what.split_whitespace();
+            words.find(|w| *w == "-socket")?;
+            Some(words.next()?.trim_start_matches("unix://").to_string())
+        })
+        .collect();
+    kill_pids(found.iter().map(|(pid, _)| *pid));
+    for socket in sockets {
+        let dead = wait::eventually(|| std::os::unix::net::UnixStream::connect(&socket).is_err());
+        if dead {
+            let _ = fs::remove_file(&socket);
+        }
+    }
+}
+
 /// SIGKILLs, by pid, each of `pids`.
 pub fn kill_pids(pids: impl IntoIterator<Item = i32>) {
     for pid in pids {

@@ -230,11 +230,7 @@ impl Drop for ShimContainerd {
         }
         self.stop();
         // Shims and containers mention the socket path (under dir) or live in a rootfs under it.
-        leftovers::kill_pids(
-            leftovers::pids_under(self.dir.str())
-                .into_iter()
-                .map(|(pid, _)| pid),
-        );
+        leftovers::kill_processes_under(self.dir.str());
         for mount_point in leftovers::mount_points_under(self.dir.str()).iter().rev() {
             let _ = nix::mount::umount2(mount_point.as_str(), nix::mount::MntFlags::MNT_DETACH);
         }

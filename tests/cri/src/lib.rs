@@ -521,11 +521,7 @@ impl Drop for Cri {
         self.stop();
         // Shims name the socket (under dir) in their command line; containers and pause live in
         // rootfs dirs under it.
-        leftovers::kill_pids(
-            leftovers::pids_under(self.dir.str())
-                .into_iter()
-                .map(|(pid, _)| pid),
-        );
+        leftovers::kill_processes_under(self.dir.str());
         for _ in 0..10 {
             let mounts = leftovers::mount_points_under(self.dir.str());
             if mounts.is_empty() {
