@@ -32,14 +32,27 @@ pub struct ProcessIo {
 }
 
 /// The output copiers of one process still running: they end once every
-/// writer of the process's pipes (or pty) is gone and all it wrote is passed on.
-#[derive(Default)]
+/// writer of the process's pipes (or pty) is gone and all it wrote is passed
+/// on, or when told to stop (a child the process left holds its stdout).
 pub struct OutputCopiers {
     running: Mutex<usize>,
     ended: Condvar,
+    /// Readable (hung up) once `stop_write` is dropped.
+    stop_read: OwnedFd,
+    stop_write: Mutex<Option<OwnedFd>>,
 }
 
 impl OutputCopiers {
+    fn new() -> Result<Arc<OutputCopiers>, String> {
+        let (stop_read, stop_write) = pipe()?;
+        Ok(Arc::new(OutputCopiers {
+            running: Mutex::new(0),
+            ended: Condvar::new(),
+            stop_read,
+            stop_write: Mutex::new(Some(stop_write)),
+        }))
+    }
+
     pub fn all_ended(&self) -> bool {
         *self.running.lock().unwrap() == 0
     }
@@ -49,6 +62,11 @@ impl OutputCopiers {
         let running = self.running.lock().unwrap();
         let (running, _) = self.ended.wait_timeout_while(running, timeout, |n| *n > 0).unwrap();
         *running == 0
+    }
+
+    /// Tells the copiers to pass on what is already written and end.
+    pub fn stop(&self) {
+        self.stop_write.lock().unwrap().take();
     }
 
     /// Counts one copier until the returned guard drops.
@@ -93,6 +111,15 @@ impl ProcessIo {
         Arc::clone(&self.output)
     }
 
+    /// The process is being deleted: give its output copiers until `deadline`
+    /// to end on their own, then stop them, so that containerd's readers see
+    /// EOF even when a child the process left still holds its stdout.
+    pub fn finish_output(&self, deadline: Instant) {
+        if !self.output.wait_ended(deadline.saturating_duration_since(Instant::now())) {
+            self.output.stop();
+        }
+    }
+
     pub fn resize(&self, width: u32, height: u32) -> Result<(), String> {
         let console = self.console.as_ref().ok_or("the process has no terminal")?;
         let size = libc::winsize { ws_row: height as u16, ws_col: width as u16, ws_xpixel: 0, ws_ypixel: 0 };
@@ -110,7 +137,7 @@ impl ProcessIo {
 pub fn open_pipes(stdio: &Stdio) -> Result<(ProcessIo, ChildStdio), String> {
     let mut child = ChildStdio::default();
     let mut stdin_close = None;
-    let output = Arc::<OutputCopiers>::default();
+    let output = OutputCopiers::new()?;
     if !stdio.stdin.is_empty() {
         let fifo = open_input(&stdio.stdin)?;
         let (read, write) = pipe()?;
@@ -139,7 +166,7 @@ pub fn attach_console(stdio: &Stdio, master: OwnedFd) -> Result<ProcessIo, Strin
     let master = File::from(master);
     let dup = |f: &File| f.try_clone().map_err(|e| format!("dup pty master: {e}"));
     let mut stdin_close = None;
-    let output = Arc::<OutputCopiers>::default();
+    let output = OutputCopiers::new()?;
     if !stdio.stdin.is_empty() {
         let fifo = open_input(&stdio.stdin)?;
         let (cancel_read, cancel_write) = pipe()?;
@@ -205,12 +232,28 @@ fn spawn_copier(name: &str, body: impl FnOnce() + Send + 'static) -> Result<(), 
         .map_err(|e| format!("start {name} copier: {e}"))
 }
 
-/// Container output to containerd until the container side closes. A
-/// write blocks while the FIFO is full (nobody reading): so does the
-/// container, which is what keeps it alive and its output intact.
+/// Container output to containerd until the container side closes (or we
+/// are told to stop: then what is already written is passed on). A write
+/// blocks while the FIFO is full (nobody reading): so does the container,
+/// which is what keeps it alive and its output intact.
 fn copy_output(mut from: File, mut to: File, running: CopierRunning) {
     let mut buf = vec![0u8; BUF_SIZE];
     loop {
+        let mut fds = [
+            PollFd::new(from.as_fd(), PollFlags::POLLIN),
+            PollFd::new(running.0.stop_read.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => break,
+        }
+        let ready = fds[0].revents().is_some_and(|r| !r.is_empty());
+        let stopped = fds[1].revents().is_some_and(|r| !r.is_empty());
+        if !ready && stopped {
+            drain(&mut from, &mut to, &mut buf);
+            break;
+        }
         let n = match from.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => n,
@@ -267,11 +310,12 @@ fn copy_input(fifo: File, mut to: File, cancel: OwnedFd, terminal: bool) {
     }
 }
 
-fn drain(fifo: &mut File, to: &mut File, buf: &mut [u8]) {
-    if set_nonblocking(fifo.as_raw_fd()).is_err() {
+/// Passes on what `from` holds now, without waiting for more.
+fn drain(from: &mut File, to: &mut File, buf: &mut [u8]) {
+    if set_nonblocking(from.as_raw_fd()).is_err() {
         return;
     }
-    while let Ok(n) = fifo.read(buf) {
+    while let Ok(n) = from.read(buf) {
         if n == 0 || to.write_all(&buf[..n]).is_err() {
             return;
         }

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use containerd_shim::api;
 use containerd_shim::protos::protobuf::well_known_types::any::Any;
@@ -29,6 +29,9 @@ const DELETE_EXIT_WAIT: Duration = Duration::from_secs(2);
 /// How long a reaped process's exit waits for its output to reach containerd
 /// (longer only if a process it left behind still holds its stdout).
 const OUTPUT_DRAIN_WAIT: Duration = Duration::from_secs(1);
+/// How long Delete gives a process's output to end before closing it, as
+/// containerd's runc shim does: its clients wait for EOF on the FIFOs.
+const OUTPUT_CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 pub struct TaskService {
     shared: Arc<Shared>,
@@ -317,6 +320,10 @@ impl TaskService {
             return Err(error(Code::FAILED_PRECONDITION, format!("exec {exec_id} of {id} is still running")));
         }
         let p = c.execs.remove(exec_id).expect("checked above");
+        drop(inner);
+        if let Some(pio) = &p.io {
+            pio.finish_output(Instant::now() + OUTPUT_CLOSE_WAIT);
+        }
         Ok(delete_response(&p, p.exited()))
     }
 
@@ -339,9 +346,11 @@ impl TaskService {
         let c = inner.containers.remove(id).ok_or_else(|| no_container(id))?;
         inner.pids.retain(|_, (cid, _)| cid != id);
         drop(inner);
+        let deadline = Instant::now() + OUTPUT_CLOSE_WAIT;
         for p in std::iter::once(&c.init).chain(c.execs.values()) {
             if let Some(pio) = &p.io {
                 pio.close_stdin();
+                pio.finish_output(deadline);
             }
         }
         let unmounted = c.mounted_rootfs.as_deref().map_or(Ok(()), crate::mount::unmount_all);

@@ -25,6 +25,23 @@ fn shim_exec_without_tty() {
     assert!(out.stderr.contains("err"), "{}", out.describe());
 }
 
+/// An exec that leaves a child holding its stdout still ends for its client, with its output
+/// (as with containerd's runc shim: Delete closes the output after a grace period).
+#[test]
+fn shim_exec_ends_when_a_child_it_left_holds_stdout() {
+    skip_if!(blocker());
+    let ctd = ShimContainerd::start();
+    ctd.run_detached("bg", &[], &["sleep", "1000"]);
+    ctd.wait_task("bg", "RUNNING");
+    // Without the close, ctr would wait for the background sleep (far past the deadline).
+    let out = ctd.ctr(&[
+        "task", "exec", "--exec-id", "e1", "bg", "sh", "-c", "sleep 900 & echo out; echo err >&2",
+    ]);
+    assert_eq!(out.code(), 0, "{}", out.describe());
+    assert_eq!(out.stdout, "out\n", "{}", out.describe());
+    assert!(out.stderr.contains("err"), "{}", out.describe());
+}
+
 #[test]
 fn shim_exec_with_tty() {
     skip_if!(blocker());
