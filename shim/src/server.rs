@@ -15,6 +15,9 @@ use signal_hook::consts::{SIGCHLD, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::events::Publisher;
+
+/// How long the server may take to finish its requests once asked to exit.
+const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 use crate::task::{state_root, Shared, TaskService};
 
 pub fn serve(flags: &Flags) -> Result<(), String> {
@@ -58,9 +61,23 @@ pub fn serve(flags: &Flags) -> Result<(), String> {
     log::info!("serving {} for namespace {}", flags.socket, flags.namespace);
 
     exit.wait();
-    server.shutdown();
     let _ = std::fs::remove_file(socket_path(&flags.socket));
+    shut_down(server);
     Ok(())
+}
+
+/// Lets ttrpc answer the requests in flight (the Shutdown reply among them),
+/// but gives up after a while: a handler still blocked then must not keep
+/// the shim alive.
+fn shut_down(server: ttrpc::Server) {
+    let (done, finished) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new().name("shutdown".into()).spawn(move || {
+        server.shutdown();
+        let _ = done.send(());
+    });
+    if spawned.is_ok() && finished.recv_timeout(SHUTDOWN_WAIT).is_err() {
+        log::warn!("requests still in flight after {SHUTDOWN_WAIT:?}: exiting anyway");
+    }
 }
 
 /// The task service under the v3 names the crate generates and the v2

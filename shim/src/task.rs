@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use containerd_shim::api;
 use containerd_shim::protos::protobuf::well_known_types::any::Any;
@@ -299,7 +299,10 @@ impl TaskService {
                         events.exec_started(id, exec_id, pid);
                         Ok(pid)
                     }
-                    Err(e) => Err(error(Code::UNKNOWN, format!("exec {exec_id} in {id}: {e}"))),
+                    Err(e) => {
+                        release_waiters(p);
+                        Err(error(Code::UNKNOWN, format!("exec {exec_id} in {id}: {e}")))
+                    }
                 }
             }
         };
@@ -321,6 +324,7 @@ impl TaskService {
         }
         let p = c.execs.remove(exec_id).expect("checked above");
         drop(inner);
+        release_waiters(&p);
         if let Some(pio) = &p.io {
             pio.finish_output(Instant::now() + OUTPUT_CLOSE_WAIT);
         }
@@ -348,6 +352,7 @@ impl TaskService {
         drop(inner);
         let deadline = Instant::now() + OUTPUT_CLOSE_WAIT;
         for p in std::iter::once(&c.init).chain(c.execs.values()) {
+            release_waiters(p);
             if let Some(pio) = &p.io {
                 pio.close_stdin();
                 pio.finish_output(deadline);
@@ -379,6 +384,15 @@ impl TaskService {
         if inner.containers.is_empty() && inner.creating == 0 {
             self.shared.exit_signal.signal();
         }
+    }
+}
+
+/// A process that will never run (its start failed, or it is deleted
+/// unstarted) still ends every Wait on it, as containerd's runc shim does;
+/// its status is the runtime's "could not run" 255. No exit event goes out.
+fn release_waiters(p: &Process) {
+    if p.exited().is_none() {
+        p.exit.set(ExitStatus { code: 255, at: SystemTime::now() });
     }
 }
 

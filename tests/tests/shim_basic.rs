@@ -99,4 +99,16 @@ fn shim_bad_input_fails_clearly_and_the_shim_keeps_serving() {
         ])
         .ok();
     assert_eq!(out.stdout, "still-serving\n");
+
+    // Nothing the failures left (a Wait on the exec that never started, say) keeps the shim
+    // alive once its last container is gone.
+    ctd.ctr(&["task", "kill", "-s", "SIGKILL", "healthy"]).ok();
+    ctd.wait_task("healthy", "STOPPED");
+    ctd.delete_task("healthy");
+    ctd.ctr(&["containers", "rm", "healthy"]).ok();
+    assert!(
+        rustpod_tests::wait::eventually(|| ctd.shim_pids().is_empty()),
+        "the shim did not exit after its last container: {:?}",
+        ctd.shim_pids()
+    );
 }
