@@ -1,8 +1,9 @@
 //! CVE-2019-5736: a container must not be able to rewrite the runtime binary
 //! through /proc/<pid>/exe of a runtime process that entered it. Before any
-//! step that forks into a container we re-execute through a read-only bind
-//! mount of our binary (made once per boot and binary under
-//! `/run/rustpod-exe`), so /proc/<pid>/exe opens for writing fail with EROFS.
+//! step that forks into a container we re-execute from our binary opened
+//! through a read-only bind mount that is detached as soon as it is open:
+//! the new process's /proc/<pid>/exe is on a read-only mount that no path
+//! reaches, so opens for writing fail with EROFS, and nothing stays mounted.
 //! Where that mount cannot be made we fall back to a sealed memfd copy,
 //! which costs a copy of the binary per call.
 
@@ -10,15 +11,15 @@ use std::ffi::CString;
 use std::fs::{self, File};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use nix::fcntl::{Flock, FlockArg};
-use nix::mount::{mount, MsFlags};
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use nix::sys::statvfs::{statvfs, FsFlags};
 
 use crate::error::{Error, Result};
 
-/// Where the read-only views of our binaries are mounted.
+/// Where the transient mount points of our binary are made.
 pub const SEALED_DIR: &str = "/run/rustpod-exe";
 
 /// The memfd name; /proc/self/exe reads `/memfd:<NAME> (deleted)`.
@@ -27,89 +28,51 @@ const MEMFD_NAME: &str = "rustpod-sealed";
 /// kernels reject unknown flags, so we retry without it).
 const MFD_EXEC: libc::c_uint = 0x0010;
 
-/// True if this process already runs from a read-only view or sealed copy.
+/// True if this process's binary cannot be written through /proc/self/exe:
+/// it is on a read-only mount, or it is our sealed copy.
 pub fn is_sealed() -> bool {
-    let Ok(exe) = fs::read_link("/proc/self/exe") else {
-        return false;
-    };
-    let exe = exe.as_os_str().as_bytes();
-    exe.starts_with(SEALED_DIR.as_bytes()) || exe.starts_with(format!("/memfd:{MEMFD_NAME}").as_bytes())
+    let sealed_copy = fs::read_link("/proc/self/exe")
+        .is_ok_and(|exe| exe.as_os_str().as_bytes().starts_with(format!("/memfd:{MEMFD_NAME}").as_bytes()));
+    sealed_copy || statvfs("/proc/self/exe").is_ok_and(|v| v.flags().contains(FsFlags::ST_RDONLY))
 }
 
 /// Re-executes this process, same argv and environment, from a read-only
-/// view of its binary (or a sealed copy). Returns only on failure.
+/// mount of its binary (or a sealed copy). Returns only on failure.
 pub fn reexec() -> Error {
-    let target = match read_only_view() {
-        Ok(path) => File::open(&path).map(OwnedFd::from).map_err(|e| Error::io("open", path, e)),
-        Err(err) => {
-            tracing::debug!("read-only view of the binary: {err}; using a sealed copy");
-            sealed_copy()
-        }
-    };
+    let target = read_only_exe().or_else(|err| {
+        tracing::debug!("read-only mount of the binary: {err}; using a sealed copy");
+        sealed_copy()
+    });
     match target {
         Ok(fd) => exec_fd(&fd),
         Err(err) => err,
     }
 }
 
-/// The path of a read-only bind mount of our binary, made if missing.
-pub fn read_only_view() -> Result<PathBuf> {
-    let exe = fs::metadata("/proc/self/exe").map_err(|e| Error::io("stat", "/proc/self/exe", e))?;
-    let name = fs::read_link("/proc/self/exe")
-        .ok()
-        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .unwrap_or_else(|| "exe".into());
+/// Our binary, opened through a read-only bind mount that is detached right
+/// after the open: the descriptor keeps the mount alive, nothing else does.
+pub fn read_only_exe() -> Result<OwnedFd> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
     let dir = Path::new(SEALED_DIR);
-    let view = dir.join(format!("{name}-{:x}-{:x}", exe.dev(), exe.ino()));
-    if is_read_only_view(&view, &exe) {
-        return Ok(view);
-    }
     fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
-    let dir_file = File::open(dir).map_err(|e| Error::io("open", dir, e))?;
-    let _lock = Flock::lock(dir_file, FlockArg::LockExclusive)
-        .map_err(|(_, e)| Error::sys("lock /run/rustpod-exe", e))?;
-    if !is_read_only_view(&view, &exe) {
-        prune_stale_views(dir);
-        make_read_only_view(&view)?;
-    }
-    Ok(view)
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let point = dir.join(format!("exe-{}-{n}", std::process::id()));
+    File::create(&point).map_err(|e| Error::io("create", &point, e))?;
+    let opened = bind_read_only(&point).and_then(|()| {
+        File::open(&point).map(OwnedFd::from).map_err(|e| Error::io("open", &point, e))
+    });
+    let _ = umount2(&point, MntFlags::MNT_DETACH);
+    let _ = fs::remove_file(&point);
+    opened
 }
 
-/// Unmounts and removes the views whose binary has since been deleted (a
-/// rebuilt or upgraded runtime): they would pin the old file forever. A
-/// process running from one keeps running (MNT_DETACH).
-fn prune_stale_views(dir: &Path) {
-    let Ok(info) = fs::read_to_string("/proc/self/mountinfo") else { return };
-    for line in info.lines() {
-        let mut fields = line.split_whitespace();
-        let (Some(root), Some(point)) = (fields.nth(3), fields.next()) else { continue };
-        if Path::new(point).parent() == Some(dir) && root.ends_with("//deleted") {
-            let _ = nix::mount::umount2(point, nix::mount::MntFlags::MNT_DETACH);
-            let _ = fs::remove_file(point);
-        }
-    }
-}
-
-fn is_read_only_view(view: &Path, exe: &fs::Metadata) -> bool {
-    let same_file = fs::metadata(view).is_ok_and(|m| m.dev() == exe.dev() && m.ino() == exe.ino());
-    same_file
-        && nix::sys::statvfs::statvfs(view)
-            .is_ok_and(|v| v.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY))
-}
-
-/// Bind-mounts /proc/self/exe onto `view` and makes that mount read-only.
-fn make_read_only_view(view: &Path) -> Result<()> {
-    let _ = nix::mount::umount2(view, nix::mount::MntFlags::MNT_DETACH);
-    File::create(view).map_err(|e| Error::io("create", view, e))?;
+/// Bind-mounts /proc/self/exe onto `point` and makes that mount read-only.
+fn bind_read_only(point: &Path) -> Result<()> {
     let none: Option<&str> = None;
-    mount(Some("/proc/self/exe"), view, none, MsFlags::MS_BIND, none)
+    mount(Some("/proc/self/exe"), point, none, MsFlags::MS_BIND, none)
         .map_err(|e| Error::sys("bind-mount the runtime binary", e))?;
     let ro = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
-    if let Err(e) = mount(none, view, none, ro, none) {
-        let _ = nix::mount::umount2(view, nix::mount::MntFlags::MNT_DETACH);
-        return Err(Error::sys("make the runtime binary's mount read-only", e));
-    }
-    Ok(())
+    mount(none, point, none, ro, none).map_err(|e| Error::sys("make the runtime binary's mount read-only", e))
 }
 
 /// A sealed memfd holding a copy of our binary (the shim keeps one and

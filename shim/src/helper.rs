@@ -14,6 +14,7 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
@@ -98,14 +99,22 @@ fn send_request(sock: &UnixStream, req: &Request, stdio: ChildStdio) -> Result<(
     sock.shutdown(Shutdown::Write).map_err(|e| what(&e))
 }
 
-/// The binary a helper starts from: the read-only view of ours (so it need
-/// not re-execute itself to be safe from CVE-2019-5736), else our own binary,
-/// which then re-executes from a sealed copy.
+/// The binary a helper starts from: ours, opened once through a read-only
+/// mount that is already detached (so the helper need not re-execute itself
+/// to be safe from CVE-2019-5736); else our own binary, which then
+/// re-executes from a sealed copy. The kernel resolves `/proc/self/fd/N`
+/// before it closes the close-on-exec descriptor.
 fn helper_binary() -> PathBuf {
-    rustpod::sealed_exe::read_only_view().unwrap_or_else(|e| {
-        log::warn!("read-only view of the shim binary: {e}; helpers start from a sealed copy");
-        PathBuf::from("/proc/self/exe")
-    })
+    static READ_ONLY_EXE: OnceLock<Option<OwnedFd>> = OnceLock::new();
+    let fd = READ_ONLY_EXE.get_or_init(|| {
+        rustpod::sealed_exe::read_only_exe()
+            .map_err(|e| log::warn!("read-only mount of the shim binary: {e}; helpers start from a sealed copy"))
+            .ok()
+    });
+    match fd {
+        Some(fd) => PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())),
+        None => PathBuf::from("/proc/self/exe"),
+    }
 }
 
 fn read_answer(sock: &UnixStream) -> Result<Answer, String> {
