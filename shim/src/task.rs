@@ -106,8 +106,7 @@ impl Shared {
     /// been passed to containerd, waiting for that (bounded) on a thread of
     /// its own: containerd's clients stop reading a process's FIFOs once they
     /// see it exit, so output still in our pipes then would be lost.
-    fn exited(self: &Arc<Self>, inner: MutexGuard<'_, Inner>, cid: String, eid: String, exit: ExitStatus) {
-        let mut inner = inner;
+    fn exited(self: &Arc<Self>, mut inner: MutexGuard<'_, Inner>, cid: String, eid: String, exit: ExitStatus) {
         let output = inner
             .containers
             .get(&cid)
@@ -119,21 +118,15 @@ impl Shared {
             return inner.process_exited(&cid, &eid, exit, &self.events);
         };
         drop(inner);
-        let job = Arc::new(Mutex::new(Some((cid, eid))));
-        let (shared, thread_job) = (Arc::clone(self), Arc::clone(&job));
-        let record = move |job: &Mutex<Option<(String, String)>>| {
-            if let Some((cid, eid)) = job.lock().unwrap().take() {
-                shared.lock().process_exited(&cid, &eid, exit, &shared.events);
-            }
-        };
-        let record_here = record.clone();
+        let (shared, thread_cid, thread_eid) = (Arc::clone(self), cid.clone(), eid.clone());
         let spawned = std::thread::Builder::new().name("exit-drain".into()).stack_size(64 * 1024).spawn(move || {
             output.wait_ended(OUTPUT_DRAIN_WAIT);
-            record(&thread_job);
+            shared.lock().process_exited(&thread_cid, &thread_eid, exit, &shared.events);
         });
+        // A thread that never started ran nothing: record the exit here.
         if let Err(e) = spawned {
             log::warn!("wait for output of a process that exited: {e}");
-            record_here(&job);
+            self.lock().process_exited(&cid, &eid, exit, &self.events);
         }
     }
 }
