@@ -464,6 +464,20 @@ impl Cri {
         let channel = connect(&self.rt, &self.socket);
         self.runtime = RuntimeServiceClient::new(channel.clone());
         self.images = ImageServiceClient::new(channel);
+        self.wait_initialized();
+    }
+
+    /// Waits until the CRI plugin has recovered its pods and containers. Until then containerd
+    /// answers every CRI call with "server is not initialized yet", and kubelet retries.
+    fn wait_initialized(&self) {
+        wait::wait_for("containerd's CRI plugin to finish initializing", || {
+            let mut c = self.runtime.clone();
+            match self.rpc(c.list_pod_sandbox(cri::ListPodSandboxRequest::default())) {
+                Ok(_) => Some(()),
+                Err(e) if e.message().contains("not initialized") => None,
+                Err(e) => panic!("ListPodSandbox after a restart: {e}"),
+            }
+        });
     }
 
     fn remove_all_pods(&self) {
