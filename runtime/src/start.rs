@@ -1,7 +1,10 @@
 //! `start`: run the startContainer hooks, let the init exec the user's
 //! program, then run the poststart hooks once that program runs.
 
+use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
+use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -32,8 +35,10 @@ pub fn start(root: &Path, id: &str) -> Result<()> {
     }
     // What the waiting init runs now (our binary, or its sealed copy).
     let init_exe = container.pid().and_then(|p| exe_identity(p.as_raw()));
+    release_init(container.root.as_path())?;
     container
-        .start()
+        .set_status(ContainerStatus::Running)
+        .save()
         .map_err(|e| Error::engine("start", id, &e))?;
     if !hooks.is_empty() {
         if let (Some(pid), Some(exe)) = (container.pid(), init_exe) {
@@ -42,6 +47,29 @@ pub fn start(root: &Path, id: &str) -> Result<()> {
         run_poststart(&container, &hooks);
     }
     Ok(())
+}
+
+/// Tells the init, waiting on the container's notify socket, to exec the
+/// user's program. libcontainer's own `Container::start` reaches the socket
+/// by changing the process's working directory and back, which races with
+/// any other thread of a shim serving several containers (and fails once the
+/// directory it returns to is gone). Here the socket is reached through a
+/// descriptor of its directory, which also keeps the path within
+/// `sun_path`'s 108 bytes however deep the state root is.
+fn release_init(container_root: &Path) -> Result<()> {
+    let dir = std::fs::File::open(container_root)
+        .map_err(|e| Error::io("open container state dir", container_root, e))?;
+    let socket = format!(
+        "/proc/self/fd/{}/{}",
+        dir.as_raw_fd(),
+        libcontainer::notify_socket::NOTIFY_FILE
+    );
+    let path = container_root.join(libcontainer::notify_socket::NOTIFY_FILE);
+    let mut stream = UnixStream::connect(&socket)
+        .map_err(|e| Error::io("connect to the init's notify socket", &path, e))?;
+    stream
+        .write_all(b"start container")
+        .map_err(|e| Error::io("signal the init through", &path, e))
 }
 
 /// A failing startContainer hook fails `start` and stops the container, as

@@ -46,6 +46,7 @@ pub fn serve(flags: &Flags) -> Result<(), String> {
         signal_started();
         return Ok(());
     };
+    leave_bundle_dir()?;
     let service: Arc<dyn Task + Send + Sync> = Arc::new(TaskService::new(shared));
     // Idle handler threads per connection: fewer than ttrpc's 3 (up to 5);
     // a busy one (a blocking Wait) still gets a fresh idle one beside it.
@@ -64,6 +65,15 @@ pub fn serve(flags: &Flags) -> Result<(), String> {
     let _ = std::fs::remove_file(socket_path(&flags.socket));
     shut_down(server);
     Ok(())
+}
+
+/// The server starts in the bundle of the container that started it, which
+/// containerd removes with that container while the server goes on serving
+/// the rest of its group. Its helpers inherit the working directory, and the
+/// engine asks for it: a removed one fails their creates. The server opens
+/// nothing relative to it after start-up (`./log` is already open).
+fn leave_bundle_dir() -> Result<(), String> {
+    std::env::set_current_dir("/").map_err(|e| format!("chdir /: {e}"))
 }
 
 /// Lets ttrpc answer the requests in flight (the Shutdown reply among them),

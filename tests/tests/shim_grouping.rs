@@ -53,3 +53,25 @@ fn shim_grouped_short_lived_containers_keep_their_output() {
     }
     assert_eq!(ctd.shim_pids().len(), 1, "the group was served by more than one shim");
 }
+
+#[test]
+fn a_group_shim_outlives_the_bundle_it_started_in() {
+    skip_if!(blocker());
+    let ctd = ShimContainerd::start();
+    let group = ["--annotation", "io.containerd.runc.v2.group=outlive"];
+    // The shim starts in `first`'s bundle, which containerd removes with `first`.
+    ctd.run_detached("first", &group, &["sleep", "1000"]);
+    ctd.run_detached("second", &group, &["sleep", "1000"]);
+    ctd.wait_task("second", "RUNNING");
+    ctd.ctr(&["task", "kill", "-s", "SIGKILL", "first"]).ok();
+    ctd.wait_task("first", "STOPPED");
+    assert_eq!(ctd.delete_task("first"), 137);
+    ctd.ctr(&["container", "rm", "first"]).ok();
+    // Starting a container must not depend on the shim's working directory.
+    let mut args = vec!["run", "--rm", "--runtime", RUNTIME];
+    args.extend_from_slice(&group);
+    args.extend_from_slice(&[IMAGE, "third", "echo", "third runs"]);
+    let out = ctd.ctr(&args).ok();
+    assert_eq!(out.stdout, "third runs\n", "{}", out.describe());
+    assert_eq!(ctd.shim_pids().len(), 1, "the group was served by more than one shim");
+}
