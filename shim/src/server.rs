@@ -47,6 +47,8 @@ pub fn serve(flags: &Flags) -> Result<(), String> {
         return Ok(());
     };
     leave_bundle_dir()?;
+    // A Create is on its way: have the kernel's cgroup wait start now.
+    crate::cgroup_warmup::start();
     let service: Arc<dyn Task + Send + Sync> = Arc::new(TaskService::new(shared));
     // Idle handler threads per connection: fewer than ttrpc's 3 (up to 5);
     // a busy one (a blocking Wait) still gets a fresh idle one beside it.

@@ -192,6 +192,7 @@ impl TaskService {
     /// Sets up stdio (pipes, or a console socket), runs the helper, and
     /// wires the pty if any. Returns the pid and the process's io.
     fn spawn(&self, kind: Kind, mut req: helper::Request, stdio: &Stdio) -> Result<(i32, io::ProcessIo), String> {
+        crate::cgroup_warmup::start();
         if stdio.terminal {
             let console = ConsoleSocket::new(&self.shared.root.join("pty"))?;
             req.console_socket = Some(console.path().to_path_buf());

@@ -112,3 +112,19 @@ fn shim_bad_input_fails_clearly_and_the_shim_keeps_serving() {
         ctd.shim_pids()
     );
 }
+
+#[test]
+fn the_shim_stays_in_the_cgroup_containerd_started_it_in() {
+    skip_if!(blocker());
+    let ctd = ShimContainerd::start();
+    ctd.run_detached("stay", &[], &["sleep", "1000"]);
+    ctd.wait_task("stay", "RUNNING");
+    // An exec too: the shim re-writes its own pid into its own cgroup before each helper it
+    // starts (to get the kernel's wait for a cgroup migration over with early).
+    ctd.ctr(&["task", "exec", "--exec-id", "e1", "stay", "true"]).ok();
+    let cgroups = |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let containerd = ctd.containerd_pid().expect("containerd runs");
+    let shims = ctd.shim_pids();
+    assert_eq!(shims.len(), 1, "one shim: {shims:?}");
+    assert_eq!(cgroups(shims[0]), cgroups(containerd), "the shim left containerd's cgroups");
+}
