@@ -17,12 +17,17 @@ pub fn collect(root: &Path, id: &str) -> Result<Any, String> {
     let manager = rustpod::cgroup::manager_for(&container).map_err(|e| e.to_string())?;
     let stats = manager.stats().map_err(|e| format!("cgroup stats of {id}: {e}"))?;
     let unified = matches!(libcgroups::common::get_cgroup_setup(), Ok(CgroupSetup::Unified));
-    if unified { to_any(&metrics_v2(&stats)) } else { to_any(&metrics_v1(&stats)) }
+    if unified { to_any(&metrics_v2(&stats), V2_TYPE) } else { to_any(&metrics_v1(&stats), V1_TYPE) }
 }
 
-fn to_any<M: Message + containerd_shim::protos::protobuf::MessageFull>(m: &M) -> Result<Any, String> {
+/// The metrics' protobuf full names (spelled out, as for events, so that no
+/// reflection tables are built).
+const V1_TYPE: &str = "io.containerd.cgroups.v1.Metrics";
+const V2_TYPE: &str = "io.containerd.cgroups.v2.Metrics";
+
+fn to_any<M: Message>(m: &M, type_url: &str) -> Result<Any, String> {
     let mut any = Any::new();
-    any.type_url = M::descriptor().full_name().to_string();
+    any.type_url = type_url.to_string();
     any.value = m.write_to_bytes().map_err(|e| format!("encode metrics: {e}"))?;
     Ok(any)
 }
@@ -176,5 +181,17 @@ fn metrics_v2(s: &Stats) -> v2::Metrics {
         cpu: MessageField::some(cpu),
         memory: MessageField::some(memory),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use containerd_shim::protos::protobuf::MessageFull;
+
+    #[test]
+    fn type_urls_are_the_protobuf_full_names() {
+        assert_eq!(V1_TYPE, v1::Metrics::descriptor().full_name());
+        assert_eq!(V2_TYPE, v2::Metrics::descriptor().full_name());
     }
 }
