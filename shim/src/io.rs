@@ -133,8 +133,11 @@ impl ProcessIo {
 }
 
 /// Opens containerd's stdio and makes pipes for the container; starts the
-/// copiers. Returns the shim's handles and the container's pipe ends.
-pub fn open_pipes(stdio: &Stdio) -> Result<(ProcessIo, ChildStdio), String> {
+/// copiers, or for a `binary://` URI the logging program (which then reads
+/// the output pipes itself). `owner` is the container's id and namespace.
+/// Returns the shim's handles and the container's pipe ends.
+pub fn open_pipes(stdio: &Stdio, owner: (&str, &str)) -> Result<(ProcessIo, ChildStdio), String> {
+    let logger = crate::binary_logger::for_output(&stdio.stdout, &stdio.stderr)?;
     let mut child = ChildStdio::default();
     let mut stdin_close = None;
     let output = OutputCopiers::new()?;
@@ -145,6 +148,14 @@ pub fn open_pipes(stdio: &Stdio) -> Result<(ProcessIo, ChildStdio), String> {
         spawn_copier("stdin", move || copy_input(fifo, File::from(write), cancel_read, false))?;
         child.stdin = Some(read);
         stdin_close = Some(cancel_write);
+    }
+    if let Some(logger) = logger {
+        let (out_read, out_write) = pipe()?;
+        let (err_read, err_write) = pipe()?;
+        crate::binary_logger::start(&logger, owner.0, owner.1, out_read, err_read)?;
+        child.stdout = Some(out_write);
+        child.stderr = Some(err_write);
+        return Ok((ProcessIo { stdin_close: Mutex::new(stdin_close), console: None, output }, child));
     }
     if let Some(out) = open_output(&stdio.stdout)? {
         let (read, write) = pipe()?;
@@ -207,7 +218,7 @@ fn open_output(uri: &str) -> Result<Option<File>, String> {
         return Ok(Some(file));
     }
     if uri.contains("://") && !uri.starts_with("fifo://") {
-        return Err(format!("stdio {uri}: unsupported log URI (only FIFOs and file:// are)"));
+        return Err(format!("stdio {uri}: unsupported log URI (FIFOs, file:// and, without a terminal, binary:// are)"));
     }
     let path = uri.strip_prefix("fifo://").unwrap_or(uri);
     OpenOptions::new()

@@ -2,6 +2,7 @@
 //! binary is also the single-threaded create/exec helper and the runtime's
 //! hooks, told apart by argv[0].
 
+mod binary_logger;
 mod cgroup_warmup;
 mod container;
 mod events;

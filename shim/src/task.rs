@@ -200,7 +200,8 @@ impl TaskService {
             let master = console.receive()?;
             return Ok((pid, io::attach_console(stdio, master)?));
         }
-        let (pio, child) = io::open_pipes(stdio)?;
+        let namespace = self.shared.root.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let (pio, child) = io::open_pipes(stdio, (&req.id, namespace))?;
         req.stdio = [child.stdin.is_some(), child.stdout.is_some(), child.stderr.is_some()];
         let pid = helper::run(kind, &req, child)?;
         Ok((pid, pio))

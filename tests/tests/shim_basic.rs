@@ -128,3 +128,36 @@ fn the_shim_stays_in_the_cgroup_containerd_started_it_in() {
     assert_eq!(shims.len(), 1, "one shim: {shims:?}");
     assert_eq!(cgroups(shims[0]), cgroups(containerd), "the shim left containerd's cgroups");
 }
+
+#[test]
+fn shim_binary_log_uri_hands_the_output_to_the_logger() {
+    skip_if!(blocker());
+    let ctd = ShimContainerd::start();
+    let dir = rustpod_tests::scratch::ScratchDir::new("logger");
+    let logger = dir.join("logger");
+    // containerd's logging-binary protocol: stdout on fd 3, stderr on fd 4, ready once fd 5 closes.
+    let script = format!(
+        "#!/bin/sh\necho \"$CONTAINER_NAMESPACE/$CONTAINER_ID $*\" > {d}/env\nexec 5>&-\n\
+         cat <&3 > {d}/out &\ncat <&4 > {d}/err &\nexec 3<&- 4<&-\nwait\n",
+        d = dir.str()
+    );
+    std::fs::write(&logger, script).unwrap();
+    std::fs::set_permissions(&logger, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let uri = format!("binary://{}?--tag=a%20b", logger.display());
+    let args = ["run", "--rm", "--runtime", RUNTIME, "--log-uri", uri.as_str(), IMAGE, "logged"];
+    let out = ctd.ctr(&[&args[..], &["sh", "-c", "echo to-out; echo to-err >&2; exit 3"]].concat());
+    assert_eq!(out.status.code(), Some(3), "{}", out.describe());
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+    rustpod_tests::wait::wait_for("the logger to write both streams", || {
+        (read("out") == "to-out\n" && read("err") == "to-err\n").then_some(())
+    });
+    assert_eq!(read("env"), format!("{}/logged --tag a b\n", ctd.namespace));
+
+    // A logger that cannot start fails the create with its path, and leaves the shim serving.
+    let missing = format!("binary://{}/no-such-logger", dir.str());
+    let args = ["run", "--rm", "--runtime", RUNTIME, "--log-uri", missing.as_str(), IMAGE, "unlogged", "true"];
+    let out = ctd.ctr(&args);
+    assert!(!out.status.success(), "{}", out.describe());
+    assert!(out.stderr.contains("no-such-logger"), "{}", out.describe());
+    assert_eq!(ctd.run_rm("after", &["echo", "still serving"]).ok().stdout, "still serving\n");
+}
