@@ -15,6 +15,8 @@ pub struct Container {
     pub init: Process,
     pub execs: HashMap<String, Process>,
     pub paused: bool,
+    /// Its cgroup manager for Stats, built on the first call.
+    pub metrics: Option<std::sync::Arc<crate::metrics::Source>>,
 }
 
 impl Container {

@@ -7,17 +7,38 @@ use containerd_shim::protos::cgroups::metrics as v1;
 use containerd_shim::protos::cgroups_v2::metrics as v2;
 use containerd_shim::protos::protobuf::well_known_types::any::Any;
 use containerd_shim::protos::protobuf::{Message, MessageField};
-use libcgroups::common::{CgroupManager, CgroupSetup};
+use libcgroups::common::{AnyCgroupManager, CgroupManager, CgroupSetup};
 use libcgroups::stats::Stats;
 
-/// The metrics of container `id` under `root`.
-pub fn collect(root: &Path, id: &str) -> Result<Any, String> {
-    let dir = rustpod::container_dir::ContainerDir::new(root, id).map_err(|e| e.to_string())?;
-    let container = dir.load().map_err(|e| e.to_string())?;
-    let manager = rustpod::cgroup::manager_for(&container).map_err(|e| e.to_string())?;
-    let stats = manager.stats().map_err(|e| format!("cgroup stats of {id}: {e}"))?;
-    let unified = matches!(libcgroups::common::get_cgroup_setup(), Ok(CgroupSetup::Unified));
-    if unified { to_any(&metrics_v2(&stats), V2_TYPE) } else { to_any(&metrics_v1(&stats), V1_TYPE) }
+/// Where a container's statistics come from: its cgroup manager, built once.
+/// Building one reads `/proc/self/mountinfo` once per v1 controller, which on
+/// a node with many mounts costs milliseconds, and kubelet asks for stats of
+/// every container every few seconds.
+pub struct Source {
+    id: String,
+    manager: AnyCgroupManager,
+    unified: bool,
+}
+
+impl Source {
+    pub fn open(root: &Path, id: &str) -> Result<Source, String> {
+        let dir = rustpod::container_dir::ContainerDir::new(root, id).map_err(|e| e.to_string())?;
+        let container = dir.load().map_err(|e| e.to_string())?;
+        let manager = rustpod::cgroup::manager_for(&container).map_err(|e| e.to_string())?;
+        let unified = matches!(libcgroups::common::get_cgroup_setup(), Ok(CgroupSetup::Unified));
+        Ok(Source { id: id.to_string(), manager, unified })
+    }
+
+    /// Worth keeping for the container's lifetime: a systemd manager holds a
+    /// D-Bus connection, so it is built again for each call instead.
+    pub fn cacheable(&self) -> bool {
+        !matches!(self.manager, AnyCgroupManager::Systemd(_))
+    }
+
+    pub fn collect(&self) -> Result<Any, String> {
+        let stats = self.manager.stats().map_err(|e| format!("cgroup stats of {}: {e}", self.id))?;
+        if self.unified { to_any(&metrics_v2(&stats), V2_TYPE) } else { to_any(&metrics_v1(&stats), V1_TYPE) }
+    }
 }
 
 /// The metrics' protobuf full names (spelled out, as for events, so that no

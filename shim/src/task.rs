@@ -433,6 +433,7 @@ impl containerd_shim::Task for TaskService {
                 init,
                 execs: HashMap::new(),
                 paused: false,
+                metrics: None,
             };
             inner.containers.insert(req.id.clone(), c);
             pid
@@ -599,10 +600,20 @@ impl containerd_shim::Task for TaskService {
     }
 
     fn stats(&self, _ctx: &TtrpcContext, req: api::StatsRequest) -> TtrpcResult<api::StatsResponse> {
-        if !self.shared.lock().containers.contains_key(&req.id) {
-            return Err(no_container(&req.id));
-        }
-        let stats = crate::metrics::collect(&self.shared.root, &req.id).map_err(|e| error(Code::UNKNOWN, e))?;
+        let cached = self.shared.lock().container(&req.id)?.metrics.clone();
+        let source = match cached {
+            Some(source) => source,
+            None => {
+                let source = Arc::new(crate::metrics::Source::open(&self.shared.root, &req.id).map_err(|e| error(Code::UNKNOWN, e))?);
+                if source.cacheable() {
+                    if let Some(c) = self.shared.lock().containers.get_mut(&req.id) {
+                        c.metrics = Some(Arc::clone(&source));
+                    }
+                }
+                source
+            }
+        };
+        let stats = source.collect().map_err(|e| error(Code::UNKNOWN, e))?;
         Ok(api::StatsResponse { stats: MessageField::some(stats), ..Default::default() })
     }
 

@@ -128,6 +128,17 @@ fn shim_pause_resume_ps_metrics_kill() {
         "{}",
         metrics.describe()
     );
+    // Later calls reuse the cgroup manager the first one built; they must see live values.
+    ctd.ctr(&["task", "exec", "--exec-id", "more", "ctl", "sh", "-c", "sleep 1000 >/dev/null 2>&1 & sleep 1000 >/dev/null 2>&1 & true"]).ok();
+    let pids_current = |out: &str| {
+        out.lines()
+            .find(|l| l.contains("pids.current"))
+            .and_then(|l| l.split_whitespace().last()?.parse::<u64>().ok())
+    };
+    let before = pids_current(&metrics.stdout).expect("pids.current has a value");
+    let again = ctd.ctr(&["task", "metrics", "ctl"]).ok();
+    let after = pids_current(&again.stdout).expect("pids.current has a value");
+    assert!(after >= before + 2, "pids.current {before} -> {after}: {}", again.describe());
 
     ctd.ctr(&["task", "kill", "-s", "SIGKILL", "ctl"]).ok();
     ctd.wait_task("ctl", "STOPPED");
