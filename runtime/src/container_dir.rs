@@ -30,6 +30,10 @@ pub struct Metadata {
     /// namespaces with the OCI state libcontainer would get wrong.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub start_container: Vec<oci_spec::runtime::Hook>,
+    /// The user's process.env has no HOME: the engine copy carries the one
+    /// we found for the init's user, and an exec looks up its own instead.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub added_home: bool,
 }
 
 /// The paths that belong to one container under a state root.

@@ -11,6 +11,7 @@ use crate::container_dir::{ContainerDir, Metadata};
 use crate::engine_builder::{self, ProcessIo};
 use crate::engine_bundle::{self, EngineOptions};
 use crate::error::{Error, Result};
+use crate::home_env;
 
 /// Standard streams to give the container instead of inheriting ours.
 #[derive(Debug, Default)]
@@ -96,11 +97,13 @@ fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions
         .map_err(|e| Error::engine("create", &dir.id, &e))?;
     debug_pause("engine-created");
 
+    let user_env = bundle.spec.process().as_ref().and_then(|p| p.env().as_deref()).unwrap_or_default();
     dir.save_metadata(&Metadata {
         bundle: bundle.path.clone(),
         rootfs: bundle.rootfs.clone(),
         poststart: start_hooks.poststart,
         start_container: start_hooks.start_container,
+        added_home: !home_env::has_home(user_env),
     })?;
     Ok(container)
 }

@@ -9,7 +9,7 @@ use oci_spec::runtime::{Hooks, Mount, Spec};
 
 use crate::container_dir::ContainerDir;
 use crate::error::{Error, Result};
-use crate::{hook_state, mount_propagation};
+use crate::{hook_state, home_env, mount_propagation};
 
 /// A parsed bundle: the user's path and spec, with the rootfs made absolute.
 #[derive(Debug, Clone)]
@@ -142,6 +142,9 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
     let mut spec = bundle.spec.clone();
     if let Some(root) = spec.root_mut() {
         root.set_path(bundle.rootfs.clone());
+    }
+    if let Some(process) = spec.process_mut() {
+        home_env::set_if_missing(process, &bundle.rootfs);
     }
     let linux = spec.linux_mut().as_mut().ok_or_else(|| Error::Config {
         path: config.clone(),

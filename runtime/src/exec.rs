@@ -13,6 +13,7 @@ use crate::engine_builder::{self, ProcessIo};
 use crate::create::Stdio;
 use crate::engine_bundle;
 use crate::error::{Error, Result};
+use crate::home_env;
 use crate::wait;
 
 /// What runs: a process.json, or argv plus overrides of the container's process.
@@ -49,7 +50,8 @@ pub fn spawn(root: &Path, id: &str, opts: ExecOptions) -> Result<Pid> {
     if !dir.path().exists() {
         return Err(Error::NotFound(id.to_string()));
     }
-    let process = build_process(&dir, &opts.process)?;
+    let mut process = build_process(&dir, &opts.process)?;
+    set_home(&dir, &mut process)?;
     let process_file = write_process_file(&dir, &process)?;
     let result = spawn_with(&dir, &process_file, opts);
     let _ = fs::remove_file(&process_file);
@@ -111,7 +113,11 @@ pub fn build_process(dir: &ContainerDir, args: &ProcessArgs) -> Result<Process> 
     let mut process = spec.process().clone().unwrap_or_default();
     process.set_args(Some(args.args.clone()));
     process.set_terminal(Some(args.tty));
-    process.set_env(Some(merge_env(process.env().clone().unwrap_or_default(), &args.env)));
+    let mut base_env = process.env().clone().unwrap_or_default();
+    if dir.metadata().is_some_and(|meta| meta.added_home) {
+        base_env = home_env::without_home(base_env);
+    }
+    process.set_env(Some(merge_env(base_env, &args.env)));
     if let Some(cwd) = &args.cwd {
         if !cwd.is_absolute() {
             return Err(Error::Invalid(format!("--cwd {}: must be absolute", cwd.display())));
@@ -130,6 +136,16 @@ pub fn build_process(dir: &ContainerDir, args: &ProcessArgs) -> Result<Process> 
         process.set_selinux_label(args.process_label.clone());
     }
     Ok(process)
+}
+
+/// HOME from the container's passwd (as the running init's root sees it),
+/// when the process does not set one. Without an init the engine refuses
+/// the exec itself, with its own error.
+fn set_home(dir: &ContainerDir, process: &mut Process) -> Result<()> {
+    if let Some(pid) = dir.load()?.pid() {
+        home_env::set_if_missing(process, Path::new(&format!("/proc/{pid}/root")));
+    }
+    Ok(())
 }
 
 fn load_process_file(file: &Path) -> Result<Process> {

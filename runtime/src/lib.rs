@@ -10,6 +10,8 @@ pub mod engine_builder;
 pub mod engine_bundle;
 pub mod error;
 pub mod hook_state;
+pub mod home_env;
+pub mod in_root;
 pub mod mount_propagation;
 pub mod sealed_exe;
 pub mod self_exec;

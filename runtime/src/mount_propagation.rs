@@ -2,13 +2,14 @@
 //! drops these options, so we apply them ourselves from a createContainer
 //! hook that runs in the container's mount namespace before pivot_root.
 
-use std::ffi::{CString, OsString};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use nix::mount::{mount, MsFlags};
 use oci_spec::runtime::Hook;
+
+use crate::in_root;
 
 /// argv[0] by which our binaries recognise the hook invocation.
 pub const HOOK_ARG0: &str = "rustpod-mount-propagation";
@@ -75,7 +76,7 @@ fn apply_from_args(args: Vec<OsString>) -> Result<(), String> {
     if pairs.len() % 2 != 0 {
         return Err("arguments must be destination/options pairs".into());
     }
-    let root = open_path(None, Path::new(rootfs)).map_err(|e| format!("open rootfs {rootfs:?}: {e}"))?;
+    let root = in_root::open(None, Path::new(rootfs), libc::O_PATH).map_err(|e| format!("open rootfs {rootfs:?}: {e}"))?;
     for pair in pairs.chunks(2) {
         let entry = MountPropagation {
             destination: PathBuf::from(&pair[0]),
@@ -90,7 +91,7 @@ fn apply_from_args(args: Vec<OsString>) -> Result<(), String> {
 /// inside the rootfs so a symlink can never point it at the host.
 pub fn apply(root: &OwnedFd, entry: &MountPropagation) -> Result<(), String> {
     let dest = &entry.destination;
-    let target = open_path(Some(root), dest).map_err(|e| format!("open {}: {e}", dest.display()))?;
+    let target = in_root::open(Some(root), dest, libc::O_PATH).map_err(|e| format!("open {}: {e}", dest.display()))?;
     let proc_path = format!("/proc/self/fd/{}", target.as_raw_fd());
     for option in &entry.flags {
         let flags = propagation_flags(option)
@@ -99,40 +100,6 @@ pub fn apply(root: &OwnedFd, entry: &MountPropagation) -> Result<(), String> {
             .map_err(|e| format!("set {option} on {}: {e}", dest.display()))?;
     }
     Ok(())
-}
-
-/// openat2(O_PATH) of `path`, resolved inside `root` when given.
-fn open_path(root: Option<&OwnedFd>, path: &Path) -> std::io::Result<OwnedFd> {
-    let (dirfd, rel, resolve) = match root {
-        Some(root) => (
-            root.as_raw_fd(),
-            path.strip_prefix("/").unwrap_or(path),
-            libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS,
-        ),
-        None => (libc::AT_FDCWD, path, 0),
-    };
-    let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
-    let cpath = CString::new(rel.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-    // SAFETY: open_how is plain data; zeroed is a valid value.
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
-    how.resolve = resolve;
-    // SAFETY: the pointers are valid for the duration of the call.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            dirfd,
-            cpath.as_ptr(),
-            &how as *const libc::open_how,
-            std::mem::size_of::<libc::open_how>(),
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned this descriptor to us.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 #[cfg(test)]

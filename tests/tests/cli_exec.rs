@@ -38,6 +38,18 @@ fn exec_user() {
     assert_eq!(out.ok().stdout, "65534\n65534\n");
 }
 
+/// As runc: an exec without HOME gets its own user's home from the container's
+/// /etc/passwd, not the init's.
+#[test]
+fn exec_home_follows_the_exec_user() {
+    skip_if!(needs::containers());
+    let fx = Fixture::running(SLEEP);
+    let out = fx.exec_with(&["--user", "65534:65534"], &["sh", "-c", "echo $HOME"]);
+    assert_eq!(out.ok().stdout, "/nonexistent\n");
+    let out = fx.exec_with(&["--env", "HOME=/tmp"], &["sh", "-c", "echo $HOME"]);
+    assert_eq!(out.ok().stdout, "/tmp\n");
+}
+
 #[test]
 fn exec_process_file() {
     skip_if!(needs::containers());

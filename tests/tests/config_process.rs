@@ -163,6 +163,30 @@ fn env_cwd_and_args() {
     );
 }
 
+/// As runc: without HOME in `process.env`, the process gets its user's home from the
+/// container's /etc/passwd, and `/` for a uid that has no entry there. The runtime reads
+/// the file itself (inside the rootfs), never through glibc's NSS.
+#[test]
+fn home_comes_from_the_containers_passwd_unless_set() {
+    skip_if!(needs::containers());
+    let report = report_with(&[], |b| {
+        b.set("/process/user", json!({"uid": 65534, "gid": 65534}));
+    });
+    let env = strings(report.at("/env"));
+    assert!(env.contains("HOME=/nonexistent"), "HOME of nobody missing from {env:?}");
+    let report = report_with(&[], |b| {
+        b.set("/process/user", json!({"uid": 65534, "gid": 65534}));
+        b.add_env(&["HOME=/tmp"]);
+    });
+    let env = strings(report.at("/env"));
+    assert!(env.contains("HOME=/tmp") && !env.contains("HOME=/nonexistent"), "{env:?}");
+    let report = report_with(&[], |b| {
+        b.set("/process/user", json!({"uid": 4242, "gid": 4242}));
+    });
+    let env = strings(report.at("/env"));
+    assert!(env.contains("HOME=/"), "a uid without a passwd entry gets HOME=/: {env:?}");
+}
+
 const EOPNOTSUPP: i64 = 95;
 const EACCES: i64 = 13;
 const ENOSYS: i64 = 38;

@@ -1,0 +1,111 @@
+//! HOME for a process whose environment lacks it, found as runc finds it:
+//! the user's entry in the container's own /etc/passwd, else `/`. Left to
+//! the engine, glibc's NSS would look it up inside the container, where our
+//! static binary could load the container's own NSS modules.
+
+use std::io::Read;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+use oci_spec::runtime::Process;
+
+use crate::in_root;
+
+/// A passwd file larger than this is not read (HOME falls back to `/`).
+const MAX_PASSWD_BYTES: u64 = 4 << 20;
+
+/// Adds `HOME=<home>` to `process.env` unless it already has a non-empty
+/// HOME; `root` is the container's root as the host sees it.
+pub fn set_if_missing(process: &mut Process, root: &Path) {
+    let env = process.env().clone().unwrap_or_default();
+    if has_home(&env) {
+        return;
+    }
+    let home = read_passwd(root)
+        .and_then(|passwd| home_of(&passwd, process.user().uid()))
+        .unwrap_or_else(|| "/".to_string());
+    let mut env = without_home(env);
+    env.push(format!("HOME={home}"));
+    process.set_env(Some(env));
+}
+
+/// Whether `env` sets a non-empty HOME.
+pub fn has_home(env: &[String]) -> bool {
+    env.iter().any(|kv| kv.strip_prefix("HOME=").is_some_and(|v| !v.is_empty()))
+}
+
+/// `env` without HOME.
+pub fn without_home(mut env: Vec<String>) -> Vec<String> {
+    env.retain(|kv| !kv.starts_with("HOME="));
+    env
+}
+
+/// The container's /etc/passwd, if it is a regular file of sane size.
+/// Opened non-blocking, so a FIFO planted there cannot stall us.
+fn read_passwd(root: &Path) -> Option<String> {
+    let root = in_root::open(None, root, libc::O_PATH | libc::O_DIRECTORY).ok()?;
+    let file: OwnedFd = in_root::open(Some(&root), Path::new("/etc/passwd"), libc::O_RDONLY | libc::O_NONBLOCK).ok()?;
+    let file = std::fs::File::from(file);
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > MAX_PASSWD_BYTES {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(MAX_PASSWD_BYTES).read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+/// The home field of the first passwd entry for `uid`, if not empty.
+fn home_of(passwd: &str, uid: u32) -> Option<String> {
+    passwd
+        .lines()
+        .map(|line| line.split(':').collect::<Vec<_>>())
+        .find(|fields| fields.len() >= 6 && fields[2].parse() == Ok(uid))
+        .map(|fields| fields[5].to_string())
+        .filter(|home| !home.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PASSWD: &str = "root:x:0:0:root:/root:/bin/sh\n\
+        broken line\n\
+        nobody:x:65534:65534:nobody:/nonexistent:/bin/false\n\
+        empty:x:7:7:::/bin/sh\n";
+
+    #[test]
+    fn finds_the_home_of_a_uid() {
+        assert_eq!(home_of(PASSWD, 0).as_deref(), Some("/root"));
+        assert_eq!(home_of(PASSWD, 65534).as_deref(), Some("/nonexistent"));
+    }
+
+    #[test]
+    fn unknown_uid_or_empty_home_has_none() {
+        assert_eq!(home_of(PASSWD, 1000), None);
+        assert_eq!(home_of(PASSWD, 7), None);
+    }
+
+    #[test]
+    fn a_set_home_is_kept_and_an_empty_one_replaced() {
+        let dir = std::env::temp_dir().join(format!("rustpod-home-env-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("etc")).unwrap();
+        std::fs::write(dir.join("etc/passwd"), PASSWD).unwrap();
+        let mut process = Process::default();
+        process.set_env(Some(vec!["HOME=/tmp".into()]));
+        set_if_missing(&mut process, &dir);
+        assert_eq!(process.env().as_deref(), Some(&["HOME=/tmp".to_string()][..]));
+        process.set_env(Some(vec!["PATH=/bin".into(), "HOME=".into()]));
+        set_if_missing(&mut process, &dir);
+        assert_eq!(process.env().as_deref(), Some(&["PATH=/bin".to_string(), "HOME=/root".to_string()][..]));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn no_passwd_means_root_dir() {
+        let mut process = Process::default();
+        process.set_env(None);
+        set_if_missing(&mut process, Path::new("/nonexistent-rootfs"));
+        assert_eq!(process.env().as_deref(), Some(&["HOME=/".to_string()][..]));
+    }
+}
