@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Usage: hack/shim-symbol-order.sh [--no-build]
-# Writes shim/symbol-order.txt, the functions a pod's shim server runs, which
-# hack/build.sh links together at the start of the shim's code.
+# Writes shim/symbol-order.txt, the functions a pod's shim server runs and,
+# after them, those its short-lived processes run (create and exec helpers,
+# `shim start`, a container's init before its exec); shim/build.rs links them
+# in that order at the start of the shim's code.
 #
 # A long-lived server maps its own binary 64 KiB around every page it
 # touches (the kernel's fault-around); laid out as the compiler leaves it,
 # what it runs is spread over most of the code. This puts a uprobe on every
-# function of a copy of the shim, runs one pod through a private containerd
-# with it, and lists the functions the server's threads entered, in address
-# order. Symbol names carry hashes of the toolchain and Cargo.lock: rerun
-# this after changing either. A stale list only costs memory: lld skips
-# names it does not find.
+# Rust function of a copy of the shim, runs one pod through a private
+# containerd with it, and lists the functions the server's threads entered,
+# in address order, then those only the other processes entered. Symbol
+# names carry hashes of the toolchain and Cargo.lock: rerun this after
+# changing either. A stale list only costs memory: lld skips names it does
+# not find.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/lib.sh"

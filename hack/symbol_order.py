@@ -3,8 +3,10 @@
 
   symbol_order.py probes BINARY GROUP   uprobe_events lines, one probe per function entry
   symbol_order.py names BINARY GROUP TGID < trace
-                                         the functions whose probe thread group TGID hit,
-                                         mangled, in address order
+                                         the functions thread group TGID ran, then those
+                                         only other processes of BINARY ran (its helpers,
+                                         `shim start`, a container's init before its exec):
+                                         mangled, each part in address order
 """
 import re
 import subprocess
@@ -47,16 +49,18 @@ def probes(binary, group):
 def names(binary, group, tgid):
     # a trace line with record-tgid: "comm-tid (  tgid) [cpu] flags ts: f123: (0x...)"
     event = re.compile(r"\(\s*(\d+)\)\s+\[\d+\].*?\s(f\d+):")
-    hit = set()
+    ours, others = set(), set()
     for line in sys.stdin:
         m = event.search(line)
-        if m and int(m.group(1)) == tgid:
-            hit.add(int(m.group(2)[1:]))
-    if not hit:
+        if m:
+            (ours if int(m.group(1)) == tgid else others).add(int(m.group(2)[1:]))
+    if not ours:
         sys.exit(f"symbol_order.py: no probe hit by thread group {tgid}")
-    for i, (_, name) in enumerate(functions(binary)):
-        if i in hit:
-            print(name)
+    names = [name for _, name in functions(binary)]
+    for i in sorted(ours):
+        print(names[i])
+    for i in sorted(others - ours):
+        print(names[i])
 
 
 def main():
