@@ -101,6 +101,41 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    fn scratch_root(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("rustpod-home-env-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("rootfs/etc")).unwrap();
+        dir
+    }
+
+    fn home_in(rootfs: &Path) -> Option<Vec<String>> {
+        let mut process = Process::default();
+        process.set_env(None);
+        set_if_missing(&mut process, rootfs);
+        process.env().clone()
+    }
+
+    #[test]
+    fn a_symlink_cannot_lead_the_lookup_out_of_the_rootfs() {
+        let dir = scratch_root("symlink");
+        std::fs::write(dir.join("passwd"), "root:x:0:0:root:/escaped:/bin/sh\n").unwrap();
+        for target in ["../../passwd", "/../../passwd", "/proc/self/root/etc/passwd"] {
+            let link = dir.join("rootfs/etc/passwd");
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(target, &link).unwrap();
+            assert_eq!(home_in(&dir.join("rootfs")).as_deref(), Some(&["HOME=/".to_string()][..]), "{target}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_fifo_at_etc_passwd_does_not_block() {
+        let dir = scratch_root("fifo");
+        nix::unistd::mkfifo(&dir.join("rootfs/etc/passwd"), nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+        assert_eq!(home_in(&dir.join("rootfs")).as_deref(), Some(&["HOME=/".to_string()][..]));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn no_passwd_means_root_dir() {
         let mut process = Process::default();
