@@ -81,6 +81,10 @@ fn decode(s: &str) -> String {
 /// Starts the logger on the read ends of the process's output pipes and waits
 /// until it says it is ready.
 pub fn start(logger: &Logger, id: &str, namespace: &str, stdout: OwnedFd, stderr: OwnedFd) -> Result<(), String> {
+    // Before forking the multi-threaded server: a program that is not there
+    // (or not executable) fails the create at once, naming it.
+    nix::unistd::access(&logger.program, nix::unistd::AccessFlags::X_OK)
+        .map_err(|e| format!("start logger {}: {}", logger.program.display(), e.desc()))?;
     let (ready_read, ready_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| format!("create logger ready pipe: {e}"))?;
     // Above the target numbers, so that no dup2 in the child overwrites a source.
