@@ -36,8 +36,9 @@ fn links_with_rust_lld() -> bool {
     }
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     let Ok(out) = Command::new(rustc).arg("--version").output() else { return false };
-    let version = String::from_utf8_lossy(&out.stdout);
     // "rustc 1.95.0 (59807616e 2026-04-14)"
-    let minor = version.split_whitespace().nth(1).and_then(|v| v.split('.').nth(1)).and_then(|m| m.parse::<u32>().ok());
-    version.split_whitespace().nth(1).is_some_and(|v| v.starts_with("1.")) && minor.is_some_and(|m| m >= 90)
+    let version = String::from_utf8_lossy(&out.stdout);
+    let mut numbers = version.split_whitespace().nth(1).unwrap_or_default().split('.');
+    let (major, minor) = (numbers.next(), numbers.next().and_then(|m| m.parse::<u32>().ok()));
+    major == Some("1") && minor.is_some_and(|m| m >= 90)
 }

@@ -159,5 +159,13 @@ fn shim_binary_log_uri_hands_the_output_to_the_logger() {
     let out = ctd.ctr(&args);
     assert!(!out.status.success(), "{}", out.describe());
     assert!(out.stderr.contains("no-such-logger"), "{}", out.describe());
+    // So does one that is there but not executable.
+    let plain = dir.join("not-executable");
+    std::fs::write(&plain, "#!/bin/sh\n").unwrap();
+    let uri = format!("binary://{}", plain.display());
+    let args = ["run", "--rm", "--runtime", RUNTIME, "--log-uri", uri.as_str(), IMAGE, "unlogged2", "true"];
+    let out = ctd.ctr(&args);
+    assert!(!out.status.success(), "{}", out.describe());
+    assert!(out.stderr.contains("not-executable"), "{}", out.describe());
     assert_eq!(ctd.run_rm("after", &["echo", "still serving"]).ok().stdout, "still serving\n");
 }
