@@ -26,10 +26,10 @@ pub struct Metadata {
     /// runs (the engine would run them before the startContainer hooks).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub poststart: Vec<oci_spec::runtime::Hook>,
-    /// startContainer hooks, which `start` runs in the container's
-    /// namespaces with the OCI state libcontainer would get wrong.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub start_container: Vec<oci_spec::runtime::Hook>,
+    /// The init runs startContainer hooks and then waits at our barrier
+    /// for `start` (see `start_barrier`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub start_barrier: bool,
     /// The user's process.env has no HOME: the engine copy carries the one
     /// we found for the init's user, and an exec looks up its own instead.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

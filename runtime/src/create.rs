@@ -58,7 +58,7 @@ pub fn create_from(
     if opts.systemd_cgroup {
         check_systemd()?;
     }
-    set_oom_score_adj(bundle)?;
+    crate::process_setup::write_oom_score_adj(bundle.spec.process().as_ref())?;
     claim(&dir)?;
     debug_pause("claimed");
     let result = build(&dir, bundle, opts);
@@ -102,28 +102,10 @@ fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions
         bundle: bundle.path.clone(),
         rootfs: bundle.rootfs.clone(),
         poststart: start_hooks.poststart,
-        start_container: start_hooks.start_container,
+        start_barrier: start_hooks.start_barrier,
         added_home: !home_env::has_home(user_env),
     })?;
     Ok(container)
-}
-
-/// The engine writes `process.oomScoreAdj` to our own oom_score_adj before
-/// it forks (children inherit it) but reports a failure only as "io error".
-/// Do that step first so the error names the setting and the likely cause.
-fn set_oom_score_adj(bundle: &engine_bundle::Bundle) -> Result<()> {
-    let Some(value) = bundle.spec.process().as_ref().and_then(|p| p.oom_score_adj()) else {
-        return Ok(());
-    };
-    let path = Path::new("/proc/self/oom_score_adj");
-    fs::write(path, value.to_string()).map_err(|e| {
-        let hint = if e.kind() == std::io::ErrorKind::PermissionDenied && value < 0 {
-            " (lowering oom_score_adj needs CAP_SYS_RESOURCE)"
-        } else {
-            ""
-        };
-        Error::Invalid(format!("process.oomScoreAdj {value}: write oom_score_adj: {e}{hint}"))
-    })
 }
 
 /// Fault injection for the reliability tests: with

@@ -5,11 +5,11 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use oci_spec::runtime::{Hooks, Mount, Spec};
+use oci_spec::runtime::{Hook, Hooks, Mount, Spec};
 
 use crate::container_dir::ContainerDir;
 use crate::error::{Error, Result};
-use crate::{hook_state, home_env, mount_propagation};
+use crate::{hook_state, home_env, mount_propagation, start_barrier};
 
 /// A parsed bundle: the user's path and spec, with the rootfs made absolute.
 #[derive(Debug, Clone)]
@@ -117,15 +117,27 @@ pub struct EngineOptions {
     pub systemd_cgroup: bool,
 }
 
+/// What `start` must know of the hooks in the engine's copy.
+#[derive(Debug, Clone, Default)]
+pub struct EngineHooks {
+    /// Run by `start` itself, see [`take_poststart`].
+    pub poststart: Vec<Hook>,
+    /// The init stops at our barrier after the startContainer hooks.
+    pub start_barrier: bool,
+}
+
 /// Writes the engine's config.json for `bundle` under the container's state
 /// and returns the directory that holds it and the hooks `start` runs.
 pub fn write_engine_bundle(
     dir: &ContainerDir,
     bundle: &Bundle,
     opts: &EngineOptions,
-) -> Result<(PathBuf, StartHooks)> {
+) -> Result<(PathBuf, EngineHooks)> {
     let mut spec = engine_spec(&dir.id, bundle, opts)?;
-    let start_hooks = take_start_hooks(&mut spec);
+    let start_hooks = EngineHooks {
+        poststart: take_poststart(&mut spec),
+        start_barrier: has_start_barrier(&spec),
+    };
     let out = dir.engine_bundle();
     fs::create_dir_all(&out).map_err(|e| Error::io("create directory", &out, e))?;
     let tmp = out.join("config.json.tmp");
@@ -161,7 +173,7 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
     // engine has made the container's cgroup.
     crate::cgroup_mount::rewrite(&mut spec);
     if let Some(hooks) = spec.hooks_mut() {
-        wrap_host_hooks(hooks, &bundle.path);
+        wrap_hooks(hooks, &bundle.path);
     }
     if !propagations.is_empty() {
         let hook = mount_propagation::hook(&bundle.rootfs, &propagations);
@@ -173,11 +185,12 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
     Ok(spec)
 }
 
-/// Routes every hook that runs before pivot_root or in the runtime's
-/// namespaces through the wrapper that reports the user's bundle.
-/// startContainer hooks run inside the container and are left alone.
-fn wrap_host_hooks(hooks: &mut Hooks, bundle: &Path) {
-    let wrap_all = |list: &Option<Vec<oci_spec::runtime::Hook>>| {
+/// Routes every hook through the wrapper that reports the user's bundle.
+/// startContainer hooks stay in the engine's spec, so its init runs them as
+/// confined as the user's process, and end with our barrier (see
+/// `start_barrier`).
+fn wrap_hooks(hooks: &mut Hooks, bundle: &Path) {
+    let wrap_all = |list: &Option<Vec<Hook>>| {
         list.as_ref()
             .map(|l| l.iter().map(|h| hook_state::wrap(h, bundle)).collect())
     };
@@ -185,30 +198,35 @@ fn wrap_host_hooks(hooks: &mut Hooks, bundle: &Path) {
     hooks.set_create_runtime(wrap_all(hooks.create_runtime()));
     hooks.set_create_container(wrap_all(hooks.create_container()));
     hooks.set_poststart(wrap_all(hooks.poststart()));
-    // ... and taken out for `start` to run itself, see [`take_start_hooks`].
+    // ... and taken out for `start` to run itself, see [`take_poststart`].
     hooks.set_poststop(wrap_all(hooks.poststop()));
+    let start_container: Vec<Hook> = hooks.start_container().clone().unwrap_or_default();
+    if !start_container.is_empty() {
+        let mut wrapped: Vec<Hook> = start_container
+            .iter()
+            .map(|h| hook_state::wrap_start_container(h, bundle))
+            .collect();
+        wrapped.push(start_barrier::hook());
+        hooks.set_start_container(Some(wrapped));
+    }
 }
 
-/// The hooks `start` runs itself, taken out of the engine's spec.
-#[derive(Debug, Clone, Default)]
-pub struct StartHooks {
-    pub start_container: Vec<oci_spec::runtime::Hook>,
-    pub poststart: Vec<oci_spec::runtime::Hook>,
+/// Whether `spec` (an engine copy) makes the init stop at our barrier.
+pub fn has_start_barrier(spec: &Spec) -> bool {
+    spec.hooks()
+        .as_ref()
+        .and_then(|h| h.start_container().as_ref())
+        .is_some_and(|l| !l.is_empty())
 }
 
 /// libcontainer runs poststart as soon as it has signalled the init, before
-/// the startContainer hooks and the user's program, and gives startContainer
-/// hooks a state with the engine copy's bundle and no pid; `start` runs both
-/// itself (see `start_hooks.rs`).
-pub fn take_start_hooks(spec: &mut Spec) -> StartHooks {
+/// the startContainer hooks and the user's program: `start` runs them
+/// itself once that program runs.
+pub fn take_poststart(spec: &mut Spec) -> Vec<Hook> {
     let Some(hooks) = spec.hooks_mut() else {
-        return StartHooks::default();
+        return Vec::new();
     };
-    let taken = StartHooks {
-        start_container: hooks.start_container().clone().unwrap_or_default(),
-        poststart: hooks.poststart().clone().unwrap_or_default(),
-    };
-    hooks.set_start_container(None);
+    let taken = hooks.poststart().clone().unwrap_or_default();
     hooks.set_poststart(None);
     taken
 }

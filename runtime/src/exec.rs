@@ -1,24 +1,27 @@
 //! `exec`: run another process in a running container. The argv form is
-//! turned into a full process spec from the container's own, as runc does.
+//! turned into a full process spec from the container's own, as runc does;
+//! `tenant` starts it as confined as the container's init.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use libcontainer::container::{Container, ContainerStatus};
 use nix::unistd::Pid;
-use oci_spec::runtime::{Capability, Process};
+use oci_spec::runtime::{Capability, Process, Spec};
 
 use crate::console::ConsoleSocket;
 use crate::container_dir::ContainerDir;
-use crate::engine_builder::{self, ProcessIo};
 use crate::create::Stdio;
-use crate::engine_bundle;
+use crate::engine_builder::ProcessIo;
 use crate::error::{Error, Result};
-use crate::home_env;
 use crate::wait;
+use crate::{engine_bundle, home_env, tenant};
 
-/// What runs: a process.json, or argv plus overrides of the container's process.
+/// What runs: a process spec (a value, or a process.json), or argv plus
+/// overrides of the container's process.
 #[derive(Debug, Default, Clone)]
 pub struct ProcessArgs {
+    pub process: Option<Process>,
     pub process_file: Option<PathBuf>,
     pub args: Vec<String>,
     pub tty: bool,
@@ -40,22 +43,26 @@ pub struct ExecOptions {
     pub console_socket: Option<PathBuf>,
     pub preserve_fds: i32,
     pub stdio: Stdio,
-    pub as_sibling: bool,
+    pub ignore_paused: bool,
 }
 
-/// Starts the process and returns its pid (it is our child unless
-/// `as_sibling`).
+/// Starts the process and returns its pid (our child).
 pub fn spawn(root: &Path, id: &str, opts: ExecOptions) -> Result<Pid> {
     let dir = ContainerDir::new(root, id)?;
-    if !dir.path().exists() {
-        return Err(Error::NotFound(id.to_string()));
-    }
-    let mut process = build_process(&dir, &opts.process)?;
-    set_home(&dir, &mut process)?;
-    let process_file = write_process_file(&dir, &process)?;
-    let result = spawn_with(&dir, &process_file, opts);
-    let _ = fs::remove_file(&process_file);
-    result
+    let container = dir.load()?;
+    let init_pid = runnable_init(&container, id, opts.ignore_paused)?;
+    let spec = engine_bundle::parse_config(&dir.engine_bundle().join("config.json"))?;
+    let mut process = build_process(&dir, &spec, &opts.process)?;
+    home_env::set_if_missing(&mut process, Path::new(&format!("/proc/{init_pid}/root")));
+    check_terminal(&process, opts.console_socket.is_some())?;
+    let spec = tenant::tenant_spec(&spec, process, init_pid)?;
+    let io = ProcessIo {
+        pid_file: opts.pid_file,
+        console_socket: opts.console_socket,
+        preserve_fds: opts.preserve_fds,
+        stdio: opts.stdio,
+    };
+    tenant::spawn(&dir, &container, spec, io, false)
 }
 
 /// `exec` as the CLI runs it: in the foreground, the exit code of the
@@ -79,37 +86,50 @@ pub fn exec(root: &Path, id: &str, mut opts: ExecOptions) -> Result<i32> {
     }
 }
 
-fn spawn_with(dir: &ContainerDir, process_file: &Path, opts: ExecOptions) -> Result<Pid> {
-    let detach = opts.detach || opts.console_socket.is_some();
-    let io = ProcessIo {
-        pid_file: opts.pid_file,
-        console_socket: opts.console_socket,
-        preserve_fds: opts.preserve_fds,
-        stdio: opts.stdio,
-    };
-    engine_builder::builder(dir, io, "exec in")?
-        .as_tenant()
-        .with_process(Some(process_file))
-        // The engine only uses this to insist on a console socket for a
-        // terminal; we wait for foreground processes ourselves.
-        .with_detach(detach)
-        .as_sibling(opts.as_sibling)
-        .with_process_label(opts.process.process_label.clone())
-        .build()
-        .map_err(|e| Error::engine("exec in", &dir.id, &e))
+/// The init's pid, if the container can take a new process: runc execs
+/// into created and running containers, and into paused ones only when
+/// told to.
+fn runnable_init(container: &Container, id: &str, ignore_paused: bool) -> Result<i32> {
+    let refuse = |reason: &str| Err(Error::Invalid(format!("exec in {id}: {reason}")));
+    match container.status() {
+        ContainerStatus::Created | ContainerStatus::Running => {}
+        ContainerStatus::Paused if ignore_paused => {}
+        ContainerStatus::Paused => return refuse("cannot exec in a paused container (use --ignore-paused to override)"),
+        _ => return refuse("cannot exec in a stopped container"),
+    }
+    // Loading the state marked a gone init stopped.
+    match container.pid() {
+        Some(pid) => Ok(pid.as_raw()),
+        None => refuse("cannot exec in a stopped container"),
+    }
 }
 
-/// The process spec for an exec: the given file, or the container's own
-/// process with argv and the flags applied.
-pub fn build_process(dir: &ContainerDir, args: &ProcessArgs) -> Result<Process> {
+/// A terminal needs somewhere to send the pty, and a console socket is
+/// only for a terminal; runc's words.
+fn check_terminal(process: &Process, has_console_socket: bool) -> Result<()> {
+    match (process.terminal().unwrap_or(false), has_console_socket) {
+        (true, false) => Err(Error::Invalid(
+            "cannot allocate tty if runc will detach without setting console socket".into(),
+        )),
+        (false, true) => Err(Error::Invalid(
+            "cannot use console socket if runc will not detach or allocate tty".into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The process spec for an exec: the given one, or the container's own
+/// process (from its engine `spec`) with argv and the flags applied.
+pub fn build_process(dir: &ContainerDir, spec: &Spec, args: &ProcessArgs) -> Result<Process> {
+    if let Some(process) = &args.process {
+        return Ok(process.clone());
+    }
     if let Some(file) = &args.process_file {
         return load_process_file(file);
     }
     if args.args.is_empty() {
         return Err(Error::Invalid("exec needs a command to run".into()));
     }
-    let config = dir.engine_bundle().join("config.json");
-    let spec = engine_bundle::parse_config(&config)?;
     let mut process = spec.process().clone().unwrap_or_default();
     process.set_args(Some(args.args.clone()));
     process.set_terminal(Some(args.tty));
@@ -136,16 +156,6 @@ pub fn build_process(dir: &ContainerDir, args: &ProcessArgs) -> Result<Process> 
         process.set_selinux_label(args.process_label.clone());
     }
     Ok(process)
-}
-
-/// HOME from the container's passwd (as the running init's root sees it),
-/// when the process does not set one. Without an init the engine refuses
-/// the exec itself, with its own error.
-fn set_home(dir: &ContainerDir, process: &mut Process) -> Result<()> {
-    if let Some(pid) = dir.load()?.pid() {
-        home_env::set_if_missing(process, Path::new(&format!("/proc/{pid}/root")));
-    }
-    Ok(())
 }
 
 fn load_process_file(file: &Path) -> Result<Process> {
@@ -216,22 +226,6 @@ fn parse_capability(name: &str) -> Result<Capability> {
     let full = if upper.starts_with("CAP_") { upper } else { format!("CAP_{upper}") };
     serde_json::from_value(serde_json::Value::String(full))
         .map_err(|_| Error::Invalid(format!("unknown capability {name:?}")))
-}
-
-fn write_process_file(dir: &ContainerDir, process: &Process) -> Result<PathBuf> {
-    let path = dir
-        .path()
-        .join(format!("exec-{}-{}.json", std::process::id(), nanos()));
-    let data = serde_json::to_vec(process).map_err(|e| Error::Invalid(e.to_string()))?;
-    fs::write(&path, data).map_err(|e| Error::io("write", &path, e))?;
-    Ok(path)
-}
-
-fn nanos() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! OCI hooks see the user's bundle: the engine runs a copy of config.json
 //! from our state dir and would report that directory as `bundle`, so each
-//! host-side hook runs through a small wrapper that fixes the state first.
+//! hook runs through a small wrapper that fixes the state first.
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -11,17 +11,28 @@ use oci_spec::runtime::Hook;
 
 /// argv[0] by which our binaries recognise the wrapper invocation.
 pub const WRAPPER_ARG0: &str = "rustpod-hook";
+/// The same for a startContainer hook, run by the init inside the
+/// container: the state also gets status `created` and the init's pid.
+pub const START_WRAPPER_ARG0: &str = "rustpod-start-hook";
 
 /// Wraps `hook` so it receives a state whose bundle is `bundle`. The
-/// wrapper re-executes our binary through /proc/self/exe, so use it only
-/// for hooks that run in the runtime's namespaces or before pivot_root.
+/// wrapper re-executes our binary through /proc/self/exe.
 pub fn wrap(hook: &Hook, bundle: &Path) -> Hook {
+    wrap_as(WRAPPER_ARG0, hook, bundle)
+}
+
+/// Wraps a startContainer hook (see [`START_WRAPPER_ARG0`]).
+pub fn wrap_start_container(hook: &Hook, bundle: &Path) -> Hook {
+    wrap_as(START_WRAPPER_ARG0, hook, bundle)
+}
+
+fn wrap_as(arg0: &str, hook: &Hook, bundle: &Path) -> Hook {
     let original_args = hook
         .args()
         .clone()
         .unwrap_or_else(|| vec![hook.path().display().to_string()]);
     let mut args = vec![
-        WRAPPER_ARG0.to_string(),
+        arg0.to_string(),
         bundle.display().to_string(),
         hook.path().display().to_string(),
     ];
@@ -35,8 +46,8 @@ pub fn wrap(hook: &Hook, bundle: &Path) -> Hook {
 /// The wrapper's body: `<bundle> <path> <argv0> [args…]`. Reads the state,
 /// sets its bundle (and the pid, if the engine left it out), and execs
 /// the real hook with that state on stdin. Returns only on error.
-pub fn main(args: Vec<OsString>) -> i32 {
-    match exec_hook(args) {
+pub fn main(args: Vec<OsString>, start_container: bool) -> i32 {
+    match exec_hook(args, start_container) {
         Ok(never) => match never {},
         Err(err) => {
             eprintln!("rustpod: hook: {err}");
@@ -45,7 +56,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
     }
 }
 
-fn exec_hook(args: Vec<OsString>) -> Result<std::convert::Infallible, String> {
+fn exec_hook(args: Vec<OsString>, start_container: bool) -> Result<std::convert::Infallible, String> {
     let [bundle, path, argv0, rest @ ..] = args.as_slice() else {
         return Err("usage: rustpod-hook BUNDLE PATH ARGV0 [ARGS...]".into());
     };
@@ -53,7 +64,12 @@ fn exec_hook(args: Vec<OsString>) -> Result<std::convert::Infallible, String> {
     std::io::stdin()
         .read_to_end(&mut input)
         .map_err(|e| format!("read state from stdin: {e}"))?;
-    let state = fix_state(&input, Path::new(bundle))?;
+    let mut state = fix_state(&input, Path::new(bundle))?;
+    if start_container {
+        // Run by the init itself: our parent is the init, numbered as the
+        // container sees it, as runc reports it.
+        state = as_created(&state, nix::unistd::getppid().as_raw())?;
+    }
     let (reader, mut writer) = std::io::pipe().map_err(|e| format!("create pipe: {e}"))?;
     // The state is far smaller than a pipe buffer, so this never blocks.
     writer
@@ -81,6 +97,16 @@ fn fix_state(input: &[u8], bundle: &Path) -> Result<Vec<u8>, String> {
     serde_json::to_vec(&state).map_err(|e| format!("encode state: {e}"))
 }
 
+/// The state a startContainer hook gets: the container is created and its
+/// init is `pid`.
+fn as_created(state: &[u8], pid: i32) -> Result<Vec<u8>, String> {
+    let mut state: serde_json::Value = serde_json::from_slice(state).map_err(|e| format!("parse state: {e}"))?;
+    let obj = state.as_object_mut().ok_or("state is not a JSON object")?;
+    obj.insert("status".into(), "created".into());
+    obj.insert("pid".into(), pid.into());
+    serde_json::to_vec(&state).map_err(|e| format!("encode state: {e}"))
+}
+
 /// Our parent's pid as the mounted /proc sees it. For a createContainer
 /// hook that is the container init as the host numbers it, because the
 /// host's /proc is still mounted there before pivot_root.
@@ -100,6 +126,13 @@ mod tests {
         let out: serde_json::Value = serde_json::from_slice(&fix_state(input, Path::new("/b")).unwrap()).unwrap();
         assert_eq!(out["bundle"], "/b");
         assert_eq!(out["pid"], 7);
+    }
+
+    #[test]
+    fn start_container_state_is_created_with_the_inits_pid() {
+        let input = br#"{"ociVersion":"1.1.0","id":"x","status":"creating","bundle":"/b"}"#;
+        let out: serde_json::Value = serde_json::from_slice(&as_created(input, 1).unwrap()).unwrap();
+        assert_eq!((out["status"].as_str(), out["pid"].as_i64()), (Some("created"), Some(1)));
     }
 
     #[test]

@@ -13,11 +13,14 @@ pub mod hook_state;
 pub mod home_env;
 pub mod in_root;
 pub mod mount_propagation;
+pub mod process_setup;
 pub mod sealed_exe;
 pub mod self_exec;
 pub mod signal;
+pub mod start_barrier;
 pub mod sigpipe;
 pub mod state;
+pub mod tenant;
 pub mod validate;
 
 pub mod create;
@@ -33,7 +36,6 @@ pub mod resume;
 pub mod run;
 pub mod spec;
 pub mod start;
-pub mod start_hooks;
 pub mod update;
 pub mod wait;
 

@@ -1,4 +1,4 @@
-//! `start`: run the startContainer hooks, let the init exec the user's
+//! `start`: let the init run the startContainer hooks and exec the user's
 //! program, then run the poststart hooks once that program runs.
 
 use std::io::Write;
@@ -12,6 +12,7 @@ use libcontainer::container::{Container, ContainerStatus};
 
 use crate::container_dir::ContainerDir;
 use crate::error::{Error, Result};
+use crate::start_barrier;
 use crate::state::status_word;
 
 pub fn start(root: &Path, id: &str) -> Result<()> {
@@ -28,14 +29,17 @@ pub fn start(root: &Path, id: &str) -> Result<()> {
     }
     let meta = dir.metadata();
     let hooks = meta.as_ref().map(|m| m.poststart.clone()).unwrap_or_default();
-    if let (Some(meta), Some(pid)) = (&meta, container.pid()) {
-        if !meta.start_container.is_empty() {
-            run_start_container_hooks(&mut container, meta, pid.as_raw())?;
-        }
-    }
+    let barrier = meta.as_ref().is_some_and(|m| m.start_barrier);
     // What the waiting init runs now (our binary, or its sealed copy).
     let init_exe = container.pid().and_then(|p| exe_identity(p.as_raw()));
     release_init(container.root.as_path())?;
+    if let (true, Some(pid)) = (barrier, container.pid()) {
+        if let Err(err) = start_barrier::wait(pid.as_raw()) {
+            // The spec: a failing startContainer hook stops the container.
+            let _ = container.kill(nix::sys::signal::Signal::SIGKILL, true);
+            return Err(err);
+        }
+    }
     container
         .set_status(ContainerStatus::Running)
         .save()
@@ -50,48 +54,27 @@ pub fn start(root: &Path, id: &str) -> Result<()> {
 }
 
 /// Tells the init, waiting on the container's notify socket, to exec the
-/// user's program. libcontainer's own `Container::start` reaches the socket
-/// by changing the process's working directory and back, which races with
-/// any other thread of a shim serving several containers (and fails once the
-/// directory it returns to is gone). Here the socket is reached through a
-/// descriptor of its directory, which also keeps the path within
-/// `sun_path`'s 108 bytes however deep the state root is.
+/// user's program.
 fn release_init(container_root: &Path) -> Result<()> {
-    let dir = std::fs::File::open(container_root)
-        .map_err(|e| Error::io("open container state dir", container_root, e))?;
-    let socket = format!(
-        "/proc/self/fd/{}/{}",
-        dir.as_raw_fd(),
-        libcontainer::notify_socket::NOTIFY_FILE
-    );
-    let path = container_root.join(libcontainer::notify_socket::NOTIFY_FILE);
-    let mut stream = UnixStream::connect(&socket)
-        .map_err(|e| Error::io("connect to the init's notify socket", &path, e))?;
-    stream
-        .write_all(b"start container")
-        .map_err(|e| Error::io("signal the init through", &path, e))
+    notify_socket(container_root, &container_root.join(libcontainer::notify_socket::NOTIFY_FILE))
 }
 
-/// A failing startContainer hook fails `start` and stops the container, as
-/// the spec says.
-fn run_start_container_hooks(
-    container: &mut Container,
-    meta: &crate::container_dir::Metadata,
-    init_pid: i32,
-) -> Result<()> {
-    let state = serde_json::json!({
-        "ociVersion": container.state.oci_version,
-        "id": container.id(),
-        "status": "created",
-        "pid": crate::start_hooks::pid_in_container(init_pid),
-        "bundle": meta.bundle,
-        "annotations": container.state.annotations.clone().unwrap_or_default(),
-    });
-    let result = crate::start_hooks::run(&meta.start_container, &state, init_pid);
-    if result.is_err() {
-        let _ = container.kill(nix::sys::signal::Signal::SIGKILL, true);
-    }
-    result
+/// Tells a process waiting on `socket` (in `dir`) to go on and exec.
+/// libcontainer's own notifier reaches the socket by changing the process's
+/// working directory and back, which races with any other thread of a shim
+/// serving several containers (and fails once the directory it returns to is
+/// gone). Here the socket is reached through a descriptor of its directory,
+/// which also keeps the path within `sun_path`'s 108 bytes however deep the
+/// state root is.
+pub(crate) fn notify_socket(dir: &Path, socket: &Path) -> Result<()> {
+    let dir_file = std::fs::File::open(dir).map_err(|e| Error::io("open container state dir", dir, e))?;
+    let name = socket.file_name().unwrap_or_default().to_string_lossy();
+    let via_fd = format!("/proc/self/fd/{}/{name}", dir_file.as_raw_fd());
+    let mut stream =
+        UnixStream::connect(&via_fd).map_err(|e| Error::io("connect to the notify socket", socket, e))?;
+    stream
+        .write_all(b"start container")
+        .map_err(|e| Error::io("write to the notify socket", socket, e))
 }
 
 /// The spec runs poststart after the user's program started; a failing

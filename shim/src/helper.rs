@@ -260,18 +260,16 @@ fn dead_children() -> String {
 
 fn exec(req: &Request, stdio: rustpod::create::Stdio) -> Result<i32, String> {
     let process = req.process.as_deref().ok_or("exec request without a process")?;
-    let file = req.root.join(format!(".exec-{}.json", std::process::id()));
-    std::fs::write(&file, process).map_err(|e| format!("write {}: {e}", file.display()))?;
+    let process: oci_spec::runtime::Process =
+        serde_json::from_str(process).map_err(|e| format!("exec process spec: {e}"))?;
     let opts = rustpod::exec::ExecOptions {
-        process: rustpod::exec::ProcessArgs { process_file: Some(file.clone()), ..Default::default() },
+        process: rustpod::exec::ProcessArgs { process: Some(process), ..Default::default() },
         detach: true,
         console_socket: req.console_socket.clone(),
         stdio,
-        as_sibling: false,
         ..Default::default()
     };
     let result = rustpod::exec::spawn(&req.root, &req.id, opts);
-    let _ = std::fs::remove_file(&file);
     result.map(|pid| pid.as_raw()).map_err(|e| e.to_string())
 }
 

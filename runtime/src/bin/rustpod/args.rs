@@ -199,6 +199,9 @@ pub struct ExecArgs {
     pub process_label: Option<String>,
     #[arg(long)]
     pub apparmor: Option<String>,
+    /// Exec in a paused container too
+    #[arg(long = "ignore-paused")]
+    pub ignore_paused: bool,
     pub id: String,
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<String>,

@@ -130,11 +130,13 @@ fn exec(root: &Path, args: ExecArgs) -> Result<i32> {
             no_new_privs: args.no_new_privs,
             process_label: args.process_label,
             apparmor: args.apparmor,
+            process: None,
         },
         detach: args.detach,
         pid_file: args.pid_file,
         console_socket: args.console_socket,
         preserve_fds: args.preserve_fds,
+        ignore_paused: args.ignore_paused,
         ..Default::default()
     };
     Ok(rustpod::exec::exec(root, &args.id, opts)?)
