@@ -296,3 +296,31 @@ fn start_container_hook_is_confined_like_the_process() {
     assert_eq!(seen["nofile"].trim(), "200");
     assert!(seen["env"].contains("CONTAINER_SECRET=from-process-env"), "hook env: {:?}", seen["env"]);
 }
+
+/// The same attack through containerd: a task with a seccomp profile that denies sethostname,
+/// and a process added with `ctr task exec`, for each way a node runs containers: containerd's
+/// runc shim driving runc (the reference) and rustpod, and rustpod's own shim.
+#[test]
+fn exec_through_containerd_runs_under_the_seccomp_filter() {
+    use rustpod_tests::shim::{self, ShimContainerd, IMAGE, RUNTIME};
+    skip_if!(shim::blocker().or_else(blocker));
+    let ctd = ShimContainerd::start();
+    let profile = ScratchDir::new("seccomp");
+    let profile_path = profile.join_str("deny-sethostname.json");
+    fs::write(&profile_path, deny_sethostname().to_string()).expect("write seccomp profile");
+    let (runc, rustpod) = (env::runc_bin(), env::rustpod_bin());
+    let paths: [(&str, Vec<&str>); 3] = [
+        ("runc-shim-runc", vec!["--runc-binary", runc.to_str().unwrap()]),
+        ("runc-shim-rustpod", vec!["--runc-binary", rustpod.to_str().unwrap()]),
+        ("rustpod-shim", vec!["--runtime", RUNTIME]),
+    ];
+    for (id, runtime_flags) in paths {
+        let mut run = vec!["run", "-d", "--seccomp", "--seccomp-profile", &profile_path];
+        run.extend(&runtime_flags);
+        run.extend([IMAGE, id, "sleep", "1000"]);
+        ctd.ctr(&run).ok();
+        ctd.wait_task(id, "RUNNING");
+        let out = ctd.ctr(&["task", "exec", "--exec-id", "seccomp", id, "grep", "Seccomp:", "/proc/self/status"]);
+        assert_eq!(out.ok().stdout, "Seccomp:\t2\n", "{id}: an exec'd process runs without the filter");
+    }
+}

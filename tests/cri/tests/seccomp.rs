@@ -1,0 +1,51 @@
+// critest's seccomp scenarios, checked where kubelet's exec probes and `kubectl exec` run:
+// through ExecSync. Each passes with the runc handler (RUSTPOD_CRI_HANDLER=runc) too.
+
+use rustpod_cri_tests::cri::security_profile::ProfileType;
+use rustpod_cri_tests::cri::{Capability, SecurityProfile};
+use rustpod_cri_tests::{cri_or_skip, pod_config, security, sleeper, Cri};
+use rustpod_tests::scratch::ScratchDir;
+
+fn seccomp_mode(cri: &Cri, id: &str) -> String {
+    cri.sh_ok(id, "grep '^Seccomp:' /proc/self/status | cut -f2")
+}
+
+/// A container of a fresh pod with `profile` and CAP_SYS_ADMIN added (so that only seccomp
+/// can stop sethostname); its id.
+fn container_with(cri: &Cri, name: &str, profile: SecurityProfile) -> String {
+    let pod_cfg = pod_config(name);
+    let pod = cri.run_pod_ok(&pod_cfg);
+    let mut c = sleeper(name);
+    let sc = security(&mut c);
+    sc.seccomp = Some(profile);
+    sc.capabilities = Some(Capability { add_capabilities: vec!["SYS_ADMIN".into()], ..Default::default() });
+    cri.run_container(&pod, &c, &pod_cfg)
+}
+
+#[test]
+fn runtime_default_seccomp_confines_exec() {
+    let cri = cri_or_skip!();
+    let profile = SecurityProfile { profile_type: ProfileType::RuntimeDefault as i32, ..Default::default() };
+    let id = container_with(&cri, "seccomp-default", profile);
+    assert_eq!(seccomp_mode(&cri, &id), "2", "an ExecSync process runs without the default profile");
+}
+
+#[test]
+fn localhost_profile_blocks_sethostname_with_sys_admin() {
+    let cri = cri_or_skip!();
+    let dir = ScratchDir::new("seccomp-profile");
+    let path = dir.join_str("deny-sethostname.json");
+    let profile = serde_json::json!({
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "syscalls": [{"names": ["sethostname"], "action": "SCMP_ACT_ERRNO"}]
+    });
+    std::fs::write(&path, profile.to_string()).expect("write seccomp profile");
+    let profile = SecurityProfile { profile_type: ProfileType::Localhost as i32, localhost_ref: path };
+    let id = container_with(&cri, "seccomp-localhost", profile);
+    assert_eq!(seccomp_mode(&cri, &id), "2");
+    let before = cri.sh_ok(&id, "hostname");
+    let set = cri.sh(&id, "hostname rustpod-escaped");
+    assert_ne!(set.code, 0, "sethostname passed the localhost profile: {set:?}");
+    assert!(set.stderr.contains("not permitted"), "{set:?}");
+    assert_eq!(cri.sh_ok(&id, "hostname"), before);
+}
