@@ -88,6 +88,7 @@ fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions
         .ok()
         .and_then(|f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockShared).ok());
     let container = builder
+        .with_executor(crate::executor::RuncWordsExecutor)
         .as_init(&engine_dir)
         .with_systemd(opts.systemd_cgroup)
         .with_detach(true)

@@ -22,7 +22,7 @@ pub struct ProcessIo {
 /// A builder for `dir`'s container with `io` applied; `op` names the
 /// operation in errors.
 pub fn builder(dir: &ContainerDir, io: ProcessIo, op: &'static str) -> Result<ContainerBuilder> {
-    let engine_err = |e: &dyn std::error::Error| Error::engine(op, &dir.id, e);
+    let engine_err = |e: &(dyn std::error::Error + 'static)| Error::engine(op, &dir.id, e);
     let mut builder = ContainerBuilder::new(dir.id.clone(), SyscallType::default())
         .with_root_path(&dir.root)
         .map_err(|e| engine_err(&e))?

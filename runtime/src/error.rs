@@ -73,30 +73,67 @@ impl Error {
     }
 
     /// Wraps an engine error with the operation and container it was for,
-    /// flattening the engine's nested causes into one line.
-    pub fn engine(op: &'static str, id: &str, err: &dyn std::error::Error) -> Self {
+    /// flattening the engine's nested causes into one line. When the
+    /// container's init failed, its own words are the reason, as runc says
+    /// it ("unable to start container process: exec: …"): clients look for
+    /// them.
+    pub fn engine(op: &'static str, id: &str, err: &(dyn std::error::Error + 'static)) -> Self {
+        let reason = match init_failure(err) {
+            Some(words) => format!("unable to start container process: {words}"),
+            None => one_line_chain(err),
+        };
         Error::Engine {
             op,
             id: id.to_string(),
-            reason: plain_init_failure(&one_line_chain(err)),
+            reason,
         }
     }
 }
 
-/// The engine reports an init that failed during setup as its channel's
-/// `received unexpected message: ExecFailed("…"), expected: …`; say what
-/// failed instead.
-fn plain_init_failure(reason: &str) -> String {
-    const MARK: &str = "received unexpected message: ExecFailed(\"";
-    let Some(start) = reason.find(MARK) else {
-        return reason.to_string();
-    };
-    let rest = &reason[start + MARK.len()..];
-    let Some(end) = rest.find("\")") else {
-        return reason.to_string();
-    };
-    let detail = rest[..end].replace("\\\"", "\"");
-    format!("{}the container's init failed: {detail}", &reason[..start])
+/// What the container's init reported when it failed during setup. The
+/// engine carries it as `ChannelError::ExecError` when the init fails once
+/// set up, and as an `UnexpectedMessage` holding the init's `ExecFailed`
+/// message when it fails while the engine waits for a hook request. Its
+/// wrappers are transparent, so they are looked through by type.
+fn init_failure(err: &(dyn std::error::Error + 'static)) -> Option<String> {
+    use libcontainer::error::LibcontainerError;
+    use libcontainer::process::container_main_process::ProcessError;
+    let mut cur = Some(err);
+    while let Some(e) = cur {
+        let channel = e
+            .downcast_ref::<ChannelError>()
+            .or_else(|| match e.downcast_ref::<ProcessError>() {
+                Some(ProcessError::Channel(c)) => Some(c),
+                _ => None,
+            })
+            .or_else(|| match e.downcast_ref::<LibcontainerError>() {
+                Some(LibcontainerError::MainProcess(ProcessError::Channel(c))) => Some(c),
+                _ => None,
+            });
+        if let Some(words) = channel.and_then(init_words) {
+            return Some(words);
+        }
+        cur = e.source();
+    }
+    None
+}
+
+use libcontainer::process::channel::ChannelError;
+
+fn init_words(err: &ChannelError) -> Option<String> {
+    match err {
+        ChannelError::ExecError(words) => {
+            // The engine prefixes what the init sent with its own label.
+            let words = words.strip_prefix("error in executing process : ").unwrap_or(words);
+            Some(words.replace('\n', " "))
+        }
+        ChannelError::UnexpectedMessage { received, .. } => {
+            let received = received.to_string();
+            let words = received.strip_prefix("ExecFailed(")?.strip_suffix(')')?;
+            Some(words.replace('\n', " "))
+        }
+        _ => None,
+    }
 }
 
 /// Joins an error and its sources with ": ", skipping causes that repeat the
@@ -112,24 +149,4 @@ pub fn one_line_chain(err: &dyn std::error::Error) -> String {
         cur = e.source();
     }
     parts.join(": ")
-}
-
-#[cfg(test)]
-mod init_failure_tests {
-    use super::plain_init_failure;
-
-    #[test]
-    fn an_init_setup_failure_reads_plainly() {
-        let engine = "failed to create container: received unexpected message: \
-                      ExecFailed(\"failed to prepare rootfs\"), expected: HookRequest";
-        assert_eq!(
-            plain_init_failure(engine),
-            "failed to create container: the container's init failed: failed to prepare rootfs"
-        );
-    }
-
-    #[test]
-    fn other_errors_are_unchanged() {
-        assert_eq!(plain_init_failure("no such file"), "no such file");
-    }
 }

@@ -44,6 +44,8 @@ pub struct ExecOptions {
     pub preserve_fds: i32,
     pub stdio: Stdio,
     pub ignore_paused: bool,
+    /// An existing sub-cgroup of the container's to run in (`--cgroup`).
+    pub sub_cgroup: Option<String>,
 }
 
 /// Starts the process and returns its pid (our child).
@@ -62,7 +64,7 @@ pub fn spawn(root: &Path, id: &str, opts: ExecOptions) -> Result<Pid> {
         preserve_fds: opts.preserve_fds,
         stdio: opts.stdio,
     };
-    tenant::spawn(&dir, &container, spec, io, false)
+    tenant::spawn(&dir, &container, spec, io, opts.sub_cgroup.as_deref())
 }
 
 /// `exec` as the CLI runs it: in the foreground, the exit code of the

@@ -9,6 +9,7 @@ pub mod container_dir;
 pub mod engine_builder;
 pub mod engine_bundle;
 pub mod error;
+pub mod executor;
 pub mod hook_state;
 pub mod home_env;
 pub mod in_root;

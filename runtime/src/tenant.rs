@@ -105,13 +105,34 @@ fn proc_ns_name(typ: LinuxNamespaceType) -> &'static str {
     }
 }
 
+/// The cgroup an exec'd process joins: the container's, or an existing
+/// sub-cgroup of it (`exec --cgroup`), which may not climb out of it.
+pub fn cgroup_path(container_path: &Path, sub: Option<&str>) -> Result<PathBuf> {
+    let Some(sub) = sub.filter(|s| !s.is_empty() && *s != "/") else {
+        return Ok(container_path.to_path_buf());
+    };
+    let relative = Path::new(sub.trim_start_matches('/'));
+    if relative.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
+        return Err(Error::Invalid(format!("--cgroup {sub:?}: not a sub-cgroup of the container's cgroup")));
+    }
+    Ok(container_path.join(relative))
+}
+
 /// Starts `spec`'s process in `container` and returns its pid once it has
-/// exec'd (or the error the engine's init reported).
-pub fn spawn(dir: &ContainerDir, container: &Container, spec: Spec, io: ProcessIo, as_sibling: bool) -> Result<Pid> {
-    let engine_err = |what: &'static str| move |e: &dyn std::error::Error| Error::engine(what, &dir.id, e);
+/// exec'd (or the error the engine's init reported); in `sub_cgroup` of
+/// the container's cgroup if given.
+pub fn spawn(
+    dir: &ContainerDir,
+    container: &Container,
+    spec: Spec,
+    io: ProcessIo,
+    sub_cgroup: Option<&str>,
+) -> Result<Pid> {
+    let engine_err = |what: &'static str| move |e: &(dyn std::error::Error + 'static)| Error::engine(what, &dir.id, e);
     let linux = spec.linux().as_ref().expect("tenant_spec sets linux");
+    let container_cgroup = libcontainer::utils::get_cgroup_path(linux.cgroups_path(), &dir.id);
     let cgroup_config = libcgroups::common::CgroupConfig {
-        cgroup_path: libcontainer::utils::get_cgroup_path(linux.cgroups_path(), &dir.id),
+        cgroup_path: cgroup_path(&container_cgroup, sub_cgroup)?,
         systemd_cgroup: container.systemd(),
         container_name: dir.id.clone(),
     };
@@ -142,12 +163,12 @@ pub fn spawn(dir: &ContainerDir, container: &Container, spec: Spec, io: ProcessI
         user_ns_config,
         cgroup_config,
         detached: true,
-        executor: libcontainer::workload::default::get_executor(),
+        executor: Box::new(crate::executor::RuncWordsExecutor),
         no_pivot: false,
         stdin: raw(&io.stdio.stdin),
         stdout: raw(&io.stdio.stdout),
         stderr: raw(&io.stdio.stderr),
-        as_sibling,
+        as_sibling: false,
         pid_file: io.pid_file.clone(),
         spec: Rc::new(spec),
     };
@@ -236,6 +257,17 @@ mod tests {
 
     fn exec_process() -> Process {
         ProcessBuilder::default().args(vec!["sh".to_string()]).build().unwrap()
+    }
+
+    #[test]
+    fn a_sub_cgroup_stays_inside_the_containers() {
+        let base = Path::new("/pods/c1");
+        assert_eq!(cgroup_path(base, None).unwrap(), base);
+        assert_eq!(cgroup_path(base, Some("/")).unwrap(), base);
+        assert_eq!(cgroup_path(base, Some("probe/a")).unwrap(), Path::new("/pods/c1/probe/a"));
+        assert_eq!(cgroup_path(base, Some("/probe")).unwrap(), Path::new("/pods/c1/probe"));
+        assert!(cgroup_path(base, Some("../c2")).is_err());
+        assert!(cgroup_path(base, Some("a/../../c2")).is_err());
     }
 
     #[test]

@@ -202,6 +202,9 @@ pub struct ExecArgs {
     /// Exec in a paused container too
     #[arg(long = "ignore-paused")]
     pub ignore_paused: bool,
+    /// Run in an existing sub-cgroup: [<controller>:]<cgroup>, repeatable
+    #[arg(long)]
+    pub cgroup: Vec<String>,
     pub id: String,
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<String>,

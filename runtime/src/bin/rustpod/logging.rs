@@ -79,25 +79,31 @@ where
         let mut message = Message::default();
         event.record(&mut message);
         let level = event.metadata().level().as_str().to_ascii_lowercase();
-        let time = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
-        match self.format {
-            LogFormat::Json => {
-                let mut obj = serde_json::Map::new();
-                obj.insert("level".into(), level.into());
-                obj.insert("msg".into(), message.msg.into());
-                obj.insert("time".into(), time.into());
-                for (k, v) in message.fields {
-                    obj.insert(k, v.into());
-                }
-                writeln!(w, "{}", serde_json::Value::Object(obj))
+        writeln!(w, "{}", entry(self.format, &level, message.msg, message.fields))
+    }
+}
+
+/// One log entry in runc's (logrus's) shape: `time="…" level=… msg="…"`,
+/// or a JSON object of `level`, `msg` and `time`.
+pub fn entry(format: LogFormat, level: &str, msg: String, fields: Vec<(String, String)>) -> String {
+    let time = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    match format {
+        LogFormat::Json => {
+            let mut obj = serde_json::Map::new();
+            obj.insert("level".into(), level.into());
+            obj.insert("msg".into(), msg.into());
+            obj.insert("time".into(), time.into());
+            for (k, v) in fields {
+                obj.insert(k, v.into());
             }
-            LogFormat::Text => {
-                write!(w, "time=\"{time}\" level={level} msg={:?}", message.msg)?;
-                for (k, v) in message.fields {
-                    write!(w, " {k}={v:?}")?;
-                }
-                writeln!(w)
+            serde_json::Value::Object(obj).to_string()
+        }
+        LogFormat::Text => {
+            let mut line = format!("time=\"{time}\" level={level} msg={msg:?}");
+            for (k, v) in fields {
+                line.push_str(&format!(" {k}={v:?}"));
             }
+            line
         }
     }
 }

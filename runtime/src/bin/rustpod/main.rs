@@ -1,6 +1,6 @@
 //! The `rustpod` CLI: parses runc's command line and calls the library,
-//! one function per command. Errors print as one line on stderr and, with
-//! `--log`, as an error entry in the log.
+//! one function per command. Errors print as one line on stderr in runc's
+//! shape and, with `--log`, as an error entry in the log.
 
 mod args;
 mod logging;
@@ -29,14 +29,25 @@ fn main() {
         eprintln!("rustpod: {err:#}");
         std::process::exit(1);
     }
+    let (logs_to_file, log_format) = (cli.global.log.is_some(), cli.global.log_format);
     match dispatch(cli) {
         Ok(code) => std::process::exit(code),
         Err(err) => {
-            let line = format!("{err:#}").replace('\n', " ");
-            tracing::error!("{line}");
-            eprintln!("rustpod: {line}");
+            report_error(&format!("{err:#}").replace('\n', " "), logs_to_file, log_format);
             std::process::exit(1);
         }
+    }
+}
+
+/// As runc: with `--log`, the error is an entry there (where containerd's
+/// runc shim reads it) and a plain line on stderr; without, stderr gets the
+/// entry itself, which harnesses search for "error".
+fn report_error(line: &str, logs_to_file: bool, format: logging::LogFormat) {
+    if logs_to_file {
+        tracing::error!("{line}");
+        eprintln!("{line}");
+    } else {
+        eprintln!("{}", logging::entry(format, "error", line.to_string(), Vec::new()));
     }
 }
 
@@ -137,9 +148,21 @@ fn exec(root: &Path, args: ExecArgs) -> Result<i32> {
         console_socket: args.console_socket,
         preserve_fds: args.preserve_fds,
         ignore_paused: args.ignore_paused,
+        sub_cgroup: sub_cgroup(&args.cgroup)?,
         ..Default::default()
     };
     Ok(rustpod::exec::exec(root, &args.id, opts)?)
+}
+
+/// `--cgroup [<controller>:]<path>`, repeatable: the engine joins one
+/// cgroup path in every hierarchy, so every entry must name the same path.
+fn sub_cgroup(entries: &[String]) -> Result<Option<String>> {
+    let mut paths = entries.iter().map(|e| e.split_once(':').map_or(e.as_str(), |(_, path)| path));
+    let Some(first) = paths.next() else { return Ok(None) };
+    if paths.any(|p| p != first) {
+        bail!("--cgroup: different sub-cgroups per controller are not supported");
+    }
+    Ok(Some(first.to_string()))
 }
 
 /// `uid[:gid]`, numeric as runc takes it.

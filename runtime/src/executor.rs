@@ -1,0 +1,132 @@
+//! The engine's last step inside the container: find the program and exec
+//! it, saying why it cannot run in runc's words (`exec: "x": …`), which
+//! docker, containerd and kubelet map to exit codes 127/126 and reasons.
+
+use std::ffi::CString;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use libcontainer::workload::{Executor, ExecutorError, ExecutorValidationError};
+use oci_spec::runtime::Spec;
+
+/// What a path is, as far as running it goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Probe {
+    /// stat failed with this error text (`no such file or directory`).
+    Missing(String),
+    /// A directory, or no execute bit.
+    NotExecutable,
+    Executable,
+}
+
+/// Looks `program` up as Go's exec.LookPath (and so runc) does: a name
+/// with a `/` is taken as it is, a bare name is searched in `path_var`.
+pub fn resolve(program: &str, path_var: Option<&str>, probe: impl Fn(&Path) -> Probe) -> Result<PathBuf, String> {
+    let denied = || format!("exec: {program:?}: permission denied");
+    if program.contains('/') {
+        return match probe(Path::new(program)) {
+            Probe::Executable => Ok(PathBuf::from(program)),
+            Probe::NotExecutable => Err(denied()),
+            Probe::Missing(why) => Err(format!("exec: {program:?}: stat {program}: {why}")),
+        };
+    }
+    for dir in path_var.unwrap_or_default().split(':') {
+        let dir = if dir.is_empty() { "." } else { dir };
+        let candidate = Path::new(dir).join(program);
+        if probe(&candidate) == Probe::Executable {
+            return Ok(candidate);
+        }
+    }
+    Err(format!("exec: {program:?}: executable file not found in $PATH"))
+}
+
+/// The real file system's answer for `path`.
+pub fn probe(path: &Path) -> Probe {
+    match std::fs::metadata(path) {
+        Err(e) => Probe::Missing(errno_text(&e)),
+        Ok(m) if m.is_dir() || m.permissions().mode() & 0o111 == 0 => Probe::NotExecutable,
+        Ok(_) => Probe::Executable,
+    }
+}
+
+/// `no such file or directory`, as Go (and runc) words an errno.
+fn errno_text(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(code) => nix::errno::Errno::from_raw(code).desc().to_lowercase(),
+        None => e.to_string(),
+    }
+}
+
+#[derive(Clone, Default)]
+pub struct RuncWordsExecutor;
+
+impl RuncWordsExecutor {
+    fn program(spec: &Spec) -> Result<(Vec<String>, PathBuf), String> {
+        let process = spec.process().as_ref().ok_or("the spec has no process")?;
+        let args = process.args().clone().filter(|a| !a.is_empty()).ok_or("process.args is empty")?;
+        let path_var = process
+            .env()
+            .as_ref()
+            .and_then(|env| env.iter().find_map(|e| e.strip_prefix("PATH=")).map(str::to_string));
+        let path = resolve(&args[0], path_var.as_deref(), probe)?;
+        Ok((args, path))
+    }
+}
+
+impl Executor for RuncWordsExecutor {
+    fn validate(&self, spec: &Spec) -> Result<(), ExecutorValidationError> {
+        Self::program(spec).map(|_| ()).map_err(ExecutorValidationError::ArgValidationError)
+    }
+
+    fn exec(&self, spec: &Spec) -> Result<(), ExecutorError> {
+        let (args, path) = Self::program(spec).map_err(ExecutorError::Other)?;
+        let c = |s: &str| CString::new(s).map_err(|_| ExecutorError::Other(format!("exec: {s:?}: contains a NUL byte")));
+        let argv = args.iter().map(|a| c(a)).collect::<Result<Vec<_>, _>>()?;
+        let file = c(&path.to_string_lossy())?;
+        let err = nix::unistd::execv(&file, &argv).unwrap_err();
+        Err(ExecutorError::Other(format!("exec: {:?}: {}", args[0], err.desc().to_lowercase())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fs(path: &Path) -> Probe {
+        match path.to_str().unwrap() {
+            "/bin/sh" | "/usr/bin/env" | "./run.sh" => Probe::Executable,
+            "/etc" | "/etc/passwd" => Probe::NotExecutable,
+            _ => Probe::Missing("no such file or directory".into()),
+        }
+    }
+
+    #[test]
+    fn missing_path_is_worded_as_runc() {
+        assert_eq!(
+            resolve("/no/such/bin", None, fs).unwrap_err(),
+            r#"exec: "/no/such/bin": stat /no/such/bin: no such file or directory"#
+        );
+    }
+
+    #[test]
+    fn a_file_that_cannot_run_is_permission_denied() {
+        assert_eq!(resolve("/etc/passwd", None, fs).unwrap_err(), r#"exec: "/etc/passwd": permission denied"#);
+        assert_eq!(resolve("/etc", None, fs).unwrap_err(), r#"exec: "/etc": permission denied"#);
+    }
+
+    #[test]
+    fn bare_names_are_searched_in_path_in_order() {
+        assert_eq!(resolve("env", Some("/bin:/usr/bin"), fs).unwrap(), Path::new("/usr/bin/env"));
+        assert_eq!(
+            resolve("nosuch", Some("/bin"), fs).unwrap_err(),
+            r#"exec: "nosuch": executable file not found in $PATH"#
+        );
+        assert!(resolve("sh", None, fs).is_err(), "no PATH: nothing is found");
+    }
+
+    #[test]
+    fn absolute_and_relative_paths_need_no_path_variable() {
+        assert_eq!(resolve("/bin/sh", None, fs).unwrap(), Path::new("/bin/sh"));
+        assert_eq!(resolve("./run.sh", None, fs).unwrap(), Path::new("./run.sh"));
+    }
+}

@@ -1,0 +1,112 @@
+// What clients parse from runc's CLI (issue 15, sections 2 and 2b), checked against runc in the
+// same test: the shape of an error on stderr (conformance harnesses look for "error" there), the
+// words docker maps to exit codes 127 and 126, and the exec flags runc 1.1.5 takes.
+
+use rustpod_tests::{env, json, needs, skip_if, Bundle, Output, Runtime, Value, SLEEP};
+
+fn blocker() -> Option<String> {
+    needs::containers().or_else(|| needs::program(&env::runc_bin()))
+}
+
+/// `(level, msg)` of a logrus text entry `time="…" level=error msg="…"`.
+fn logrus_text(line: &str) -> Option<(String, String)> {
+    let rest = line.strip_prefix("time=\"")?;
+    let (_, rest) = rest.split_once("\" level=")?;
+    let (level, msg) = rest.split_once(" msg=")?;
+    let msg: String = serde_json::from_str(msg).ok()?;
+    Some((level.to_string(), msg))
+}
+
+#[track_caller]
+fn the_one_stderr_line(out: &Output) -> String {
+    assert!(!out.success(), "should have failed: {}", out.describe());
+    let lines = out.stderr_lines();
+    assert_eq!(lines.len(), 1, "one line on stderr: {}", out.describe());
+    lines[0].to_string()
+}
+
+/// Each failing command, on both runtimes: stderr is one logrus entry at level error.
+#[test]
+fn errors_on_stderr_are_logrus_entries_as_runc_writes_them() {
+    skip_if!(blocker());
+    for rt in [Runtime::runc(), Runtime::under_test()] {
+        let (running, bundle) = (rt.new_id("words"), Bundle::new(SLEEP));
+        rt.start_container(&running, &bundle);
+        let failing: [&[&str]; 4] = [
+            &["delete", "no-such-container"],
+            &["kill", "no-such-container", "KILL"],
+            &["delete", &running],
+            &["state", ""],
+        ];
+        for args in failing {
+            let line = the_one_stderr_line(&rt.cmd(args));
+            let (level, msg) = logrus_text(&line)
+                .unwrap_or_else(|| panic!("{}: {args:?} printed no logrus entry: {line}", rt.bin().display()));
+            assert_eq!(level, "error", "{line}");
+            assert!(!msg.is_empty(), "{line}");
+        }
+        let json_line = the_one_stderr_line(&rt.cmd(&["--log-format", "json", "delete", "no-such-container"]));
+        let entry: Value = serde_json::from_str(&json_line).expect("a JSON entry");
+        assert_eq!(entry["level"], "error", "{json_line}");
+        assert!(entry["msg"].as_str().is_some_and(|m| m.contains("does not exist")), "{json_line}");
+    }
+}
+
+/// Runs `args` as a container's process on `rt`: the error line's message.
+fn run_error(rt: &Runtime, args: &[&str]) -> String {
+    let mut bundle = Bundle::new(args);
+    bundle.set("/process/terminal", json!(false));
+    let out = rt.run(&rt.new_id("words"), &bundle, &[], b"");
+    let line = the_one_stderr_line(&out);
+    logrus_text(&line).map(|(_, msg)| msg).unwrap_or(line)
+}
+
+/// dockerd maps "no such file or directory" and "executable file not found" to exit 127 and
+/// "permission denied" to 126; kubelet and containerd map the same words to ContainerCannotRun.
+#[test]
+fn a_program_that_cannot_run_is_worded_as_runc_words_it() {
+    skip_if!(blocker());
+    let cases = [
+        (&["/no/such/bin"][..], r#"exec: "/no/such/bin": stat /no/such/bin: no such file or directory"#),
+        (&["nosuchprogram"][..], r#"exec: "nosuchprogram": executable file not found in $PATH"#),
+        (&["/etc/passwd"][..], r#"exec: "/etc/passwd": permission denied"#),
+        (&["/etc"][..], r#"exec: "/etc": permission denied"#),
+    ];
+    for (args, words) in cases {
+        for rt in [Runtime::runc(), Runtime::under_test()] {
+            let msg = run_error(&rt, args);
+            assert!(msg.contains(words), "{}: {args:?}: {msg:?} lacks {words:?}", rt.bin().display());
+        }
+    }
+}
+
+#[test]
+fn exec_of_a_program_that_cannot_run_is_worded_as_runc_words_it() {
+    skip_if!(blocker());
+    for rt in [Runtime::runc(), Runtime::under_test()] {
+        let (id, bundle) = (rt.new_id("words"), Bundle::new(SLEEP));
+        rt.start_container(&id, &bundle);
+        let line = the_one_stderr_line(&rt.exec(&id, &["/no/such/bin"]));
+        let msg = logrus_text(&line).map(|(_, msg)| msg).unwrap_or_default();
+        let words = r#"exec: "/no/such/bin": stat /no/such/bin: no such file or directory"#;
+        assert!(msg.contains(words), "{}: {line}", rt.bin().display());
+    }
+}
+
+/// `exec --ignore-paused` and `exec --cgroup`, which runc 1.1.5 takes. (An exec that really
+/// runs in a paused container stays frozen, with runc too, so it is not tried.)
+#[test]
+fn exec_takes_ignore_paused_and_cgroup_as_runc() {
+    skip_if!(blocker());
+    for rt in [Runtime::runc(), Runtime::under_test()] {
+        let (id, bundle) = (rt.new_id("words"), Bundle::new(SLEEP));
+        rt.start_container(&id, &bundle);
+        rt.cmd(&["pause", &id]).ok();
+        let refused = the_one_stderr_line(&rt.cmd(&["exec", &id, "true"]));
+        assert!(refused.contains("paused"), "{}: {refused}", rt.bin().display());
+        rt.cmd(&["resume", &id]).ok();
+        rt.cmd(&["exec", "--ignore-paused", &id, "true"]).ok();
+        let root = rt.cmd(&["exec", "--cgroup", "/", &id, "cat", "/proc/self/cgroup"]).ok();
+        assert!(!root.stdout.is_empty(), "{}", root.describe());
+    }
+}
