@@ -58,6 +58,7 @@ pub fn create_from(
     if opts.systemd_cgroup {
         check_systemd()?;
     }
+    crate::caps_check::check(bundle.spec.process().as_ref())?;
     crate::process_setup::write_oom_score_adj(bundle.spec.process().as_ref())?;
     claim(&dir)?;
     debug_pause("claimed");

@@ -166,7 +166,10 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
     normalize_rootfs_propagation(linux, &config)?;
 
     let propagations = match spec.mounts_mut() {
-        Some(mounts) => prepare_mounts(mounts, &config)?,
+        Some(mounts) => {
+            check_kernel_fs_targets(mounts, &bundle.rootfs)?;
+            prepare_mounts(mounts, &config)?
+        }
         None => Vec::new(),
     };
     // After prepare_mounts: these bind sources appear only once the
@@ -295,6 +298,26 @@ fn prepare_mounts(
         }
     }
     Ok(propagations)
+}
+
+/// proc and sysfs may only go on a real directory: mounted over a symlink
+/// they would follow it (CVE-2019-19921's class). The engine fails such a
+/// mount with only "failed to prepare rootfs"; runc's words here.
+fn check_kernel_fs_targets(mounts: &[Mount], rootfs: &Path) -> Result<()> {
+    for mount in mounts {
+        let Some(fs) = mount.typ().as_deref().filter(|t| matches!(*t, "proc" | "sysfs")) else {
+            continue;
+        };
+        let dest = mount.destination();
+        let target = rootfs.join(dest.strip_prefix("/").unwrap_or(dest));
+        if fs::symlink_metadata(&target).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(Error::Invalid(format!(
+                "error mounting {fs:?} to rootfs at {:?}: filesystem {fs:?} must be mounted on ordinary directory",
+                dest.display().to_string()
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn check_destination(mount: &Mount, index: usize, config: &Path) -> Result<()> {

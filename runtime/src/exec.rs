@@ -57,6 +57,7 @@ pub fn spawn(root: &Path, id: &str, opts: ExecOptions) -> Result<Pid> {
     let mut process = build_process(&dir, &spec, &opts.process)?;
     home_env::set_if_missing(&mut process, Path::new(&format!("/proc/{init_pid}/root")));
     check_terminal(&process, opts.console_socket.is_some())?;
+    crate::caps_check::check(Some(&process))?;
     let spec = tenant::tenant_spec(&spec, process, init_pid)?;
     let io = ProcessIo {
         pid_file: opts.pid_file,

@@ -2,6 +2,7 @@
 //! containerd shim, built on youki's libcontainer with our own fixes for the
 //! places where it falls short of the OCI spec or runc's behaviour.
 
+pub mod caps_check;
 pub mod cgroup;
 pub mod cgroup_mount;
 pub mod console;

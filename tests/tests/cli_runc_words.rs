@@ -110,3 +110,48 @@ fn exec_takes_ignore_paused_and_cgroup_as_runc() {
         assert!(!root.stdout.is_empty(), "{}", root.describe());
     }
 }
+
+/// A capability the host cannot give (this machine lacks CAP_SYS_RESOURCE): runc says
+/// "unable to apply caps: operation not permitted"; so must we, not "failed syscall".
+#[test]
+fn a_capability_the_host_lacks_is_worded_as_runc_words_it() {
+    skip_if!(blocker());
+    let ours = rustpod_tests::checker::host_bounding_caps();
+    let Some(lacking) = ["CAP_SYS_RESOURCE", "CAP_SYS_MODULE", "CAP_SYS_BOOT", "CAP_MAC_ADMIN"]
+        .into_iter()
+        .find(|cap| !ours.iter().any(|c| c == cap))
+    else {
+        rustpod_tests::skip!("this host's bounding set has every capability tried");
+    };
+    for rt in [Runtime::runc(), Runtime::under_test()] {
+        let mut bundle = Bundle::new(&["true"]);
+        bundle.set("/process/terminal", json!(false));
+        let caps = json!(["CAP_CHOWN", lacking]);
+        bundle.set("/process/capabilities", json!({"bounding": caps, "effective": caps, "permitted": caps}));
+        let out = rt.run(&rt.new_id("words"), &bundle, &[], b"");
+        let msg = logrus_text(&the_one_stderr_line(&out)).map(|(_, m)| m).unwrap_or_default();
+        assert!(
+            msg.contains("unable to apply caps") && msg.contains("operation not permitted"),
+            "{}: {msg}",
+            rt.bin().display()
+        );
+    }
+}
+
+/// proc and sysfs on a symlink in the rootfs (which could point them at the host).
+#[test]
+fn kernel_filesystems_on_a_symlink_are_refused_in_runcs_words() {
+    skip_if!(blocker());
+    for target in ["proc", "sys"] {
+        for rt in [Runtime::runc(), Runtime::under_test()] {
+            let mut bundle = Bundle::new(&["true"]);
+            bundle.set("/process/terminal", json!(false));
+            let link = std::path::Path::new(&bundle.rootfs()).join(target);
+            std::fs::remove_dir(&link).expect("remove the rootfs dir");
+            std::os::unix::fs::symlink("/tmp", &link).expect("plant the symlink");
+            let out = rt.run(&rt.new_id("words"), &bundle, &[], b"");
+            let msg = logrus_text(&the_one_stderr_line(&out)).map(|(_, m)| m).unwrap_or_default();
+            assert!(msg.contains("must be mounted on ordinary directory"), "{}: {msg}", rt.bin().display());
+        }
+    }
+}
