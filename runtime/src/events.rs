@@ -5,10 +5,8 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
-use libcgroups::common::CgroupManager;
 use serde_json::json;
 
-use crate::cgroup;
 use crate::container_dir::ContainerDir;
 use crate::error::{Error, Result};
 
@@ -28,9 +26,8 @@ pub fn events(root: &Path, id: &str, interval: Duration, once: bool, out: &mut d
                 wanted: "running",
             });
         }
-        let manager = cgroup::manager_for(&container)?;
-        let stats = manager.stats().map_err(|e| Error::engine("read stats of", id, &e))?;
-        let event = json!({"type": "stats", "id": id, "data": stats});
+        let stats = crate::stats::read(&container)?;
+        let event = json!({"type": "stats", "id": id, "data": crate::stats::runc_shape(&stats)});
         let write = writeln!(out, "{event}").and_then(|_| out.flush());
         if write.is_err() || once {
             return Ok(());

@@ -22,6 +22,7 @@ pub mod signal;
 pub mod start_barrier;
 pub mod sigpipe;
 pub mod state;
+pub mod stats;
 pub mod tenant;
 pub mod validate;
 

@@ -86,3 +86,53 @@ fn events_stats_prints_one_object() {
         "stats data: {event}"
     );
 }
+
+/// Every JSON path of a value, without the `raw` memory counters' names and array indexes.
+fn json_paths(value: &Value, prefix: &str, out: &mut std::collections::BTreeSet<String>) {
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                let path = format!("{prefix}/{k}");
+                if k == "raw" {
+                    out.insert(path);
+                    continue;
+                }
+                json_paths(v, &path, out);
+            }
+        }
+        Value::Array(items) => {
+            out.insert(format!("{prefix}[]"));
+            items.iter().for_each(|v| json_paths(v, &format!("{prefix}[]"), out));
+        }
+        _ => {
+            out.insert(prefix.to_string());
+        }
+    }
+}
+
+/// Tools that read `runc events --stats` get runc's field names and units: the same paths as
+/// runc prints for the same bundle (limits set, so they are not left out as zero), and the
+/// limits as they were set.
+#[test]
+fn events_stats_have_runcs_shape() {
+    use rustpod_tests::{env, json, Bundle, Runtime};
+    skip_if!(needs::containers().or_else(|| needs::program(&env::runc_bin())));
+    let mut bundle = Bundle::new(SLEEP);
+    bundle.set("/linux/resources/memory", json!({"limit": 104857600}));
+    bundle.set("/linux/resources/pids", json!({"limit": 100}));
+    let shape = |rt: &Runtime| {
+        let id = rt.new_id("stats");
+        rt.start_container(&id, &bundle);
+        let out = rt.cmd(&["events", "--stats", &id]).ok();
+        let event: Value = serde_json::from_str(out.stdout.trim()).expect("one JSON event");
+        let mut paths = std::collections::BTreeSet::new();
+        json_paths(&event, "", &mut paths);
+        // Counters that are zero in one run and not in another are left out by both.
+        paths.retain(|p| !p.contains("throttling") && !p.contains("blkio") && !p.contains("/max"));
+        (paths, event["data"]["memory"]["usage"]["limit"].clone(), event["data"]["pids"]["limit"].clone())
+    };
+    let runc = shape(&Runtime::runc());
+    let ours = shape(&Runtime::under_test());
+    assert_eq!(ours, runc, "events --stats differs from runc's");
+    assert_eq!((ours.1, ours.2), (json!(104857600), json!(100)));
+}
