@@ -19,6 +19,19 @@ pub fn default_path(id: &str) -> PathBuf {
     Path::new(DEFAULT_PARENT).join(id)
 }
 
+/// Whether `path` is systemd's `slice:prefix:name` form (kubelet's systemd
+/// driver sends it). As crun does, such a path means the systemd driver
+/// even without `--systemd-cgroup`: taken as a cgroupfs path it would make a
+/// directory named with colons at the root, outside the pod's slice.
+pub fn is_systemd_form(path: &Path) -> bool {
+    let text = path.to_string_lossy();
+    let parts: Vec<&str> = text.split(':').collect();
+    parts.len() == 3
+        && !text.contains('/')
+        && !parts[2].is_empty()
+        && (parts[0].is_empty() || parts[0].ends_with(".slice"))
+}
+
 /// Removes the default parent `/rustpod` from every hierarchy once its last
 /// container is gone, so that delete leaves no more than create made.
 /// Creates hold `guard` shared while the engine makes their cgroup (and
@@ -94,4 +107,18 @@ pub fn kill_and_remove(path: &std::path::Path, id: &str) -> Result<()> {
         std::thread::sleep(Duration::from_millis(10));
     }
     manager.remove().map_err(|e| cgroup_err(&e))
+}
+
+#[cfg(test)]
+mod systemd_form_tests {
+    use super::*;
+
+    #[test]
+    fn kubelets_systemd_paths_are_recognised() {
+        assert!(is_systemd_form(Path::new("kubepods-besteffort-pod1.slice:cri-containerd:abc")));
+        assert!(is_systemd_form(Path::new(":rustpod:abc")));
+        assert!(!is_systemd_form(Path::new("/kubepods/besteffort/pod1/abc")));
+        assert!(!is_systemd_form(Path::new("/a:b:c")));
+        assert!(!is_systemd_form(Path::new("a:b")));
+    }
 }

@@ -55,8 +55,21 @@ pub fn create_from(
     if dir.path().exists() {
         return Err(Error::AlreadyExists(id.to_string()));
     }
-    if opts.systemd_cgroup {
-        check_systemd()?;
+    let mut opts = opts;
+    let cgroups_path = bundle.spec.linux().as_ref().and_then(|l| l.cgroups_path().clone());
+    if let Some(path) = cgroups_path.filter(|p| crate::cgroup::is_systemd_form(p)) {
+        if !opts.systemd_cgroup && !systemd_running() {
+            return Err(Error::Invalid(format!(
+                "linux.cgroupsPath {}: systemd's slice:prefix:name form, but systemd is not running on this host",
+                path.display()
+            )));
+        }
+        opts.systemd_cgroup = true;
+    }
+    if opts.systemd_cgroup && !systemd_running() {
+        return Err(Error::Invalid(
+            "systemd not running on this host, cannot use --systemd-cgroup".into(),
+        ));
     }
     crate::caps_check::check(bundle.spec.process().as_ref())?;
     crate::process_setup::write_oom_score_adj(bundle.spec.process().as_ref())?;
@@ -123,13 +136,8 @@ fn debug_pause(point: &str) {
 }
 
 /// As runc: the systemd cgroup driver needs a running systemd.
-fn check_systemd() -> Result<()> {
-    if Path::new("/run/systemd/system").is_dir() {
-        return Ok(());
-    }
-    Err(Error::Invalid(
-        "systemd not running on this host, cannot use --systemd-cgroup".into(),
-    ))
+fn systemd_running() -> bool {
+    Path::new("/run/systemd/system").is_dir()
 }
 
 fn ensure_root(root: &Path) -> Result<()> {

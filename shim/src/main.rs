@@ -14,6 +14,7 @@ mod mount;
 mod oom;
 mod process;
 mod reaper;
+mod runtime_options;
 mod server;
 mod service;
 mod task;

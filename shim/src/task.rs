@@ -10,7 +10,7 @@ use containerd_shim::api;
 use containerd_shim::protos::protobuf::well_known_types::any::Any;
 use containerd_shim::protos::protobuf::well_known_types::empty::Empty;
 use containerd_shim::protos::protobuf::{Message, MessageField};
-use containerd_shim::protos::shim::oci::{Options, ProcessDetails};
+use containerd_shim::protos::shim::oci::ProcessDetails;
 use containerd_shim::protos::types::task::ProcessInfo;
 use containerd_shim::{ExitSignal, TtrpcContext, TtrpcResult};
 use nix::sys::signal::Signal;
@@ -175,15 +175,6 @@ fn stdio_of(terminal: bool, stdin: &str, stdout: &str, stderr: &str) -> Stdio {
     Stdio { stdin: stdin.to_string(), stdout: stdout.to_string(), stderr: stderr.to_string(), terminal }
 }
 
-/// `systemd_cgroup` from runc-style runtime options, if containerd sent them.
-fn systemd_cgroup(options: &MessageField<Any>) -> bool {
-    options
-        .as_ref()
-        .filter(|any| any.type_url.ends_with("containerd.runc.v1.Options"))
-        .and_then(|any| Options::parse_from_bytes(&any.value).ok())
-        .is_some_and(|o| o.systemd_cgroup)
-}
-
 impl TaskService {
     pub fn new(shared: Arc<Shared>) -> TaskService {
         TaskService { shared }
@@ -221,7 +212,7 @@ impl TaskService {
             id: req.id.clone(),
             bundle,
             rootfs_mounts: mounts,
-            systemd_cgroup: systemd_cgroup(&req.options),
+            systemd_cgroup: crate::runtime_options::systemd_cgroup(&req.options)?,
             process: None,
             console_socket: None,
             stdio: [false; 3],

@@ -206,3 +206,27 @@ fn systemd_cgroups_path_form() {
         report.at("/cgroup/membership")
     );
 }
+
+/// kubelet's systemd driver sends `slice:prefix:name`; without `--systemd-cgroup` (a CRI that
+/// did not pass SystemdCgroup) that must still mean systemd, as crun takes it, and never a
+/// directory named with colons at the cgroup root, outside the pod's slice. Here systemd does
+/// not run, so create must fail and make nothing.
+#[test]
+fn systemd_form_never_becomes_a_cgroupfs_directory() {
+    skip_if!(needs::containers());
+    if Path::new("/run/systemd/system").is_dir() {
+        skip!("systemd runs here: the form is checked by systemd_cgroups_path_form");
+    }
+    let rt = Runtime::under_test();
+    let id = rt.new_id("sdform");
+    let mut bundle = checker::bundle_running(SLEEP);
+    bundle.clear_cgroups_path();
+    let path = format!("kubepods-besteffort-pod{id}.slice:cri-containerd:{id}");
+    bundle.set("/linux/cgroupsPath", json!(path));
+    let out = rt.try_create(&id, &bundle, &[]);
+    rustpod_tests::assertions::assert_one_line_error(&out, &["systemd"]);
+    for hierarchy in std::fs::read_dir("/sys/fs/cgroup").expect("list cgroup hierarchies").flatten() {
+        let colon_dir = hierarchy.path().join(&path);
+        assert!(!colon_dir.exists(), "{} was created", colon_dir.display());
+    }
+}

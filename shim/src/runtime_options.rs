@@ -1,0 +1,105 @@
+//! The cgroup driver containerd asks for, from either options type it sends:
+//! runc's `containerd.runc.v1.Options`, or CRI's `runtimeoptions.v1.Options`,
+//! which carries the handler's `options` table as TOML (containerd 1.6 sends
+//! it to every runtime type that is not runc's).
+
+use containerd_shim::protos::protobuf::well_known_types::any::Any;
+use containerd_shim::protos::protobuf::{CodedInputStream, Message, MessageField};
+use containerd_shim::protos::shim::oci::Options as RuncOptions;
+
+/// The fields of runtimeoptions.v1.Options we read.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct CriOptions {
+    config_path: String,
+    config_body: Vec<u8>,
+}
+
+/// Whether containerd asked for the systemd cgroup driver; a malformed
+/// option is an error, so that a pod never silently lands outside its slice.
+pub fn systemd_cgroup(options: &MessageField<Any>) -> Result<bool, String> {
+    let Some(any) = options.as_ref() else { return Ok(false) };
+    if any.type_url.ends_with("containerd.runc.v1.Options") {
+        let runc = RuncOptions::parse_from_bytes(&any.value).map_err(|e| format!("runc options: {e}"))?;
+        return Ok(runc.systemd_cgroup);
+    }
+    if any.type_url.ends_with("runtimeoptions.v1.Options") {
+        let cri = parse_cri_options(&any.value)?;
+        let toml = if cri.config_body.is_empty() && !cri.config_path.is_empty() {
+            std::fs::read(&cri.config_path).map_err(|e| format!("runtime options file {}: {e}", cri.config_path))?
+        } else {
+            cri.config_body
+        };
+        return systemd_cgroup_in_toml(&String::from_utf8_lossy(&toml));
+    }
+    Ok(false)
+}
+
+/// `SystemdCgroup` of the handler's options table.
+fn systemd_cgroup_in_toml(text: &str) -> Result<bool, String> {
+    let doc: toml_edit::DocumentMut = text.parse().map_err(|e| format!("runtime options TOML: {e}"))?;
+    match doc.get("SystemdCgroup") {
+        None => Ok(false),
+        Some(item) => item
+            .as_bool()
+            .ok_or_else(|| format!("runtime options: SystemdCgroup is a {}, not a boolean", item.type_name())),
+    }
+}
+
+/// Decodes runtimeoptions.v1.Options: config_path = 2, config_body = 3.
+fn parse_cri_options(bytes: &[u8]) -> Result<CriOptions, String> {
+    let bad = |e: containerd_shim::protos::protobuf::Error| format!("runtimeoptions.v1.Options: {e}");
+    let mut input = CodedInputStream::from_bytes(bytes);
+    let mut options = CriOptions::default();
+    while let Some(tag) = input.read_raw_tag_or_eof().map_err(bad)? {
+        match tag {
+            // Field 2 and 3, wire type 2 (length-delimited).
+            0x12 => options.config_path = input.read_string().map_err(bad)?,
+            0x1a => options.config_body = input.read_bytes().map_err(bad)?,
+            _ => input
+                .skip_field(containerd_shim::protos::protobuf::rt::WireType::new(tag & 7).ok_or("runtimeoptions.v1.Options: bad wire type")?)
+                .map_err(bad)?,
+        }
+    }
+    Ok(options)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// runtimeoptions.v1.Options as containerd encodes it.
+    fn cri_options(type_url: &str, body: &str) -> MessageField<Any> {
+        let mut value = Vec::new();
+        for (tag, bytes) in [(0x0a, type_url.as_bytes()), (0x1a, body.as_bytes())] {
+            value.push(tag);
+            value.push(bytes.len() as u8);
+            value.extend_from_slice(bytes);
+        }
+        MessageField::some(Any { type_url: "runtimeoptions.v1.Options".into(), value, ..Default::default() })
+    }
+
+    #[test]
+    fn cri_handler_options_toml_turns_on_systemd() {
+        let options = cri_options("io.containerd.rustpod.v1", "BinaryName = \"\"\nSystemdCgroup = true\n");
+        assert_eq!(systemd_cgroup(&options), Ok(true));
+        assert_eq!(systemd_cgroup(&cri_options("", "Root = \"/x\"\n")), Ok(false));
+    }
+
+    #[test]
+    fn runc_options_turn_on_systemd() {
+        let runc = RuncOptions { systemd_cgroup: true, ..Default::default() };
+        let any = Any {
+            type_url: "containerd.runc.v1.Options".into(),
+            value: runc.write_to_bytes().unwrap(),
+            ..Default::default()
+        };
+        assert_eq!(systemd_cgroup(&MessageField::some(any)), Ok(true));
+        assert_eq!(systemd_cgroup(&MessageField::none()), Ok(false));
+    }
+
+    #[test]
+    fn a_malformed_option_is_an_error() {
+        assert!(systemd_cgroup(&cri_options("", "SystemdCgroup = \"yes\"\n")).is_err());
+        assert!(systemd_cgroup(&cri_options("", "SystemdCgroup = \n")).is_err());
+    }
+}
