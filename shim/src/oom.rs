@@ -23,13 +23,18 @@ pub fn watch(pid: i32, on_oom: impl Fn() + Send + 'static) -> Result<(), String>
     Err(format!("process {pid} has no memory cgroup"))
 }
 
-/// `<mountpoint>/<path>` of the v1 memory controller, from /proc/PID/cgroup.
-fn v1_memory_dir(cgroups: &str) -> Option<PathBuf> {
-    let rel = cgroups.lines().find_map(|line| {
+/// The path of the v1 memory controller's line of /proc/PID/cgroup.
+fn v1_memory_path(cgroups: &str) -> Option<String> {
+    cgroups.lines().find_map(|line| {
         let mut parts = line.splitn(3, ':');
         let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
         controllers.split(',').any(|c| c == "memory").then(|| path.to_string())
-    })?;
+    })
+}
+
+/// `<mountpoint>/<path>` of the v1 memory controller, from /proc/PID/cgroup.
+fn v1_memory_dir(cgroups: &str) -> Option<PathBuf> {
+    let rel = v1_memory_path(cgroups)?;
     let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
     let mount = mountinfo.lines().find_map(|line| {
         let (pre, post) = line.split_once(" - ")?;
@@ -114,10 +119,8 @@ fn spawn(body: impl FnOnce() + Send + 'static) -> Result<(), String> {
 mod tests {
     #[test]
     fn finds_memory_controller_line() {
-        let cg = "12:pids:/a\n5:memory:/ns/c1\n0::/ns/c1\n";
-        // The mount point depends on the machine; only check the path part.
-        if let Some(dir) = super::v1_memory_dir(cg) {
-            assert!(dir.ends_with("ns/c1"));
-        }
+        let cg = "12:pids:/a\n5:cpu,memory:/ns/c1\n0::/ns/c1\n";
+        assert_eq!(super::v1_memory_path(cg).as_deref(), Some("/ns/c1"));
+        assert_eq!(super::v1_memory_path("0::/ns/c1\n"), None, "a pure v2 process");
     }
 }

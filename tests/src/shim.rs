@@ -239,6 +239,41 @@ impl Drop for ShimContainerd {
     }
 }
 
+/// Process `pid`'s cgroup directory: its v1 `controller` hierarchy's on a v1 or hybrid host,
+/// its unified one on a pure v2 host. Panics when it has neither: the caller's check would
+/// otherwise pass without looking.
+#[track_caller]
+pub fn cgroup_dir(pid: i32, controller: &str) -> PathBuf {
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .unwrap_or_else(|e| panic!("read /proc/{pid}/cgroup: {e}"));
+    let v1 = cgroups.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers.split(',').any(|c| c == controller).then(|| Path::new("/sys/fs/cgroup").join(controller).join(path.trim_start_matches('/')))
+    });
+    let unified_host = !Path::new("/sys/fs/cgroup").join(controller).exists();
+    let v2 = || {
+        let path = cgroups.lines().find_map(|l| l.strip_prefix("0::"))?;
+        Some(Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/')))
+    };
+    v1.or_else(|| if unified_host { v2() } else { None })
+        .unwrap_or_else(|| panic!("process {pid} has no {controller} cgroup: {cgroups}"))
+}
+
+/// Whether process `pid`'s cgroup is frozen: v1's freezer.state or v2's cgroup.events.
+#[track_caller]
+pub fn is_frozen(pid: i32) -> bool {
+    let dir = cgroup_dir(pid, "freezer");
+    let read = |name: &str| std::fs::read_to_string(dir.join(name));
+    match read("freezer.state") {
+        Ok(state) => state.trim() == "FROZEN",
+        Err(_) => read("cgroup.events")
+            .unwrap_or_else(|e| panic!("{}: neither freezer.state nor cgroup.events: {e}", dir.display()))
+            .lines()
+            .any(|l| l == "frozen 1"),
+    }
+}
+
 /// `<mount>/<path>/<file>` of process `pid`'s cgroup v1 `controller`, if it has one.
 pub fn cgroup_v1_file(pid: i32, controller: &str, file: &str) -> Option<PathBuf> {
     let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
