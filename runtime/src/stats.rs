@@ -111,7 +111,7 @@ fn parse_list(text: &str) -> Option<Vec<u32>> {
 
 /// The cgroup v2 directory of process `pid` (its `0::` line), whichever
 /// driver placed it.
-fn v2_dir_of(pid: i32) -> Result<PathBuf> {
+pub fn v2_dir_of(pid: i32) -> Result<PathBuf> {
     let file = format!("/proc/{pid}/cgroup");
     let text = fs::read_to_string(&file).map_err(|e| Error::io("read", &file, e))?;
     let path = text

@@ -1,7 +1,8 @@
-//! Stats: a container's cgroup statistics (from libcgroups) as containerd's
-//! cgroups v1 `Metrics` or, on a unified hierarchy, v2 `Metrics`, in an Any.
+//! Stats: a container's cgroup statistics as containerd's cgroups v1
+//! `Metrics` or, on a unified hierarchy, v2 `Metrics`, in an Any. CPU times
+//! come in nanoseconds on both (libcgroups' v1 stats, rustpod's v2 reader).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use containerd_shim::protos::cgroups::metrics as v1;
 use containerd_shim::protos::cgroups_v2::metrics as v2;
@@ -16,28 +17,41 @@ use libcgroups::stats::Stats;
 /// every container every few seconds.
 pub struct Source {
     id: String,
-    manager: AnyCgroupManager,
-    unified: bool,
+    cgroup: Cgroup,
+}
+
+enum Cgroup {
+    /// v1: libcgroups' manager reads its controllers.
+    V1(AnyCgroupManager),
+    /// v2: the directory, read by rustpod's reader (libcgroups 0.7's fails
+    /// on controllers that are not enabled there).
+    V2(PathBuf),
 }
 
 impl Source {
     pub fn open(root: &Path, id: &str) -> Result<Source, String> {
         let dir = rustpod::container_dir::ContainerDir::new(root, id).map_err(|e| e.to_string())?;
         let container = dir.load().map_err(|e| e.to_string())?;
-        let manager = rustpod::cgroup::manager_for(&container).map_err(|e| e.to_string())?;
         let unified = matches!(libcgroups::common::get_cgroup_setup(), Ok(CgroupSetup::Unified));
-        Ok(Source { id: id.to_string(), manager, unified })
+        let cgroup = match (unified, container.pid()) {
+            (true, Some(pid)) => Cgroup::V2(rustpod::stats::v2_dir_of(pid.as_raw()).map_err(|e| e.to_string())?),
+            _ => Cgroup::V1(rustpod::cgroup::manager_for(&container).map_err(|e| e.to_string())?),
+        };
+        Ok(Source { id: id.to_string(), cgroup })
     }
 
     /// Worth keeping for the container's lifetime: a systemd manager holds a
     /// D-Bus connection, so it is built again for each call instead.
     pub fn cacheable(&self) -> bool {
-        !matches!(self.manager, AnyCgroupManager::Systemd(_))
+        !matches!(self.cgroup, Cgroup::V1(AnyCgroupManager::Systemd(_)))
     }
 
     pub fn collect(&self) -> Result<Any, String> {
-        let stats = self.manager.stats().map_err(|e| format!("cgroup stats of {}: {e}", self.id))?;
-        if self.unified { to_any(&metrics_v2(&stats), V2_TYPE) } else { to_any(&metrics_v1(&stats), V1_TYPE) }
+        let failed = |e: &dyn std::fmt::Display| format!("cgroup stats of {}: {e}", self.id);
+        match &self.cgroup {
+            Cgroup::V1(manager) => to_any(&metrics_v1(&manager.stats().map_err(|e| failed(&e))?), V1_TYPE),
+            Cgroup::V2(dir) => to_any(&metrics_v2(&rustpod::stats::read_v2(dir).map_err(|e| failed(&e))?), V2_TYPE),
+        }
     }
 }
 
@@ -187,7 +201,7 @@ fn metrics_v2(s: &Stats) -> v2::Metrics {
         max_usage: s.memory.memory.max_usage,
         ..Default::default()
     };
-    // libcgroups reports v2 CPU times in nanoseconds.
+    // containerd's v2 metrics are in microseconds, as cpu.stat is.
     let cpu = v2::CPUStat {
         usage_usec: s.cpu.usage.usage_total / 1000,
         user_usec: s.cpu.usage.usage_user / 1000,
@@ -209,6 +223,16 @@ fn metrics_v2(s: &Stats) -> v2::Metrics {
 mod tests {
     use super::*;
     use containerd_shim::protos::protobuf::MessageFull;
+
+    #[test]
+    fn v2_cpu_times_are_cpu_stats_microseconds() {
+        let mut stats = Stats::default();
+        stats.cpu.usage.usage_total = 243_891_000;
+        stats.cpu.usage.usage_user = 200_000_000;
+        stats.cpu.throttling.throttled_time = 7_000;
+        let cpu = metrics_v2(&stats).cpu.unwrap();
+        assert_eq!((cpu.usage_usec, cpu.user_usec, cpu.throttled_usec), (243_891, 200_000, 7));
+    }
 
     #[test]
     fn type_urls_are_the_protobuf_full_names() {
