@@ -1,7 +1,6 @@
 """Output of hack/bench.py: goals, the table (stdout and bench/results.md), bench/results.json, bench/chart.svg."""
 import json
 import os
-import random
 import statistics
 import sys
 
@@ -152,6 +151,9 @@ def text_table(res):
 def chart(res, path):
     import matplotlib
     matplotlib.use("Agg")
+    # Text as text and stable ids: a small file that changes only with the data.
+    matplotlib.rcParams["svg.fonttype"] = "none"
+    matplotlib.rcParams["svg.hashsalt"] = "rustpod-bench"
     import matplotlib.pyplot as plt
     F = res["figures"]
     panels = []
@@ -173,26 +175,27 @@ def chart(res, path):
     cols = 4
     rows = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
-    rnd = random.Random(1)
     for ax, (kind, f, key, title) in zip(axes.flat, panels):
         ax.set_title(title, fontsize=9)
         ax.tick_params(labelsize=8)
         if kind == "box":
             names = list(F[f]["runtimes"])
             data = [F[f]["runtimes"][n]["raw"][key] for n in names]
-            bp = ax.boxplot(data, showfliers=False, widths=0.5, medianprops={"color": "black"})
-            for i, (n, d) in enumerate(zip(names, data)):
-                ax.scatter([i + 1 + rnd.uniform(-0.18, 0.18) for _ in d], d, s=6, alpha=0.55, color=COLORS.get(n, "gray"))
+            # Boxes only: the raw samples are in results.json, and a dot per
+            # sample made the chart hundreds of KiB.
+            bp = ax.boxplot(data, showfliers=False, widths=0.5, medianprops={"color": "black"}, patch_artist=True)
+            for patch, n in zip(bp["boxes"], names):
+                patch.set_facecolor(COLORS.get(n, "gray"))
+                patch.set_alpha(0.55)
             labels = [n if f != "containerd" else ("rustpod shim" if n == "rustpod" else "runc v2 shim") for n in names]
             ax.set_xticks(range(1, len(names) + 1), labels)
             ax.set_ylim(bottom=0)
         elif kind == "growth":
             for n, d in F[f]["runtimes"].items():
-                ax.plot(d["raw"]["running_before"], d["raw"]["wall_ms"], ".", ms=3, alpha=0.6, color=COLORS[n], label=n)
                 k = 5
                 ys = d["raw"]["wall_ms"]
                 sm = [statistics.median(ys[max(0, i - k):i + k + 1]) for i in range(len(ys))]
-                ax.plot(d["raw"]["running_before"], sm, "-", color=COLORS[n])
+                ax.plot(d["raw"]["running_before"], sm, "-", color=COLORS[n], label=n)
             ax.set_ylim(bottom=0)
             ax.legend(fontsize=7)
         elif kind == "shimmem":
@@ -217,7 +220,7 @@ def chart(res, path):
     m = res["machine"]
     fig.suptitle(f"rustpod vs runc vs crun — {m['date']}, {m['cpus']} CPUs, {m['os']}, kernel {m['kernel']} (lower is better)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, metadata={"Date": None})
     plt.close(fig)
 
 

@@ -42,3 +42,17 @@ for pkg_bin in "${static[@]}"; do
 		die "$dir/${pkg_bin#*:} is not a static non-PIE executable"
 	fi
 done
+
+# The shim's link order (shim/symbol-order.txt) names release symbols, whose
+# hashes change with the toolchain and Cargo.lock; lld skips stale names
+# silently, so say how many still match and when to regenerate the list.
+if [[ " $* " == *" --release "* ]]; then
+	order=shim/symbol-order.txt
+	total=$(sort -u "$order" | wc -l)
+	found=$(comm -12 <(nm --defined-only "$dir/containerd-shim-rustpod-v1" | awk '{print $3}' | sort -u) <(sort -u "$order") | wc -l)
+	percent=$((total ? found * 100 / total : 100))
+	if ((percent < 80)); then
+		echo "build.sh: warning: only $found of $total names in $order ($percent%) are in this build;" \
+			"the shim's pages are laid out by a stale list: run hack/shim-symbol-order.sh" >&2
+	fi
+fi
