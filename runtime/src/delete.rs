@@ -38,6 +38,12 @@ pub fn delete(root: &Path, id: &str, force: bool) -> Result<()> {
     let removed = match container.delete(force) {
         // The engine removed the cgroup; only our own files remain.
         Ok(()) => dir.remove_all(),
+        // The engine stops at a failing poststop hook, once the cgroup is
+        // gone; the spec says to warn and go on.
+        Err(libcontainer::error::LibcontainerError::Hook(e)) => {
+            tracing::warn!("poststop hook of {id} failed: {}", crate::error::one_line_chain(&e));
+            dir.remove_all()
+        }
         Err(_) if force => return remove_leftovers(&dir),
         Err(e) => Err(Error::engine("delete", id, &e)),
     };

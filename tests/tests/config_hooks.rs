@@ -197,7 +197,7 @@ fn start_hooks_run_in_order_with_state_and_namespace() {
 
 /// The state a startContainer hook gets: the user's bundle, pid 1 (the init as seen from inside,
 /// where the hook runs) and status "created". libcontainer would give the engine copy's bundle,
-/// no pid and "creating"; rustpod's `start` runs these hooks itself (runtime/src/start_hooks.rs).
+/// no pid and "creating"; rustpod's hook wrapper fixes them (runtime/src/hook_state.rs).
 #[test]
 fn start_container_hook_gets_the_oci_state() {
     skip_if!(needs::containers());
@@ -238,4 +238,20 @@ fn failing_prestart_hook_fails_create_and_leaves_nothing() {
     );
     assert_one_line_error(&out, &["hook", "prestart"]);
     fx.assert_nothing_left();
+}
+
+/// A failing poststop hook is a warning: the spec says to log it and go on, and runc's `delete`
+/// still removes the container. Both runtimes, same bundle.
+#[test]
+fn failing_poststop_hook_warns_and_delete_goes_on() {
+    skip_if!(needs::containers().or_else(|| needs::program(&rustpod_tests::env::runc_bin())));
+    let mut bundle = rustpod_tests::Bundle::new(SLEEP);
+    bundle.set("/hooks/poststop", json!([{"path": "/bin/sh", "args": ["sh", "-c", "exit 3"]}]));
+    for rt in [rustpod_tests::Runtime::runc(), rustpod_tests::Runtime::under_test()] {
+        let id = rt.new_id("poststop");
+        rt.create(&id, &bundle);
+        let out = rt.cmd(&["delete", &id]);
+        assert!(out.success(), "{}: delete failed on a poststop hook: {}", rt.bin().display(), out.describe());
+        assert_eq!(rt.try_status(&id), None, "{}: the container is still there", rt.bin().display());
+    }
 }
