@@ -56,7 +56,7 @@ pub fn spawn(root: &Path, id: &str, opts: ExecOptions) -> Result<Pid> {
     let spec = engine_bundle::parse_config(&dir.engine_bundle().join("config.json"))?;
     let mut process = build_process(&dir, &spec, &opts.process)?;
     home_env::set_if_missing(&mut process, Path::new(&format!("/proc/{init_pid}/root")));
-    check_terminal(&process, opts.console_socket.is_some())?;
+    crate::init::check_terminal(process.terminal().unwrap_or(false), opts.console_socket.is_some())?;
     crate::caps_check::check(Some(&process))?;
     let spec = tenant::tenant_spec(&spec, process, init_pid)?;
     let io = ProcessIo {
@@ -104,20 +104,6 @@ fn runnable_init(container: &Container, id: &str, ignore_paused: bool) -> Result
     match container.pid() {
         Some(pid) => Ok(pid.as_raw()),
         None => refuse("cannot exec in a stopped container"),
-    }
-}
-
-/// A terminal needs somewhere to send the pty, and a console socket is
-/// only for a terminal; runc's words.
-fn check_terminal(process: &Process, has_console_socket: bool) -> Result<()> {
-    match (process.terminal().unwrap_or(false), has_console_socket) {
-        (true, false) => Err(Error::Invalid(
-            "cannot allocate tty if runc will detach without setting console socket".into(),
-        )),
-        (false, true) => Err(Error::Invalid(
-            "cannot use console socket if runc will not detach or allocate tty".into(),
-        )),
-        _ => Ok(()),
     }
 }
 

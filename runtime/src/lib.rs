@@ -14,6 +14,7 @@ pub mod executor;
 pub mod hook_state;
 pub mod home_env;
 pub mod in_root;
+pub mod init;
 pub mod mount_propagation;
 pub mod process_setup;
 pub mod sealed_exe;
