@@ -78,10 +78,9 @@ pub fn manager(path: PathBuf, systemd: bool, id: &str) -> Result<AnyCgroupManage
 }
 
 /// The cgroup path a container was (or was about to be) created with, read
-/// from the engine copy of its config.
+/// from the spec it runs.
 pub fn recorded_path(dir: &ContainerDir) -> Option<PathBuf> {
-    let config = dir.engine_bundle().join("config.json");
-    let spec = engine_bundle::parse_config(&config).ok()?;
+    let spec = engine_bundle::parse_config(&dir.config_path()).ok()?;
     spec.linux().as_ref()?.cgroups_path().clone()
 }
 

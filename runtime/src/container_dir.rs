@@ -1,5 +1,6 @@
-//! Layout of the state root: one directory per container (owned by the
-//! engine), our own metadata beside the engine's, and the engine bundles.
+//! Layout of the state root: one directory per container id and nothing
+//! else, holding the engine's state, the spec the container runs and our
+//! metadata.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -9,9 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
-/// Holds the engine copies of the bundles' configs. `@` cannot appear in a
-/// container id, so this never clashes with a container directory.
-const ENGINE_BUNDLES: &str = "@engine";
+/// The normalized spec the container runs, which exec reads its process
+/// and confinement from.
+const CONFIG_FILE: &str = "config.json";
 /// Our metadata inside the engine's container directory.
 const METADATA_FILE: &str = "rustpod.json";
 
@@ -30,7 +31,7 @@ pub struct Metadata {
     /// for `start` (see `start_barrier`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub start_barrier: bool,
-    /// The user's process.env has no HOME: the engine copy carries the one
+    /// The user's process.env has no HOME: the spec we run carries the one
     /// we found for the init's user, and an exec looks up its own instead.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub added_home: bool,
@@ -57,15 +58,19 @@ impl ContainerDir {
         self.root.join(&self.id)
     }
 
-    /// The directory holding the engine's copy of config.json.
-    pub fn engine_bundle(&self) -> PathBuf {
-        self.engine_root().join(&self.id)
+    /// The spec the container runs (see [`CONFIG_FILE`]).
+    pub fn config_path(&self) -> PathBuf {
+        self.path().join(CONFIG_FILE)
     }
 
-    /// The parent of every engine bundle under this root (also the lock
-    /// that orders cgroup parent removal against creates).
-    pub fn engine_root(&self) -> PathBuf {
-        self.root.join(ENGINE_BUNDLES)
+    /// Creating the container's directory is the exclusive claim on the id:
+    /// of two concurrent creates with one id, exactly one gets past here.
+    pub fn claim(&self) -> Result<()> {
+        match fs::create_dir(self.path()) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(Error::AlreadyExists(self.id.clone())),
+            Err(e) => Err(Error::io("create directory", self.path(), e)),
+        }
     }
 
     pub fn exists(&self) -> bool {
@@ -92,17 +97,13 @@ impl ContainerDir {
         serde_json::from_slice(&data).ok()
     }
 
-    /// Removes what the engine does not: our engine bundle and, if the engine
-    /// left it, the container directory.
+    /// Removes the container's directory, if the engine left it.
     pub fn remove_all(&self) -> Result<()> {
-        for dir in [self.engine_bundle(), self.path()] {
-            match fs::remove_dir_all(&dir) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(Error::io("remove", dir, e)),
-            }
+        match fs::remove_dir_all(self.path()) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io("remove", self.path(), e)),
         }
-        Ok(())
     }
 }
 
@@ -157,6 +158,6 @@ mod tests {
         assert!(validate_id("").is_err());
         assert!(validate_id("..").is_err());
         assert!(validate_id("a/b").is_err());
-        assert!(validate_id("@engine").is_err());
+        assert!(validate_id("@x").is_err());
     }
 }

@@ -2,24 +2,18 @@
 //! for `start`. On any failure nothing is left: no state, cgroup or process.
 
 use std::fs;
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use libcontainer::container::Container;
 
 use crate::container_dir::{ContainerDir, Metadata};
-use crate::engine_builder::{self, ProcessIo};
+use crate::process_io::ProcessIo;
+use crate::init::InitOptions;
 use crate::engine_bundle::{self, EngineOptions};
 use crate::error::{Error, Result};
 use crate::home_env;
 
-/// Standard streams to give the container instead of inheriting ours.
-#[derive(Debug, Default)]
-pub struct Stdio {
-    pub stdin: Option<OwnedFd>,
-    pub stdout: Option<OwnedFd>,
-    pub stderr: Option<OwnedFd>,
-}
+pub use crate::process_io::Stdio;
 
 #[derive(Debug, Default)]
 pub struct CreateOptions {
@@ -27,15 +21,9 @@ pub struct CreateOptions {
     pub pid_file: Option<PathBuf>,
     pub console_socket: Option<PathBuf>,
     pub no_pivot: bool,
-    /// Accepted for runc compatibility; the engine never joins a new
-    /// session keyring, so there is nothing to turn off.
-    pub no_new_keyring: bool,
     pub preserve_fds: i32,
     pub systemd_cgroup: bool,
     pub stdio: Stdio,
-    /// Make the init a child of our parent instead of ours (for a shim that
-    /// forks a helper to create).
-    pub as_sibling: bool,
 }
 
 pub fn create(root: &Path, id: &str, opts: CreateOptions) -> Result<Container> {
@@ -73,7 +61,7 @@ pub fn create_from(
     }
     crate::caps_check::check(bundle.spec.process().as_ref())?;
     crate::process_setup::write_oom_score_adj(bundle.spec.process().as_ref())?;
-    claim(&dir)?;
+    dir.claim()?;
     debug_pause("claimed");
     let result = build(&dir, bundle, opts);
     match result {
@@ -89,35 +77,33 @@ fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions
     let engine_opts = EngineOptions {
         systemd_cgroup: opts.systemd_cgroup,
     };
-    let (engine_dir, start_hooks) = engine_bundle::write_engine_bundle(dir, bundle, &engine_opts)?;
-    let io = ProcessIo {
-        pid_file: opts.pid_file,
-        console_socket: opts.console_socket,
-        preserve_fds: opts.preserve_fds,
-        stdio: opts.stdio,
+    let mut spec = engine_bundle::engine_spec(&dir.id, bundle, &engine_opts)?;
+    let poststart = engine_bundle::take_poststart(&mut spec);
+    let start_barrier = engine_bundle::has_start_barrier(&spec);
+    engine_bundle::write_config(&dir.config_path(), &spec)?;
+    let init_opts = InitOptions {
+        io: ProcessIo {
+            pid_file: opts.pid_file,
+            console_socket: opts.console_socket,
+            preserve_fds: opts.preserve_fds,
+            stdio: opts.stdio,
+        },
+        systemd_cgroup: opts.systemd_cgroup,
+        no_pivot: opts.no_pivot,
     };
-    let builder = engine_builder::builder(dir, io, "create")?;
     // Shared: a delete removing the default cgroup parent waits for us.
-    let _cgroup_guard = std::fs::File::open(dir.engine_root())
+    let _cgroup_guard = std::fs::File::open(&dir.root)
         .ok()
         .and_then(|f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockShared).ok());
-    let container = builder
-        .with_executor(crate::executor::RuncWordsExecutor)
-        .as_init(&engine_dir)
-        .with_systemd(opts.systemd_cgroup)
-        .with_detach(true)
-        .with_no_pivot(opts.no_pivot)
-        .as_sibling(opts.as_sibling)
-        .build()
-        .map_err(|e| Error::engine("create", &dir.id, &e))?;
+    let container = crate::init::spawn(dir, &bundle.path, spec, init_opts)?;
     debug_pause("engine-created");
 
     let user_env = bundle.spec.process().as_ref().and_then(|p| p.env().as_deref()).unwrap_or_default();
     dir.save_metadata(&Metadata {
         bundle: bundle.path.clone(),
         rootfs: bundle.rootfs.clone(),
-        poststart: start_hooks.poststart,
-        start_barrier: start_hooks.start_barrier,
+        poststart,
+        start_barrier,
         added_home: !home_env::has_home(user_env),
     })?;
     Ok(container)
@@ -142,20 +128,4 @@ fn systemd_running() -> bool {
 
 fn ensure_root(root: &Path) -> Result<()> {
     fs::create_dir_all(root).map_err(|e| Error::io("create state root", root, e))
-}
-
-/// Creating the engine bundle directory is our exclusive claim on the id:
-/// of two concurrent creates with one id, exactly one gets past here.
-fn claim(dir: &ContainerDir) -> Result<()> {
-    let engine = dir.engine_bundle();
-    if let Some(parent) = engine.parent() {
-        fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
-    }
-    match fs::create_dir(&engine) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            Err(Error::AlreadyExists(dir.id.clone()))
-        }
-        Err(e) => Err(Error::io("create directory", engine, e)),
-    }
 }

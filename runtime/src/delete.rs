@@ -12,8 +12,8 @@ use crate::state::status_word;
 
 pub fn delete(root: &Path, id: &str, force: bool) -> Result<()> {
     let dir = ContainerDir::new(root, id)?;
-    if !dir.path().exists() {
-        if dir.engine_bundle().exists() {
+    if !dir.exists() {
+        if dir.path().exists() {
             // A create that died before the engine wrote any state.
             return remove_leftovers(&dir);
         }
@@ -48,7 +48,7 @@ pub fn delete(root: &Path, id: &str, force: bool) -> Result<()> {
         Err(e) => Err(Error::engine("delete", id, &e)),
     };
     if removed.is_ok() && cgroup_path == Some(cgroup::default_path(id)) {
-        cgroup::remove_default_parent(&dir.engine_root());
+        cgroup::remove_default_parent(&dir.root);
     }
     removed
 }
@@ -62,7 +62,7 @@ pub fn remove_leftovers(dir: &ContainerDir) -> Result<()> {
     }
     dir.remove_all()?;
     if path == Some(cgroup::default_path(&dir.id)) {
-        cgroup::remove_default_parent(&dir.engine_root());
+        cgroup::remove_default_parent(&dir.root);
     }
     Ok(())
 }

@@ -1,5 +1,5 @@
-//! Reads a bundle's config.json with errors that name the field, and writes
-//! the copy the engine runs: absolute rootfs, a default cgroup, runc's
+//! Reads a bundle's config.json with errors that name the field, and makes
+//! the spec the engine runs: absolute rootfs, a default cgroup, runc's
 //! propagation vocabulary and our per-mount propagation step.
 
 use std::fs;
@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::{Hook, Hooks, Mount, Spec};
 
-use crate::container_dir::ContainerDir;
 use crate::error::{Error, Result};
 use crate::{hook_state, home_env, mount_propagation, start_barrier};
 
@@ -111,41 +110,27 @@ fn check_process(config: &Path, spec: &Spec) -> Result<()> {
     }
 }
 
-/// Options that shape the engine copy of the spec.
+/// Options that shape the spec the engine runs.
 #[derive(Debug, Clone, Default)]
 pub struct EngineOptions {
     pub systemd_cgroup: bool,
 }
 
-/// What `start` must know of the hooks in the engine's copy.
-#[derive(Debug, Clone, Default)]
-pub struct EngineHooks {
-    /// Run by `start` itself, see [`take_poststart`].
-    pub poststart: Vec<Hook>,
-    /// The init stops at our barrier after the startContainer hooks.
-    pub start_barrier: bool,
-}
-
-/// Writes the engine's config.json for `bundle` under the container's state
-/// and returns the directory that holds it and the hooks `start` runs.
-pub fn write_engine_bundle(
-    dir: &ContainerDir,
-    bundle: &Bundle,
-    opts: &EngineOptions,
-) -> Result<(PathBuf, EngineHooks)> {
-    let mut spec = engine_spec(&dir.id, bundle, opts)?;
-    let start_hooks = EngineHooks {
-        poststart: take_poststart(&mut spec),
-        start_barrier: has_start_barrier(&spec),
-    };
-    let out = dir.engine_bundle();
-    fs::create_dir_all(&out).map_err(|e| Error::io("create directory", &out, e))?;
-    let tmp = out.join("config.json.tmp");
-    let data = serde_json::to_vec(&spec).map_err(|e| Error::Invalid(e.to_string()))?;
-    fs::write(&tmp, data).map_err(|e| Error::io("write", &tmp, e))?;
-    let file = out.join("config.json");
-    fs::rename(&tmp, &file).map_err(|e| Error::io("rename", &file, e))?;
-    Ok((out, start_hooks))
+/// Writes `spec` where the container's exec reads it (0600: it holds the
+/// process's env), through a temporary file so it is never half written.
+pub fn write_config(path: &Path, spec: &Spec) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let data = serde_json::to_vec(spec).map_err(|e| Error::Invalid(e.to_string()))?;
+    let tmp = path.with_extension("json.tmp");
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(|e| Error::io("create", &tmp, e))?;
+    file.write_all(&data).map_err(|e| Error::io("write", &tmp, e))?;
+    fs::rename(&tmp, path).map_err(|e| Error::io("rename", path, e))
 }
 
 /// The spec the engine runs, derived from the user's.
@@ -214,7 +199,7 @@ fn wrap_hooks(hooks: &mut Hooks, bundle: &Path) {
     }
 }
 
-/// Whether `spec` (an engine copy) makes the init stop at our barrier.
+/// Whether `spec` (as the engine runs it) makes the init stop at our barrier.
 pub fn has_start_barrier(spec: &Spec) -> bool {
     spec.hooks()
         .as_ref()

@@ -11,8 +11,8 @@ use oci_spec::runtime::{Capability, Process, Spec};
 
 use crate::console::ConsoleSocket;
 use crate::container_dir::ContainerDir;
-use crate::create::Stdio;
-use crate::engine_builder::ProcessIo;
+use crate::process_io::Stdio;
+use crate::process_io::ProcessIo;
 use crate::error::{Error, Result};
 use crate::wait;
 use crate::{engine_bundle, home_env, tenant};
@@ -53,7 +53,7 @@ pub fn spawn(root: &Path, id: &str, opts: ExecOptions) -> Result<Pid> {
     let dir = ContainerDir::new(root, id)?;
     let container = dir.load()?;
     let init_pid = runnable_init(&container, id, opts.ignore_paused)?;
-    let spec = engine_bundle::parse_config(&dir.engine_bundle().join("config.json"))?;
+    let spec = engine_bundle::parse_config(&dir.config_path())?;
     let mut process = build_process(&dir, &spec, &opts.process)?;
     home_env::set_if_missing(&mut process, Path::new(&format!("/proc/{init_pid}/root")));
     crate::init::check_terminal(process.terminal().unwrap_or(false), opts.console_socket.is_some())?;

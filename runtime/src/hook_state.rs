@@ -1,6 +1,6 @@
-//! OCI hooks see the user's bundle: the engine runs a copy of config.json
-//! from our state dir and would report that directory as `bundle`, so each
-//! hook runs through a small wrapper that fixes the state first.
+//! OCI hooks get the state the spec describes: each runs through a small
+//! wrapper that completes what the engine leaves out (the user's bundle,
+//! the init's pid, `created` for startContainer) before it execs the hook.
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -122,7 +122,7 @@ mod tests {
 
     #[test]
     fn state_gets_the_user_bundle() {
-        let input = br#"{"ociVersion":"1.1.0","id":"x","status":"creating","pid":7,"bundle":"/run/rustpod/@engine/x"}"#;
+        let input = br#"{"ociVersion":"1.1.0","id":"x","status":"creating","pid":7,"bundle":"/run/rustpod/x"}"#;
         let out: serde_json::Value = serde_json::from_slice(&fix_state(input, Path::new("/b")).unwrap()).unwrap();
         assert_eq!(out["bundle"], "/b");
         assert_eq!(out["pid"], 7);

@@ -17,7 +17,7 @@ use libcontainer::user_ns::UserNamespaceConfig;
 use oci_spec::runtime::Spec;
 
 use crate::container_dir::ContainerDir;
-use crate::engine_builder::ProcessIo;
+use crate::process_io::ProcessIo;
 use crate::error::{Error, Result};
 
 /// How the init is to be run, besides its spec.

@@ -16,7 +16,7 @@ use nix::unistd::Pid;
 use oci_spec::runtime::{Linux, LinuxBuilder, LinuxNamespace, LinuxNamespaceBuilder, LinuxNamespaceType, Process, Spec};
 
 use crate::container_dir::ContainerDir;
-use crate::engine_builder::ProcessIo;
+use crate::process_io::ProcessIo;
 use crate::error::{Error, Result};
 
 /// The namespaces an exec'd process joins, user first: it decides what the

@@ -226,7 +226,6 @@ fn create(req: &Request, stdio: rustpod::create::Stdio) -> Result<i32, String> {
         console_socket: req.console_socket.clone(),
         systemd_cgroup: req.systemd_cgroup,
         stdio,
-        as_sibling: false,
         ..Default::default()
     };
     let result = rustpod::create::create(&req.root, &req.id, opts)

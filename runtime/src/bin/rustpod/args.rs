@@ -143,7 +143,7 @@ pub struct CreateArgs {
     /// Use chroot instead of pivot_root
     #[arg(long = "no-pivot")]
     pub no_pivot: bool,
-    /// Do not create a new session keyring
+    /// Accepted for runc compatibility: no session keyring is ever made
     #[arg(long = "no-new-keyring")]
     pub no_new_keyring: bool,
     /// Pass this many extra fds (from 3) to the container

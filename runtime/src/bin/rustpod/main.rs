@@ -116,7 +116,6 @@ fn create_options(args: CreateArgs, systemd_cgroup: bool) -> CreateOptions {
         pid_file: args.pid_file,
         console_socket: args.console_socket,
         no_pivot: args.no_pivot,
-        no_new_keyring: args.no_new_keyring,
         preserve_fds: args.preserve_fds,
         systemd_cgroup,
         ..Default::default()
