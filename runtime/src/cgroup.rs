@@ -8,8 +8,6 @@ use libcgroups::common::{AnyCgroupManager, CgroupConfig, CgroupManager};
 use libcontainer::container::Container;
 use nix::sys::signal::{kill, Signal};
 
-use crate::container_dir::ContainerDir;
-use crate::engine_bundle;
 use crate::error::{Error, Result};
 
 /// Where a container without `cgroupsPath` goes: `/rustpod/<id>`.
@@ -75,13 +73,6 @@ pub fn manager(path: PathBuf, systemd: bool, id: &str) -> Result<AnyCgroupManage
         path,
         reason: crate::error::one_line_chain(&e),
     })
-}
-
-/// The cgroup path a container was (or was about to be) created with, read
-/// from the spec it runs.
-pub fn recorded_path(dir: &ContainerDir) -> Option<PathBuf> {
-    let spec = engine_bundle::parse_config(&dir.config_path()).ok()?;
-    spec.linux().as_ref()?.cgroups_path().clone()
 }
 
 /// SIGKILLs every process in the cgroup, waits for them to go, and removes

@@ -63,6 +63,13 @@ impl ContainerDir {
         self.path().join(CONFIG_FILE)
     }
 
+    /// The cgroup path the container was (or was about to be) created with,
+    /// from the spec it runs.
+    pub fn cgroups_path(&self) -> Option<PathBuf> {
+        let spec = crate::engine_bundle::parse_config(&self.config_path()).ok()?;
+        spec.linux().as_ref()?.cgroups_path().clone()
+    }
+
     /// Creating the container's directory is the exclusive claim on the id:
     /// of two concurrent creates with one id, exactly one gets past here.
     pub fn claim(&self) -> Result<()> {

@@ -56,7 +56,7 @@ pub fn delete(root: &Path, id: &str, force: bool) -> Result<()> {
 /// Kills whatever is still in the container's cgroup, removes the cgroup
 /// and the state. Used after a failed create and by `delete --force`.
 pub fn remove_leftovers(dir: &ContainerDir) -> Result<()> {
-    let path = cgroup::recorded_path(dir);
+    let path = dir.cgroups_path();
     if let Some(path) = &path {
         cgroup::kill_and_remove(path, &dir.id)?;
     }
