@@ -346,3 +346,99 @@ fn resolve_bind_source(mount: &mut Mount, index: usize, config: &Path) -> Result
     mount.set_source(Some(real));
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A bundle whose spec is `config` (rootfs /nonexistent-rootfs: nothing is read from it).
+    fn bundle(config: serde_json::Value) -> Bundle {
+        let mut base = json!({
+            "ociVersion": "1.0.2",
+            "process": {"args": ["sh"], "cwd": "/", "user": {"uid": 0, "gid": 0}, "env": ["PATH=/bin"]},
+            "root": {"path": "rootfs"},
+            "linux": {}
+        });
+        merge(&mut base, config);
+        let spec = parse_spec_bytes(base.to_string().as_bytes()).expect("test spec parses");
+        Bundle { path: PathBuf::from("/b"), spec, rootfs: PathBuf::from("/nonexistent-rootfs") }
+    }
+
+    fn merge(base: &mut serde_json::Value, over: serde_json::Value) {
+        if let (Some(b), serde_json::Value::Object(o)) = (base.as_object_mut(), over) {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(slot) if slot.is_object() && v.is_object() => merge(slot, v),
+                    _ => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+    }
+
+    fn spec_of(config: serde_json::Value, systemd: bool) -> Result<Spec> {
+        engine_spec("c1", &bundle(config), &EngineOptions { systemd_cgroup: systemd })
+    }
+
+    fn cgroups_path(spec: &Spec) -> String {
+        spec.linux().as_ref().unwrap().cgroups_path().as_ref().unwrap().display().to_string()
+    }
+
+    #[test]
+    fn a_missing_cgroups_path_gets_runcs_default_per_driver() {
+        assert_eq!(cgroups_path(&spec_of(json!({}), false).unwrap()), "/rustpod/c1");
+        assert_eq!(cgroups_path(&spec_of(json!({}), true).unwrap()), "system.slice:rustpod:c1");
+        let given = spec_of(json!({"linux": {"cgroupsPath": "/pods/x"}}), false).unwrap();
+        assert_eq!(cgroups_path(&given), "/pods/x");
+    }
+
+    #[test]
+    fn rootfs_propagation_takes_the_recursive_names() {
+        let propagation = |v: &str| {
+            spec_of(json!({"linux": {"rootfsPropagation": v}}), false)
+                .map(|s| s.linux().as_ref().unwrap().rootfs_propagation().clone())
+        };
+        assert_eq!(propagation("rslave").unwrap().as_deref(), Some("slave"));
+        assert_eq!(propagation("rshared").unwrap().as_deref(), Some("shared"));
+        assert_eq!(propagation("private").unwrap().as_deref(), Some("private"));
+        let err = propagation("sideways").unwrap_err().to_string();
+        assert!(err.contains("linux.rootfsPropagation"), "{err}");
+    }
+
+    #[test]
+    fn per_mount_propagation_moves_to_our_first_create_container_hook() {
+        let mount = json!({"destination": "/data", "type": "bind", "source": "/tmp", "options": ["rbind", "rslave", "ro"]});
+        let spec = spec_of(json!({"mounts": [mount], "hooks": {"createContainer": [{"path": "/h"}]}}), false).unwrap();
+        let data = spec.mounts().as_ref().unwrap().iter().find(|m| m.destination() == Path::new("/data")).unwrap();
+        assert_eq!(data.options().as_deref(), Some(&["rbind".to_string(), "ro".to_string()][..]));
+        let hooks = spec.hooks().as_ref().unwrap().create_container().clone().unwrap();
+        assert_eq!(hooks.len(), 2);
+        let args = hooks[0].args().clone().unwrap();
+        assert_eq!(args[0], mount_propagation::HOOK_ARG0);
+        assert_eq!(&args[2..], &["/data".to_string(), "rslave".to_string()]);
+        assert_eq!(hooks[1].args().clone().unwrap()[0], hook_state::WRAPPER_ARG0, "the user's hook is wrapped");
+    }
+
+    #[test]
+    fn start_container_hooks_are_wrapped_and_end_at_the_barrier() {
+        let spec = spec_of(json!({"hooks": {"startContainer": [{"path": "/hook.sh"}], "poststart": [{"path": "/p"}]}}), false).unwrap();
+        assert!(has_start_barrier(&spec));
+        let hooks = spec.hooks().as_ref().unwrap().start_container().clone().unwrap();
+        let arg0s: Vec<String> = hooks.iter().map(|h| h.args().clone().unwrap()[0].clone()).collect();
+        assert_eq!(arg0s, [hook_state::START_WRAPPER_ARG0, start_barrier::BARRIER_ARG0]);
+        let mut spec = spec;
+        assert_eq!(take_poststart(&mut spec).len(), 1);
+        assert!(spec.hooks().as_ref().unwrap().poststart().is_none(), "start runs poststart itself");
+    }
+
+    #[test]
+    fn mount_destinations_must_be_absolute_and_not_climb() {
+        for dest in ["relative", "/a/../../etc"] {
+            let mount = json!({"destination": dest, "type": "tmpfs", "source": "tmpfs"});
+            let err = spec_of(json!({"mounts": [mount]}), false).unwrap_err().to_string();
+            assert!(err.contains("mounts[0].destination"), "{dest}: {err}");
+        }
+    }
+}

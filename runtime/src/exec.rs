@@ -54,7 +54,8 @@ pub fn spawn(root: &Path, id: &str, opts: ExecOptions) -> Result<Pid> {
     let container = dir.load()?;
     let init_pid = runnable_init(&container, id, opts.ignore_paused)?;
     let spec = engine_bundle::parse_config(&dir.config_path())?;
-    let mut process = build_process(&dir, &spec, &opts.process)?;
+    let added_home = dir.metadata().is_some_and(|meta| meta.added_home);
+    let mut process = build_process(&spec, &opts.process, added_home)?;
     home_env::set_if_missing(&mut process, Path::new(&format!("/proc/{init_pid}/root")));
     crate::init::check_terminal(process.terminal().unwrap_or(false), opts.console_socket.is_some())?;
     crate::caps_check::check(Some(&process))?;
@@ -108,8 +109,10 @@ fn runnable_init(container: &Container, id: &str, ignore_paused: bool) -> Result
 }
 
 /// The process spec for an exec: the given one, or the container's own
-/// process (from its engine `spec`) with argv and the flags applied.
-pub fn build_process(dir: &ContainerDir, spec: &Spec, args: &ProcessArgs) -> Result<Process> {
+/// process (from the `spec` it runs) with argv and the flags applied.
+/// `added_home`: that spec's HOME was ours, not the user's, so the exec
+/// looks up its own user's.
+pub fn build_process(spec: &Spec, args: &ProcessArgs, added_home: bool) -> Result<Process> {
     if let Some(process) = &args.process {
         return Ok(process.clone());
     }
@@ -123,7 +126,7 @@ pub fn build_process(dir: &ContainerDir, spec: &Spec, args: &ProcessArgs) -> Res
     process.set_args(Some(args.args.clone()));
     process.set_terminal(Some(args.tty));
     let mut base_env = process.env().clone().unwrap_or_default();
-    if dir.metadata().is_some_and(|meta| meta.added_home) {
+    if added_home {
         base_env = home_env::without_home(base_env);
     }
     process.set_env(Some(merge_env(base_env, &args.env)));
@@ -226,6 +229,76 @@ mod tests {
         let base = vec!["PATH=/bin".to_string(), "A=1".to_string()];
         let env = merge_env(base, &["A=2".to_string(), "B=3".to_string()]);
         assert_eq!(env, vec!["PATH=/bin", "A=2", "B=3"]);
+    }
+
+    fn container_spec() -> Spec {
+        let json = serde_json::json!({
+            "ociVersion": "1.0.2",
+            "root": {"path": "/r"},
+            "process": {
+                "args": ["init"], "cwd": "/", "env": ["PATH=/bin", "HOME=/root", "A=1"],
+                "user": {"uid": 1000, "gid": 1000, "additionalGids": [5]},
+                "noNewPrivileges": true,
+                "capabilities": {"bounding": ["CAP_KILL"], "effective": ["CAP_KILL"], "permitted": ["CAP_KILL"],
+                                 "inheritable": [], "ambient": []},
+                "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 10, "soft": 5}]
+            }
+        });
+        serde_json::from_value(json).unwrap()
+    }
+
+    fn argv(args: &[&str]) -> ProcessArgs {
+        ProcessArgs { args: args.iter().map(|a| a.to_string()).collect(), ..Default::default() }
+    }
+
+    #[test]
+    fn argv_exec_inherits_the_containers_confinement() {
+        let p = build_process(&container_spec(), &argv(&["ps"]), false).unwrap();
+        assert_eq!(p.args().as_deref(), Some(&["ps".to_string()][..]));
+        assert_eq!((p.user().uid(), p.user().gid()), (1000, 1000));
+        assert_eq!(p.no_new_privileges(), Some(true));
+        assert_eq!(p.rlimits().as_ref().map(|r| r.len()), Some(1));
+        let caps = p.capabilities().clone().unwrap();
+        assert!(caps.bounding().as_ref().unwrap().contains(&Capability::Kill));
+    }
+
+    #[test]
+    fn flags_override_user_env_cwd_and_add_capabilities_never_inheritable() {
+        let mut args = argv(&["sh"]);
+        args.user = Some((0, Some(0)));
+        args.env = vec!["A=2".into()];
+        args.cwd = Some(PathBuf::from("/tmp"));
+        args.caps = vec!["net_admin".into()];
+        let p = build_process(&container_spec(), &args, false).unwrap();
+        assert_eq!((p.user().uid(), p.user().gid()), (0, 0));
+        assert!(p.env().as_ref().unwrap().contains(&"A=2".to_string()));
+        assert_eq!(p.cwd(), Path::new("/tmp"));
+        let caps = p.capabilities().clone().unwrap();
+        for set in [caps.bounding(), caps.effective(), caps.permitted()] {
+            assert!(set.as_ref().unwrap().contains(&Capability::NetAdmin));
+        }
+        assert!(caps.inheritable().as_ref().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_home_we_added_is_dropped_for_the_exec_users_own() {
+        let p = build_process(&container_spec(), &argv(&["sh"]), true).unwrap();
+        assert!(!p.env().as_ref().unwrap().iter().any(|e| e.starts_with("HOME=")));
+    }
+
+    #[test]
+    fn bad_exec_arguments_are_refused() {
+        assert!(build_process(&container_spec(), &argv(&[]), false).is_err());
+        let mut relative = argv(&["sh"]);
+        relative.cwd = Some(PathBuf::from("tmp"));
+        assert!(build_process(&container_spec(), &relative, false).is_err());
+    }
+
+    #[test]
+    fn a_process_value_is_taken_as_given() {
+        let given = container_spec().process().clone().unwrap();
+        let args = ProcessArgs { process: Some(given.clone()), args: vec!["ignored".into()], ..Default::default() };
+        assert_eq!(build_process(&container_spec(), &args, true).unwrap(), given);
     }
 
     #[test]
