@@ -4,6 +4,7 @@
 
 pub mod cgroup;
 pub mod cgroup_mount;
+pub mod cgroup_mount_flags;
 pub mod console;
 pub mod container_dir;
 pub mod engine_builder;
