@@ -59,6 +59,7 @@ pub fn create_from(
         check_systemd()?;
     }
     set_oom_score_adj(bundle)?;
+    crate::cgroup::check_new(bundle, id, opts.systemd_cgroup)?;
     claim(&dir)?;
     debug_pause("claimed");
     let result = build(&dir, bundle, opts);
@@ -104,8 +105,18 @@ fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions
         poststart: start_hooks.poststart,
         start_container: start_hooks.start_container,
         added_home: !home_env::has_home(user_env),
+        mount_ns: own_mount_ns(&bundle.spec, &container),
     })?;
     Ok(container)
+}
+
+/// The init's mount namespace, if the container has a new one of its own.
+fn own_mount_ns(spec: &oci_spec::runtime::Spec, container: &Container) -> Option<crate::stop::FileId> {
+    let namespaces = spec.linux().as_ref()?.namespaces().as_ref()?;
+    let own = namespaces
+        .iter()
+        .any(|n| n.typ() == oci_spec::runtime::LinuxNamespaceType::Mount && n.path().is_none());
+    own.then(|| crate::stop::FileId::mount_ns(container.pid()?.as_raw()))?
 }
 
 /// The engine writes `process.oomScoreAdj` to our own oom_score_adj before

@@ -34,6 +34,7 @@ pub mod resume;
 pub mod run;
 pub mod spec;
 pub mod start;
+pub mod stop;
 pub mod start_hooks;
 pub mod update;
 pub mod wait;
