@@ -4,9 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use libcgroups::common::{AnyCgroupManager, CgroupConfig, CgroupManager};
+use libcgroups::common::{AnyCgroupManager, CgroupConfig};
 use libcontainer::container::Container;
-use nix::sys::signal::{kill, Signal};
 
 use crate::error::{Error, Result};
 
@@ -75,28 +74,160 @@ pub fn manager(path: PathBuf, systemd: bool, id: &str) -> Result<AnyCgroupManage
     })
 }
 
-/// SIGKILLs every process in the cgroup, waits for them to go, and removes
-/// the cgroup. A cgroup that does not exist is not an error.
-pub fn kill_and_remove(path: &std::path::Path, id: &str) -> Result<()> {
-    let systemd = path.to_string_lossy().contains(':');
-    let manager = manager(path.to_path_buf(), systemd, id)?;
-    let cgroup_err = |e: &dyn std::error::Error| Error::Cgroup {
-        path: path.to_path_buf(),
-        reason: crate::error::one_line_chain(e),
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let pids = manager.get_all_pids().unwrap_or_default();
-        if pids.is_empty() || Instant::now() > deadline {
-            break;
+/// Whether `path` (a cgroupfs `cgroupsPath`) names the root cgroup: `/`,
+/// `/..`, `.` and the like all resolve there.
+pub fn is_root(path: &Path) -> bool {
+    let mut depth = 0usize;
+    for part in path.components() {
+        match part {
+            std::path::Component::Normal(_) => depth += 1,
+            std::path::Component::ParentDir => depth = depth.saturating_sub(1),
+            _ => {}
         }
-        let _ = manager.freeze(libcgroups::common::FreezerState::Thawed);
-        for pid in pids {
-            let _ = kill(pid, Signal::SIGKILL);
-        }
-        std::thread::sleep(Duration::from_millis(10));
     }
-    manager.remove().map_err(|e| cgroup_err(&e))
+    depth == 0
+}
+
+/// The container's directory in every cgroup hierarchy (v1 and v2) where it
+/// exists. A systemd `slice:prefix:name` has none we could name here.
+pub fn dirs(path: &Path) -> Vec<PathBuf> {
+    if path.to_string_lossy().contains(':') || is_root(path) {
+        return Vec::new();
+    }
+    let relative = path.strip_prefix("/").unwrap_or(path);
+    hierarchies()
+        .into_iter()
+        .map(|h| h.join(relative))
+        .filter(|d| d.is_dir())
+        .collect()
+}
+
+/// Mount points of the host's cgroup and cgroup2 filesystems.
+fn hierarchies() -> Vec<PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    info.lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let fs = right.split_whitespace().next()?;
+            let point = PathBuf::from(left.split_whitespace().nth(4)?);
+            (matches!(fs, "cgroup" | "cgroup2") && point.starts_with("/sys/fs/cgroup")).then_some(point)
+        })
+        .collect()
+}
+
+/// Every process in `dir` and its descendants.
+pub fn pids_in_tree(dir: &Path) -> Vec<i32> {
+    let mut pids: Vec<i32> = std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    for child in child_dirs(dir) {
+        pids.extend(pids_in_tree(&child));
+    }
+    pids
+}
+
+fn child_dirs(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Every process in the cgroup `path`, in any hierarchy, once.
+pub fn pids(path: &Path) -> Vec<i32> {
+    let mut pids: Vec<i32> = dirs(path).iter().flat_map(|d| pids_in_tree(d)).collect();
+    pids.sort_unstable();
+    pids.dedup();
+    pids
+}
+
+/// Checks the cgroup a new container asks for (`requested`, else the
+/// default for `id`): never the root cgroup, and (on cgroupfs) one that
+/// nothing else uses. The error is the reason, for the caller to place.
+pub fn check_new(requested: Option<&Path>, id: &str, systemd: bool) -> std::result::Result<(), String> {
+    let Some(path) = requested.filter(|p| !p.as_os_str().is_empty()) else {
+        return if systemd { Ok(()) } else { check_unused(&default_path(id)).map_err(|e| e.to_string()) };
+    };
+    if systemd || is_systemd_form(path) {
+        return Ok(());
+    }
+    if is_root(path) {
+        return Err(format!(
+            "linux.cgroupsPath {:?}: the root cgroup cannot be a container's cgroup",
+            path.display().to_string()
+        ));
+    }
+    check_unused(path).map_err(|e| e.to_string())
+}
+
+/// As runc (1.2 and later): a new container's cgroup must hold no process
+/// and must not be frozen, or it is not the container's own.
+pub fn check_unused(path: &Path) -> Result<()> {
+    let found = pids(path).len();
+    if found > 0 {
+        return Err(Error::Cgroup {
+            path: path.to_path_buf(),
+            reason: format!("container's cgroup is not empty: {found} process(es) found"),
+        });
+    }
+    if dirs(path).iter().any(|d| is_frozen(d)) {
+        return Err(Error::Cgroup {
+            path: path.to_path_buf(),
+            reason: "container's cgroup unexpectedly frozen".into(),
+        });
+    }
+    Ok(())
+}
+
+fn is_frozen(dir: &Path) -> bool {
+    let v1 = std::fs::read_to_string(dir.join("freezer.state")).is_ok_and(|s| s.trim() != "THAWED");
+    let v2 = std::fs::read_to_string(dir.join("cgroup.freeze")).is_ok_and(|s| s.trim() == "1");
+    v1 || v2
+}
+
+/// Removes the cgroup `path` from every hierarchy, sub-cgroups first,
+/// without signalling anything. Returns the processes that keep it (none of
+/// them ours, once the caller has killed ours) after a short retry.
+pub fn remove_tree(path: &Path) -> Vec<i32> {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        for dir in dirs(path) {
+            remove_depth_first(&dir);
+        }
+        let left = dirs(path);
+        // Processes that were just killed leave their cgroup a moment later.
+        if left.is_empty() || Instant::now() > deadline {
+            return left.iter().flat_map(|d| pids_in_tree(d)).collect();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn remove_depth_first(dir: &Path) {
+    for child in child_dirs(dir) {
+        remove_depth_first(&child);
+    }
+    // EBUSY while a process is still in it; the caller decides.
+    let _ = std::fs::remove_dir(dir);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_spelling_of_the_root_cgroup_is_the_root() {
+        for root in ["/", "//", "/..", ".", "/a/..", ""] {
+            assert!(is_root(Path::new(root)), "{root}");
+        }
+        assert!(!is_root(Path::new("/a")));
+        assert!(!is_root(Path::new("/a/../b")));
+    }
 }
 
 #[cfg(test)]

@@ -35,6 +35,10 @@ pub struct Metadata {
     /// we found for the init's user, and an exec looks up its own instead.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub added_home: bool,
+    /// The container's own mount namespace: `delete` kills only the
+    /// processes in it, not everything else its cgroup may hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mount_ns: Option<crate::stop::FileId>,
 }
 
 /// The paths that belong to one container under a state root.

@@ -61,6 +61,8 @@ pub fn create_from(
     }
     crate::caps_check::check(bundle.spec.process().as_ref())?;
     crate::process_setup::write_oom_score_adj(bundle.spec.process().as_ref())?;
+    crate::cgroup::check_new(bundle.spec.linux().as_ref().and_then(|l| l.cgroups_path().as_deref()), id, opts.systemd_cgroup)
+        .map_err(|reason| Error::Config { path: bundle.path.join("config.json"), reason })?;
     dir.claim()?;
     debug_pause("claimed");
     let result = build(&dir, bundle, opts);
@@ -105,8 +107,18 @@ fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions
         poststart,
         start_barrier,
         added_home: !home_env::has_home(user_env),
+        mount_ns: own_mount_ns(&bundle.spec, &container),
     })?;
     Ok(container)
+}
+
+/// The init's mount namespace, if the container has a new one of its own.
+fn own_mount_ns(spec: &oci_spec::runtime::Spec, container: &Container) -> Option<crate::stop::FileId> {
+    let namespaces = spec.linux().as_ref()?.namespaces().as_ref()?;
+    let own = namespaces
+        .iter()
+        .any(|n| n.typ() == oci_spec::runtime::LinuxNamespaceType::Mount && n.path().is_none());
+    own.then(|| crate::stop::FileId::mount_ns(container.pid()?.as_raw()))?
 }
 
 /// Fault injection for the reliability tests: with

@@ -3,9 +3,10 @@
 
 use std::path::Path;
 
-use libcontainer::container::ContainerStatus;
+use libcontainer::container::{Container, ContainerStatus};
+use libcgroups::common::CgroupManager;
 
-use crate::cgroup;
+use crate::{cgroup, engine_bundle, stop};
 use crate::container_dir::ContainerDir;
 use crate::error::{Error, Result};
 use crate::state::status_word;
@@ -35,17 +36,17 @@ pub fn delete(root: &Path, id: &str, force: bool) -> Result<()> {
         });
     }
     let cgroup_path = container.spec().ok().map(|c| c.cgroup_path);
-    let removed = match container.delete(force) {
-        // The engine removed the cgroup; only our own files remain.
-        Ok(()) => dir.remove_all(),
-        // The engine stops at a failing poststop hook, once the cgroup is
-        // gone; the spec says to warn and go on.
-        Err(libcontainer::error::LibcontainerError::Hook(e)) => {
-            tracing::warn!("poststop hook of {id} failed: {}", crate::error::one_line_chain(&e));
-            dir.remove_all()
+    let killed = kill_own_processes(&container, &dir, cgroup_path.as_deref());
+    if let Err(err) = killed {
+        if !force {
+            return Err(err);
         }
+    }
+    let _ = container.refresh_status();
+    let removed = match finish(&mut container, &dir, cgroup_path.as_deref()) {
+        Ok(()) => Ok(()),
         Err(_) if force => return remove_leftovers(&dir),
-        Err(e) => Err(Error::engine("delete", id, &e)),
+        Err(e) => Err(e),
     };
     if removed.is_ok() && cgroup_path == Some(cgroup::default_path(id)) {
         cgroup::remove_default_parent(&dir.root);
@@ -53,12 +54,95 @@ pub fn delete(root: &Path, id: &str, force: bool) -> Result<()> {
     removed
 }
 
-/// Kills whatever is still in the container's cgroup, removes the cgroup
+/// SIGKILLs the init and the container's other processes left in its
+/// cgroup, never the rest of what that cgroup may hold (the engine would).
+fn kill_own_processes(container: &Container, dir: &ContainerDir, cgroup_path: Option<&Path>) -> Result<()> {
+    let alive = matches!(
+        container.status(),
+        ContainerStatus::Created | ContainerStatus::Running | ContainerStatus::Paused | ContainerStatus::Creating
+    );
+    let members = stop::Members {
+        init: container.pid().filter(|_| alive).map(|p| p.as_raw()),
+        mount_ns: dir.metadata().and_then(|m| m.mount_ns),
+        rootfs: rootfs_id(dir),
+    };
+    let paused = container.status() == ContainerStatus::Paused;
+    // SIGKILL does not reach a process in a frozen v1 cgroup until it thaws.
+    let thaw = || {
+        if paused {
+            if let Ok(manager) = cgroup::manager_for(container) {
+                let _ = manager.freeze(libcgroups::common::FreezerState::Thawed);
+            }
+        }
+    };
+    stop::kill_members(&members, cgroup_path, &thaw)
+}
+
+/// The container's root directory, from our metadata or the engine config.
+fn rootfs_id(dir: &ContainerDir) -> Option<stop::FileId> {
+    let rootfs = match dir.metadata() {
+        Some(meta) => meta.rootfs,
+        None => {
+            let spec = engine_bundle::parse_config(&dir.config_path()).ok()?;
+            spec.root().as_ref()?.path().clone()
+        }
+    };
+    stop::FileId::of(&rootfs)
+}
+
+/// With the container's processes gone: its cgroup (sub-cgroups first), the
+/// poststop hooks and the state. A cgroup that other processes still hold is
+/// theirs too, and stays.
+fn finish(container: &mut Container, dir: &ContainerDir, cgroup_path: Option<&Path>) -> Result<()> {
+    let others = cgroup_path.map(cgroup::remove_tree).unwrap_or_default();
+    if others.is_empty() {
+        // The cgroup is gone, so the engine's removal (which would SIGKILL
+        // whatever is in it) has nothing left to do.
+        match container.delete(false) {
+            Ok(()) => {}
+            // The engine stops at a failing poststop hook; the spec says to
+            // warn and go on.
+            Err(libcontainer::error::LibcontainerError::Hook(e)) => {
+                tracing::warn!("poststop hook of {} failed: {}", dir.id, crate::error::one_line_chain(&e));
+            }
+            Err(e) => return Err(Error::engine("delete", &dir.id, &e)),
+        }
+        return dir.remove_all();
+    }
+    tracing::warn!(
+        "cgroup {} kept: it holds processes of others: {others:?}",
+        cgroup_path.unwrap_or(Path::new("")).display()
+    );
+    run_poststop(container);
+    dir.remove_all()
+}
+
+/// What the engine's delete would run, for when we cannot let it remove
+/// the cgroup.
+fn run_poststop(container: &Container) {
+    let Ok(config) = libcontainer::config::YoukiConfig::load(&container.root) else { return };
+    let poststop = config.hooks.as_ref().and_then(|h| h.poststop().clone());
+    if let Err(err) = libcontainer::hooks::run_hooks(poststop.as_ref(), Some(&container.state), None, None, None) {
+        tracing::warn!("poststop hooks: {err}");
+    }
+}
+
+/// Kills what is left of a container whose create failed or whose state is
+/// broken (only its own processes: those in its rootfs), removes its cgroup
 /// and the state. Used after a failed create and by `delete --force`.
 pub fn remove_leftovers(dir: &ContainerDir) -> Result<()> {
     let path = dir.cgroups_path();
+    let members = stop::Members {
+        init: None,
+        mount_ns: dir.metadata().and_then(|m| m.mount_ns),
+        rootfs: rootfs_id(dir),
+    };
+    stop::kill_members(&members, path.as_deref(), &|| {})?;
     if let Some(path) = &path {
-        cgroup::kill_and_remove(path, &dir.id)?;
+        let others = cgroup::remove_tree(path);
+        if !others.is_empty() {
+            tracing::warn!("cgroup {} kept: it holds processes of others: {others:?}", path.display());
+        }
     }
     dir.remove_all()?;
     if path == Some(cgroup::default_path(&dir.id)) {

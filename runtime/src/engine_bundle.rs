@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use oci_spec::runtime::{Hook, Hooks, Mount, Spec};
 
 use crate::error::{Error, Result};
-use crate::{hook_state, home_env, mount_propagation, start_barrier};
+use crate::{cgroup_mount_flags, hook_state, home_env, mount_propagation, start_barrier};
 
 /// A parsed bundle: the user's path and spec, with the rootfs made absolute.
 #[derive(Debug, Clone)]
@@ -157,6 +157,8 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
         }
         None => Vec::new(),
     };
+    // Before the rewrite below, which turns some cgroup mounts into binds.
+    let cgroup_flags = cgroup_mount_flags::wanted(&spec);
     // After prepare_mounts: these bind sources appear only once the
     // engine has made the container's cgroup.
     crate::cgroup_mount::rewrite(&mut spec);
@@ -164,13 +166,20 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
         wrap_hooks(hooks, &bundle.path);
     }
     if !propagations.is_empty() {
-        let hook = mount_propagation::hook(&bundle.rootfs, &propagations);
-        let hooks = spec.hooks_mut().get_or_insert_with(Hooks::default);
-        let mut create_container = hooks.create_container().clone().unwrap_or_default();
-        create_container.insert(0, hook);
-        hooks.set_create_container(Some(create_container));
+        prepend_create_container(&mut spec, mount_propagation::hook(&bundle.rootfs, &propagations));
+    }
+    if !cgroup_flags.is_empty() {
+        prepend_create_container(&mut spec, cgroup_mount_flags::hook(&bundle.rootfs, &cgroup_flags));
     }
     Ok(spec)
+}
+
+/// Our own createContainer steps run before the user's hooks.
+fn prepend_create_container(spec: &mut Spec, hook: Hook) {
+    let hooks = spec.hooks_mut().get_or_insert_with(Hooks::default);
+    let mut create_container = hooks.create_container().clone().unwrap_or_default();
+    create_container.insert(0, hook);
+    hooks.set_create_container(Some(create_container));
 }
 
 /// Routes every hook through the wrapper that reports the user's bundle.

@@ -89,8 +89,14 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
         pid_file: opts.io.pid_file.clone(),
         spec: Rc::new(spec),
     };
-    let pid = libcontainer::process::container_main_process::container_main_process(&args)
-        .map_err(|e| engine_err("create")(&e))?;
+    let cgroup_config = args.cgroup_config.clone();
+    let pid = match libcontainer::process::container_main_process::container_main_process(&args) {
+        Ok(pid) => pid,
+        Err(e) => {
+            remove_cgroup(cgroup_config);
+            return Err(engine_err("create")(&e));
+        }
+    };
     container
         .set_status(ContainerStatus::Created)
         .set_creator(nix::unistd::geteuid().as_raw())
@@ -98,6 +104,21 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
         .save()
         .map_err(|e| engine_err("record the state of")(&e))?;
     Ok(container)
+}
+
+/// After a failed init, as the engine's builder does: its cgroup goes, with
+/// whatever of the half-made container is still in it (create refused a
+/// cgroup that held anything, so that is ours).
+fn remove_cgroup(config: libcgroups::common::CgroupConfig) {
+    use libcgroups::common::CgroupManager;
+    match libcgroups::common::create_cgroup_manager(config) {
+        Ok(manager) => {
+            if let Err(e) = manager.remove() {
+                tracing::warn!("remove the cgroup of a failed init: {e}");
+            }
+        }
+        Err(e) => tracing::warn!("remove the cgroup of a failed init: {e}"),
+    }
 }
 
 /// The checks the engine's builder makes before it makes anything.

@@ -5,6 +5,7 @@
 pub mod caps_check;
 pub mod cgroup;
 pub mod cgroup_mount;
+pub mod cgroup_mount_flags;
 pub mod console;
 pub mod container_dir;
 pub mod engine_bundle;
@@ -18,6 +19,7 @@ pub mod mount_propagation;
 pub mod process_io;
 pub mod process_setup;
 pub mod sealed_exe;
+pub mod rootfs_hook;
 pub mod self_exec;
 pub mod signal;
 pub mod start_barrier;
@@ -40,6 +42,7 @@ pub mod resume;
 pub mod run;
 pub mod spec;
 pub mod start;
+pub mod stop;
 pub mod update;
 pub mod wait;
 

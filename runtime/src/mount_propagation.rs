@@ -48,15 +48,8 @@ pub fn split_options(options: &[String]) -> (Vec<String>, Vec<String>) {
 /// The hook that applies `entries` inside the rootfs. It re-executes the
 /// running binary (`/proc/self/exe`), which dispatches on argv[0].
 pub fn hook(rootfs: &Path, entries: &[MountPropagation]) -> Hook {
-    let mut args = vec![HOOK_ARG0.to_string(), rootfs.display().to_string()];
-    for entry in entries {
-        args.push(entry.destination.display().to_string());
-        args.push(entry.flags.join(","));
-    }
-    let mut hook = Hook::default();
-    hook.set_path(PathBuf::from("/proc/self/exe"));
-    hook.set_args(Some(args));
-    hook
+    let pairs = entries.iter().map(|e| (e.destination.as_path(), e.flags.as_slice()));
+    crate::rootfs_hook::rootfs_hook(HOOK_ARG0, rootfs, pairs)
 }
 
 /// The hook's body: `<rootfs> (<destination> <options>)…`; returns the
@@ -72,17 +65,9 @@ pub fn main(args: Vec<OsString>) -> i32 {
 }
 
 fn apply_from_args(args: Vec<OsString>) -> Result<(), String> {
-    let (rootfs, pairs) = args.split_first().ok_or("missing rootfs argument")?;
-    if pairs.len() % 2 != 0 {
-        return Err("arguments must be destination/options pairs".into());
-    }
-    let root = in_root::open(None, Path::new(rootfs), libc::O_PATH).map_err(|e| format!("open rootfs {rootfs:?}: {e}"))?;
-    for pair in pairs.chunks(2) {
-        let entry = MountPropagation {
-            destination: PathBuf::from(&pair[0]),
-            flags: pair[1].to_string_lossy().split(',').map(str::to_string).collect(),
-        };
-        apply(&root, &entry)?;
+    let (root, entries) = crate::rootfs_hook::parse_rootfs_hook_args(args)?;
+    for (destination, flags) in entries {
+        apply(&root, &MountPropagation { destination, flags })?;
     }
     Ok(())
 }

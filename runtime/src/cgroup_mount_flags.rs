@@ -1,0 +1,216 @@
+//! The `ro`, `nosuid`, `nodev` and `noexec` of a `cgroup` mount: the engine
+//! drops them (a writable cgroupfs lets a container lift its own limits), so
+//! a createContainer hook sets them on the whole mounted tree before pivot_root.
+
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use nix::mount::{mount, MsFlags};
+use oci_spec::runtime::{Hook, Spec};
+
+use crate::in_root;
+
+/// argv[0] by which our binaries recognise the hook invocation.
+pub const HOOK_ARG0: &str = "rustpod-cgroup-mount-flags";
+
+/// The options this module applies, with their mount(2) flag and
+/// mount_setattr(2) attribute.
+const FLAGS: &[(&str, MsFlags, u64)] = &[
+    ("ro", MsFlags::MS_RDONLY, libc::MOUNT_ATTR_RDONLY),
+    ("nosuid", MsFlags::MS_NOSUID, libc::MOUNT_ATTR_NOSUID),
+    ("nodev", MsFlags::MS_NODEV, libc::MOUNT_ATTR_NODEV),
+    ("noexec", MsFlags::MS_NOEXEC, libc::MOUNT_ATTR_NOEXEC),
+];
+
+/// One cgroup mount: where it goes and which of [`FLAGS`] it asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupMountFlags {
+    pub destination: PathBuf,
+    pub options: Vec<String>,
+}
+
+/// The cgroup mounts of `spec` that ask for any of [`FLAGS`]. Call before
+/// `cgroup_mount::rewrite`, which turns some of them into tmpfs + binds.
+pub fn wanted(spec: &Spec) -> Vec<CgroupMountFlags> {
+    let mounts = spec.mounts().as_deref().unwrap_or_default();
+    mounts
+        .iter()
+        .filter(|m| m.typ().as_deref() == Some("cgroup"))
+        .filter_map(|m| {
+            let options: Vec<String> = m
+                .options()
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .filter(|o| FLAGS.iter().any(|(name, _, _)| name == o))
+                .cloned()
+                .collect();
+            (!options.is_empty()).then(|| CgroupMountFlags {
+                destination: m.destination().clone(),
+                options,
+            })
+        })
+        .collect()
+}
+
+/// The hook that applies `entries` inside `rootfs`; it re-executes the
+/// running binary (`/proc/self/exe`), which dispatches on argv[0].
+pub fn hook(rootfs: &Path, entries: &[CgroupMountFlags]) -> Hook {
+    let pairs = entries.iter().map(|e| (e.destination.as_path(), e.options.as_slice()));
+    crate::rootfs_hook::rootfs_hook(HOOK_ARG0, rootfs, pairs)
+}
+
+/// The hook's body: `<rootfs> (<destination> <options>)…`; returns the
+/// exit code.
+pub fn main(args: Vec<OsString>) -> i32 {
+    match apply_from_args(args) {
+        Ok(()) => 0,
+        Err(err) => {
+            eprintln!("rustpod: cgroup mount options: {err}");
+            1
+        }
+    }
+}
+
+fn apply_from_args(args: Vec<OsString>) -> Result<(), String> {
+    let (root, entries) = crate::rootfs_hook::parse_rootfs_hook_args(args)?;
+    for (destination, options) in entries {
+        apply(&root, &destination, &options)?;
+    }
+    Ok(())
+}
+
+/// Sets `options` on the mount at `dest` (resolved inside the rootfs, so a
+/// symlink cannot point it at the host) and on every mount below it.
+pub fn apply(root: &OwnedFd, dest: &Path, options: &[String]) -> Result<(), String> {
+    let (flags, attrs) = parse(options).map_err(|o| format!("{}: unknown option {o:?}", dest.display()))?;
+    let target = in_root::open(Some(root), dest, libc::O_PATH | libc::O_DIRECTORY)
+        .map_err(|e| format!("open {}: {e}", dest.display()))?;
+    match set_attr_recursive(&target, attrs) {
+        Ok(()) => Ok(()),
+        // Kernels before 5.12: remount each mount of the tree instead.
+        Err(nix::errno::Errno::ENOSYS) => remount_tree(&target, flags),
+        Err(e) => Err(format!("mount_setattr {}: {e}", dest.display())),
+    }
+}
+
+fn parse(options: &[String]) -> Result<(MsFlags, u64), String> {
+    let mut flags = MsFlags::empty();
+    let mut attrs = 0;
+    for option in options {
+        let (_, flag, attr) = FLAGS
+            .iter()
+            .find(|(name, _, _)| name == option)
+            .ok_or_else(|| option.clone())?;
+        flags |= *flag;
+        attrs |= attr;
+    }
+    Ok((flags, attrs))
+}
+
+/// mount_setattr(2) with AT_RECURSIVE: one step for the tmpfs and each
+/// controller mounted in it, leaving their atime settings alone.
+fn set_attr_recursive(target: &OwnedFd, attrs: u64) -> Result<(), nix::errno::Errno> {
+    let attr = libc::mount_attr {
+        attr_set: attrs,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: a valid fd, an empty C string and a mount_attr of the size given.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            target.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_RECURSIVE,
+            &attr as *const libc::mount_attr,
+            std::mem::size_of::<libc::mount_attr>(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(nix::errno::Errno::last())
+    }
+}
+
+/// The fallback: MS_REMOUNT|MS_BIND of the target and of each mount below
+/// it, keeping each one's own flags.
+fn remount_tree(target: &OwnedFd, flags: MsFlags) -> Result<(), String> {
+    let fd_path = format!("/proc/self/fd/{}", target.as_raw_fd());
+    let top = std::fs::read_link(&fd_path).map_err(|e| format!("readlink {fd_path}: {e}"))?;
+    let info = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| format!("read mountinfo: {e}"))?;
+    for (point, current) in mounts_under(&info, &top) {
+        let fd = in_root::open(None, &point, libc::O_PATH | libc::O_NOFOLLOW)
+            .map_err(|e| format!("open {}: {e}", point.display()))?;
+        let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        let all = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | current | flags;
+        mount(None::<&str>, path.as_str(), None::<&str>, all, None::<&str>)
+            .map_err(|e| format!("remount {} ({all:?}): {e}", point.display()))?;
+    }
+    Ok(())
+}
+
+/// (mount point, its per-mount flags) of `top` and every mount below it.
+fn mounts_under(mountinfo: &str, top: &Path) -> Vec<(PathBuf, MsFlags)> {
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let point = PathBuf::from(fields.nth(4)?);
+            let options = fields.next()?;
+            point.starts_with(top).then(|| (point, per_mount_flags(options)))
+        })
+        .collect()
+}
+
+fn per_mount_flags(options: &str) -> MsFlags {
+    options.split(',').fold(MsFlags::empty(), |acc, o| {
+        acc | match o {
+            "ro" => MsFlags::MS_RDONLY,
+            "nosuid" => MsFlags::MS_NOSUID,
+            "nodev" => MsFlags::MS_NODEV,
+            "noexec" => MsFlags::MS_NOEXEC,
+            "noatime" => MsFlags::MS_NOATIME,
+            "nodiratime" => MsFlags::MS_NODIRATIME,
+            "relatime" => MsFlags::MS_RELATIME,
+            _ => MsFlags::empty(),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_only_the_flags_it_applies() {
+        let spec: Spec = serde_json::from_value(serde_json::json!({
+            "ociVersion": "1.0.2",
+            "mounts": [
+                {"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
+                 "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]},
+                {"destination": "/proc", "type": "proc", "source": "proc", "options": ["ro"]},
+                {"destination": "/c2", "type": "cgroup", "source": "cgroup", "options": ["rw"]}
+            ]
+        }))
+        .unwrap();
+        let wanted = wanted(&spec);
+        assert_eq!(wanted.len(), 1);
+        assert_eq!(wanted[0].destination, PathBuf::from("/sys/fs/cgroup"));
+        assert_eq!(wanted[0].options, vec!["nosuid", "noexec", "nodev", "ro"]);
+    }
+
+    #[test]
+    fn finds_the_mounts_of_a_tree_with_their_flags() {
+        let info = "72 71 0:45 / /r/sys/fs/cgroup rw,nosuid,nodev,noexec,relatime - tmpfs tmpfs rw\n\
+                    73 72 0:29 /c /r/sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n\
+                    74 71 0:30 / /r/sys/fs/cgroupx rw - tmpfs tmpfs rw\n";
+        let found = mounts_under(info, Path::new("/r/sys/fs/cgroup"));
+        assert_eq!(found.len(), 2);
+        assert_eq!(found[1].0, PathBuf::from("/r/sys/fs/cgroup/cpu"));
+        assert_eq!(found[1].1, MsFlags::MS_RELATIME);
+    }
+}

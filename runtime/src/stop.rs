@@ -1,0 +1,123 @@
+//! Killing a container's processes, and only its own, for `delete`: the
+//! engine SIGKILLs everything in the container's cgroup, which may be shared
+//! with the host or with another container.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::cgroup;
+use crate::error::{Error, Result};
+
+/// A file's identity (st_dev, st_ino): of a namespace or a root directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileId {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+impl FileId {
+    pub fn of(path: &Path) -> Option<FileId> {
+        let meta = std::fs::metadata(path).ok()?;
+        Some(FileId { dev: meta.dev(), ino: meta.ino() })
+    }
+
+    /// The mount namespace of `pid`: every process started in a container
+    /// (its init's descendants and its execs) shares it, and nothing else does.
+    pub fn mount_ns(pid: i32) -> Option<FileId> {
+        FileId::of(Path::new(&format!("/proc/{pid}/ns/mnt")))
+    }
+}
+
+/// How to tell this container's processes among those in its cgroup.
+#[derive(Debug, Clone, Default)]
+pub struct Members {
+    /// The init, while it is alive.
+    pub init: Option<i32>,
+    /// The container's own mount namespace, when it has one.
+    pub mount_ns: Option<FileId>,
+    /// Else its root directory (a create that died before we recorded more).
+    pub rootfs: Option<FileId>,
+}
+
+impl Members {
+    fn contains(&self, pid: i32) -> bool {
+        if let Some(ns) = self.mount_ns {
+            return FileId::mount_ns(pid) == Some(ns);
+        }
+        self.rootfs
+            .is_some_and(|root| FileId::of(Path::new(&format!("/proc/{pid}/root"))) == Some(root))
+    }
+}
+
+/// SIGKILLs the init and every process of the container left in `cgroup`
+/// (those of a container with its own PID namespace go with its init),
+/// thawing a frozen cgroup so the signal lands, and waits until they are gone.
+pub fn kill_members(members: &Members, cgroup_path: Option<&Path>, thaw: &dyn Fn()) -> Result<()> {
+    if let Some(init) = members.init.and_then(pidfd_open) {
+        send_sigkill(&init);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        thaw();
+        let left = members_in(members, cgroup_path);
+        let init_alive = members.init.is_some_and(is_alive);
+        if left.is_empty() && !init_alive {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            let pids: Vec<i32> = left.iter().map(|(pid, _)| *pid).collect();
+            return Err(Error::Invalid(format!(
+                "container processes still running after SIGKILL: init alive: {init_alive}, others: {pids:?}"
+            )));
+        }
+        left.iter().for_each(|(_, fd)| send_sigkill(fd));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The container's processes in its cgroup, each held by a pidfd opened
+/// before the check, so a pid reused since is never signalled.
+fn members_in(members: &Members, cgroup_path: Option<&Path>) -> Vec<(i32, OwnedFd)> {
+    cgroup_path
+        .map(cgroup::pids)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|pid| {
+            let fd = pidfd_open(pid)?;
+            members.contains(pid).then_some((pid, fd))
+        })
+        .collect()
+}
+
+fn send_sigkill(pidfd: &OwnedFd) {
+    // SAFETY: a valid pidfd; no siginfo; no flags. ESRCH: it is gone already.
+    unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            libc::SIGKILL,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        );
+    }
+}
+
+fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+    // SAFETY: plain syscall with integer arguments.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: the kernel just returned this descriptor to us.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Alive and not yet a zombie.
+fn is_alive(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
+    !matches!(state, None | Some("Z") | Some("X"))
+}

@@ -1,0 +1,55 @@
+// The container's cgroupfs through both shims (issue 13, item 4): mounted as containerd's CRI
+// mounts it (`nosuid,noexec,nodev,relatime,ro`; ctr's own default spec has no cgroup mount); writing a limit from inside must
+// fail (the mount is read-only), through containerd's runc shim (with RUSTPOD_BIN, compared with runc) and
+// through containerd-shim-rustpod-v1.
+
+use rustpod_tests::containerd::{self, Containerd, IMAGE};
+use rustpod_tests::shim::{self, ShimContainerd, RUNTIME};
+
+/// The cgroup mount containerd's CRI adds, in `ctr run --mount` form.
+const CRI_CGROUP_MOUNT: &str =
+    "type=cgroup,src=cgroup,dst=/sys/fs/cgroup,options=nosuid:noexec:nodev:relatime:ro";
+use rustpod_tests::{env, needs, skip_if, Output};
+
+const ATTACK: &[&str] = &[
+    "sh",
+    "-c",
+    "echo max > /sys/fs/cgroup/pids/pids.max; echo pids=$?; \
+     grep cgroup /proc/self/mountinfo",
+];
+
+#[track_caller]
+fn assert_read_only(who: &str, out: &Output) {
+    assert!(out.stdout.contains("pids=1"), "{who}: pids.max was written: {}", out.describe());
+    let mount = out.stdout.lines().find(|l| l.contains(" /sys/fs/cgroup/pids ")).unwrap_or_default();
+    let options = mount.split_whitespace().nth(5).unwrap_or_default();
+    for flag in ["ro", "nosuid", "nodev", "noexec"] {
+        assert!(options.split(',').any(|o| o == flag), "{who}: pids mount lacks {flag}: {mount:?}\n{}", out.describe());
+    }
+}
+
+#[test]
+fn containerd_runc_shim_keeps_the_cgroupfs_read_only() {
+    skip_if!(containerd::blocker().or_else(|| needs::cgroup_v1("pids")));
+    let ctd = Containerd::start();
+    let mut bins = vec![env::rustpod_bin()];
+    if needs::program(&env::runc_bin()).is_none() {
+        bins.push(env::runc_bin());
+    }
+    for (i, bin) in bins.iter().enumerate() {
+        let bin = bin.to_string_lossy();
+        let id = format!("cgro{i}");
+        let flags = ["run", "--runc-binary", &bin, "--rm", "--mount", CRI_CGROUP_MOUNT, IMAGE, &id];
+        let out = ctd.ctr(&[&flags[..], ATTACK].concat());
+        assert_read_only(&bin, &out);
+    }
+}
+
+#[test]
+fn rustpod_shim_keeps_the_cgroupfs_read_only() {
+    skip_if!(shim::blocker().or_else(|| needs::cgroup_v1("pids")));
+    let ctd = ShimContainerd::start();
+    let flags = ["run", "--rm", "--runtime", RUNTIME, "--mount", CRI_CGROUP_MOUNT, IMAGE, "cgro"];
+    let out = ctd.ctr(&[&flags[..], ATTACK].concat());
+    assert_read_only("containerd-shim-rustpod-v1", &out);
+}
