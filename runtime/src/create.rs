@@ -3,6 +3,7 @@
 
 use std::fs;
 use std::os::fd::OwnedFd;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use libcontainer::container::Container;
@@ -51,7 +52,7 @@ pub fn create_from(
     opts: CreateOptions,
 ) -> Result<Container> {
     let dir = ContainerDir::new(root, id)?;
-    ensure_root(root)?;
+    crate::container_dir::ensure_root(root)?;
     if dir.path().exists() {
         return Err(Error::AlreadyExists(id.to_string()));
     }
@@ -77,7 +78,6 @@ fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions
     };
     let (engine_dir, start_hooks) = engine_bundle::write_engine_bundle(dir, bundle, &engine_opts)?;
     let io = ProcessIo {
-        pid_file: opts.pid_file,
         console_socket: opts.console_socket,
         preserve_fds: opts.preserve_fds,
         stdio: opts.stdio,
@@ -96,6 +96,10 @@ fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions
         .build()
         .map_err(|e| Error::engine("create", &dir.id, &e))?;
     debug_pause("engine-created");
+    dir.restrict_engine_files()?;
+    if let (Some(path), Some(pid)) = (&opts.pid_file, container.pid()) {
+        crate::pid_file::write(path, pid)?;
+    }
 
     let user_env = bundle.spec.process().as_ref().and_then(|p| p.env().as_deref()).unwrap_or_default();
     dir.save_metadata(&Metadata {
@@ -148,18 +152,20 @@ fn check_systemd() -> Result<()> {
     ))
 }
 
-fn ensure_root(root: &Path) -> Result<()> {
-    fs::create_dir_all(root).map_err(|e| Error::io("create state root", root, e))
-}
-
 /// Creating the engine bundle directory is our exclusive claim on the id:
 /// of two concurrent creates with one id, exactly one gets past here.
 fn claim(dir: &ContainerDir) -> Result<()> {
     let engine = dir.engine_bundle();
+    let private = || {
+        let mut builder = fs::DirBuilder::new();
+        builder.mode(0o700);
+        builder
+    };
     if let Some(parent) = engine.parent() {
-        fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
+        private().recursive(true).create(parent).map_err(|e| Error::io("create directory", parent, e))?;
+        crate::container_dir::set_mode(parent, 0o700)?;
     }
-    match fs::create_dir(&engine) {
+    match private().create(&engine) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             Err(Error::AlreadyExists(dir.id.clone()))

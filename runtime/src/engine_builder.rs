@@ -1,5 +1,6 @@
 //! The part of libcontainer's builder that `create` and `exec` share: the
-//! state root, pid file, console socket, preserved fds and stdio.
+//! state root, console socket, preserved fds and stdio. The pid file is not
+//! the engine's: it would follow a symlink there (see `pid_file`).
 
 use std::path::PathBuf;
 
@@ -13,7 +14,6 @@ use crate::error::{Error, Result};
 /// What every engine process we start is given.
 #[derive(Debug, Default)]
 pub struct ProcessIo {
-    pub pid_file: Option<PathBuf>,
     pub console_socket: Option<PathBuf>,
     pub preserve_fds: i32,
     pub stdio: Stdio,
@@ -25,8 +25,6 @@ pub fn builder(dir: &ContainerDir, io: ProcessIo, op: &'static str) -> Result<Co
     let engine_err = |e: &dyn std::error::Error| Error::engine(op, &dir.id, e);
     let mut builder = ContainerBuilder::new(dir.id.clone(), SyscallType::default())
         .with_root_path(&dir.root)
-        .map_err(|e| engine_err(&e))?
-        .with_pid_file(io.pid_file.as_ref())
         .map_err(|e| engine_err(&e))?
         .with_console_socket(io.console_socket.as_ref())
         .with_preserved_fds(io.preserve_fds);

@@ -28,6 +28,7 @@ pub fn load(bundle: &Path) -> Result<Bundle> {
     crate::validate::check(&config, &spec)?;
     let rootfs = resolve_rootfs(&path, &config, &spec)?;
     check_process(&config, &spec)?;
+    crate::cwd::check_in_rootfs(&config, &spec, &rootfs)?;
     Ok(Bundle { path, spec, rootfs })
 }
 
@@ -128,11 +129,9 @@ pub fn write_engine_bundle(
     let start_hooks = take_start_hooks(&mut spec);
     let out = dir.engine_bundle();
     fs::create_dir_all(&out).map_err(|e| Error::io("create directory", &out, e))?;
-    let tmp = out.join("config.json.tmp");
     let data = serde_json::to_vec(&spec).map_err(|e| Error::Invalid(e.to_string()))?;
-    fs::write(&tmp, data).map_err(|e| Error::io("write", &tmp, e))?;
-    let file = out.join("config.json");
-    fs::rename(&tmp, &file).map_err(|e| Error::io("rename", &file, e))?;
+    // It holds the container's env: root only, as runc's state.json.
+    crate::atomic_file::write(&out.join("config.json"), &data, crate::container_dir::FILE_MODE)?;
     Ok((out, start_hooks))
 }
 
@@ -151,6 +150,7 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
         reason: "linux is missing".into(),
     })?;
     default_cgroups_path(linux, id, opts.systemd_cgroup);
+    deny_unlisted_devices(linux);
     normalize_rootfs_propagation(linux, &config)?;
 
     let propagations = match spec.mounts_mut() {
@@ -228,6 +228,24 @@ fn default_cgroups_path(linux: &mut oci_spec::runtime::Linux, id: &str, systemd:
         };
         linux.set_cgroups_path(Some(PathBuf::from(path)));
     }
+}
+
+/// runc's device cgroup starts from deny-all whatever the config lists;
+/// libcgroups only adds the config's rules and its default allow-list to
+/// the parent's list (usually allow-all). A leading deny-all makes them the
+/// same; an allow-all rule after it (privileged) still allows everything.
+fn deny_unlisted_devices(linux: &mut oci_spec::runtime::Linux) {
+    let deny_all = oci_spec::runtime::LinuxDeviceCgroupBuilder::default()
+        .allow(false)
+        .access("rwm")
+        .build()
+        .expect("a literal rule builds");
+    let resources = linux.resources_mut().get_or_insert_with(Default::default);
+    let mut devices = resources.devices().clone().unwrap_or_default();
+    if devices.first() != Some(&deny_all) {
+        devices.insert(0, deny_all);
+    }
+    resources.set_devices(Some(devices));
 }
 
 /// The engine always applies the root propagation recursively and only

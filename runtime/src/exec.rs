@@ -82,12 +82,11 @@ pub fn exec(root: &Path, id: &str, mut opts: ExecOptions) -> Result<i32> {
 fn spawn_with(dir: &ContainerDir, process_file: &Path, opts: ExecOptions) -> Result<Pid> {
     let detach = opts.detach || opts.console_socket.is_some();
     let io = ProcessIo {
-        pid_file: opts.pid_file,
         console_socket: opts.console_socket,
         preserve_fds: opts.preserve_fds,
         stdio: opts.stdio,
     };
-    engine_builder::builder(dir, io, "exec in")?
+    let pid = engine_builder::builder(dir, io, "exec in")?
         .as_tenant()
         .with_process(Some(process_file))
         // The engine only uses this to insist on a console socket for a
@@ -96,7 +95,13 @@ fn spawn_with(dir: &ContainerDir, process_file: &Path, opts: ExecOptions) -> Res
         .as_sibling(opts.as_sibling)
         .with_process_label(opts.process.process_label.clone())
         .build()
-        .map_err(|e| Error::engine("exec in", &dir.id, &e))
+        .map_err(|e| Error::engine("exec in", &dir.id, &e))?;
+    if let Some(Err(err)) = opts.pid_file.as_deref().map(|path| crate::pid_file::write(path, pid)) {
+        // As runc: no pid file, no process.
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        return Err(err);
+    }
+    Ok(pid)
 }
 
 /// The process spec for an exec: the given file, or the container's own
@@ -135,15 +140,18 @@ pub fn build_process(dir: &ContainerDir, args: &ProcessArgs) -> Result<Process> 
     if args.process_label.is_some() {
         process.set_selinux_label(args.process_label.clone());
     }
+    crate::validate::exec_process(&process)?;
     Ok(process)
 }
 
 /// HOME from the container's passwd (as the running init's root sees it),
-/// when the process does not set one. Without an init the engine refuses
-/// the exec itself, with its own error.
+/// when the process does not set one; and the cwd, which the engine's
+/// error would not name. Without an init the engine refuses the exec
+/// itself, with its own error.
 fn set_home(dir: &ContainerDir, process: &mut Process) -> Result<()> {
     if let Some(pid) = dir.load()?.pid() {
         home_env::set_if_missing(process, Path::new(&format!("/proc/{pid}/root")));
+        crate::cwd::check_in_container(Path::new(&format!("/proc/{pid}/root")), process.cwd())?;
     }
     Ok(())
 }
@@ -151,10 +159,12 @@ fn set_home(dir: &ContainerDir, process: &mut Process) -> Result<()> {
 fn load_process_file(file: &Path) -> Result<Process> {
     let data = fs::read(file).map_err(|e| Error::io("read", file, e))?;
     let de = &mut serde_json::Deserializer::from_slice(&data);
-    serde_path_to_error::deserialize(de).map_err(|err| Error::Config {
+    let process = serde_path_to_error::deserialize(de).map_err(|err| Error::Config {
         path: file.to_path_buf(),
         reason: format!("invalid field {}: {}", err.path(), err.inner()),
-    })
+    })?;
+    crate::validate::check_process(&process).map_err(|reason| Error::Config { path: file.to_path_buf(), reason })?;
+    Ok(process)
 }
 
 /// The container's env with `KEY=VALUE` overrides replacing same keys.
@@ -223,7 +233,7 @@ fn write_process_file(dir: &ContainerDir, process: &Process) -> Result<PathBuf> 
         .path()
         .join(format!("exec-{}-{}.json", std::process::id(), nanos()));
     let data = serde_json::to_vec(process).map_err(|e| Error::Invalid(e.to_string()))?;
-    fs::write(&path, data).map_err(|e| Error::io("write", &path, e))?;
+    crate::atomic_file::write(&path, &data, crate::container_dir::FILE_MODE)?;
     Ok(path)
 }
 

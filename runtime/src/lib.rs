@@ -2,10 +2,12 @@
 //! containerd shim, built on youki's libcontainer with our own fixes for the
 //! places where it falls short of the OCI spec or runc's behaviour.
 
+pub mod atomic_file;
 pub mod cgroup;
 pub mod cgroup_mount;
 pub mod console;
 pub mod container_dir;
+pub mod cwd;
 pub mod engine_builder;
 pub mod engine_bundle;
 pub mod error;
@@ -13,6 +15,7 @@ pub mod hook_state;
 pub mod home_env;
 pub mod in_root;
 pub mod mount_propagation;
+pub mod pid_file;
 pub mod sealed_exe;
 pub mod self_exec;
 pub mod signal;

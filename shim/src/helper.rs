@@ -261,7 +261,8 @@ fn dead_children() -> String {
 fn exec(req: &Request, stdio: rustpod::create::Stdio) -> Result<i32, String> {
     let process = req.process.as_deref().ok_or("exec request without a process")?;
     let file = req.root.join(format!(".exec-{}.json", std::process::id()));
-    std::fs::write(&file, process).map_err(|e| format!("write {}: {e}", file.display()))?;
+    // The process's env may hold secrets: root only, as the state files.
+    rustpod::atomic_file::write(&file, process.as_bytes(), rustpod::container_dir::FILE_MODE).map_err(|e| e.to_string())?;
     let opts = rustpod::exec::ExecOptions {
         process: rustpod::exec::ProcessArgs { process_file: Some(file.clone()), ..Default::default() },
         detach: true,
