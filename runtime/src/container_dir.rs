@@ -1,8 +1,10 @@
 //! Layout of the state root: one directory per container id and nothing
 //! else, holding the engine's state, the spec the container runs and our
-//! metadata.
+//! metadata. Modes as runc's: the root 0700, container directories 0711,
+//! files 0600.
 
 use std::fs;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use libcontainer::container::Container;
@@ -15,6 +17,14 @@ use crate::error::{Error, Result};
 const CONFIG_FILE: &str = "config.json";
 /// Our metadata inside the engine's container directory.
 const METADATA_FILE: &str = "rustpod.json";
+/// Files the engine writes into the container directory, which carry the
+/// container's config (its env, with any secrets in it).
+const ENGINE_FILES: [&str; 2] = ["state.json", "youki_config.json"];
+
+const ROOT_MODE: u32 = 0o700;
+const CONTAINER_DIR_MODE: u32 = 0o711;
+/// State files: only root reads them.
+pub const FILE_MODE: u32 = 0o600;
 
 /// What we remember about a container beyond the engine's state.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -67,6 +77,12 @@ impl ContainerDir {
         self.path().join(CONFIG_FILE)
     }
 
+    /// Writes the spec the container runs (0600: it holds the process's env).
+    pub fn write_config(&self, spec: &oci_spec::runtime::Spec) -> Result<()> {
+        let data = serde_json::to_vec(spec).map_err(|e| Error::Invalid(e.to_string()))?;
+        crate::atomic_file::write(&self.config_path(), &data, FILE_MODE)
+    }
+
     /// The cgroup path the container was (or was about to be) created with,
     /// from the spec it runs.
     pub fn cgroups_path(&self) -> Option<PathBuf> {
@@ -77,8 +93,8 @@ impl ContainerDir {
     /// Creating the container's directory is the exclusive claim on the id:
     /// of two concurrent creates with one id, exactly one gets past here.
     pub fn claim(&self) -> Result<()> {
-        match fs::create_dir(self.path()) {
-            Ok(()) => Ok(()),
+        match fs::DirBuilder::new().mode(CONTAINER_DIR_MODE).create(self.path()) {
+            Ok(()) => set_mode(&self.path(), CONTAINER_DIR_MODE),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(Error::AlreadyExists(self.id.clone())),
             Err(e) => Err(Error::io("create directory", self.path(), e)),
         }
@@ -96,11 +112,21 @@ impl ContainerDir {
     }
 
     pub fn save_metadata(&self, meta: &Metadata) -> Result<()> {
-        let path = self.path().join(METADATA_FILE);
-        let tmp = self.path().join(".rustpod.json.tmp");
         let data = serde_json::to_vec(meta).expect("metadata serializes");
-        fs::write(&tmp, data).map_err(|e| Error::io("write", &tmp, e))?;
-        fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &path, e))
+        crate::atomic_file::write(&self.path().join(METADATA_FILE), &data, FILE_MODE)
+    }
+
+    /// Narrows what the engine created with the umask's modes: the
+    /// container directory to 0711 and its state files to 0600.
+    pub fn restrict_engine_files(&self) -> Result<()> {
+        set_mode(&self.path(), CONTAINER_DIR_MODE)?;
+        for name in ENGINE_FILES {
+            match set_mode(&self.path().join(name), FILE_MODE) {
+                Err(Error::Io { err, .. }) if err.kind() == std::io::ErrorKind::NotFound => {}
+                other => other?,
+            }
+        }
+        Ok(())
     }
 
     pub fn metadata(&self) -> Option<Metadata> {
@@ -116,6 +142,22 @@ impl ContainerDir {
             Err(e) => Err(Error::io("remove", self.path(), e)),
         }
     }
+}
+
+/// Creates the state root (and missing parents) 0700, and narrows an
+/// existing one to 0700: other users must not list or read containers.
+pub fn ensure_root(root: &Path) -> Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(ROOT_MODE)
+        .create(root)
+        .map_err(|e| Error::io("create state root", root, e))?;
+    set_mode(root, ROOT_MODE)
+}
+
+/// chmod, which (unlike a mode given at creation) ignores the umask.
+pub fn set_mode(path: &Path, mode: u32) -> Result<()> {
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(|e| Error::io("chmod", path, e))
 }
 
 /// Lists the ids of the containers under `root`, sorted.

@@ -1,7 +1,6 @@
 //! `create`: set up a container from a bundle and leave its init waiting
 //! for `start`. On any failure nothing is left: no state, cgroup or process.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use libcontainer::container::Container;
@@ -39,7 +38,7 @@ pub fn create_from(
     opts: CreateOptions,
 ) -> Result<Container> {
     let dir = ContainerDir::new(root, id)?;
-    ensure_root(root)?;
+    crate::container_dir::ensure_root(root)?;
     if dir.path().exists() {
         return Err(Error::AlreadyExists(id.to_string()));
     }
@@ -82,10 +81,9 @@ fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions
     let mut spec = engine_bundle::engine_spec(&dir.id, bundle, &engine_opts)?;
     let poststart = engine_bundle::take_poststart(&mut spec);
     let start_barrier = engine_bundle::has_start_barrier(&spec);
-    engine_bundle::write_config(&dir.config_path(), &spec)?;
+    dir.write_config(&spec)?;
     let init_opts = InitOptions {
         io: ProcessIo {
-            pid_file: opts.pid_file,
             console_socket: opts.console_socket,
             preserve_fds: opts.preserve_fds,
             stdio: opts.stdio,
@@ -99,6 +97,10 @@ fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions
         .and_then(|f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockShared).ok());
     let container = crate::init::spawn(dir, &bundle.path, spec, init_opts)?;
     debug_pause("engine-created");
+    dir.restrict_engine_files()?;
+    if let (Some(path), Some(pid)) = (&opts.pid_file, container.pid()) {
+        crate::pid_file::write(path, pid)?;
+    }
 
     let user_env = bundle.spec.process().as_ref().and_then(|p| p.env().as_deref()).unwrap_or_default();
     dir.save_metadata(&Metadata {
@@ -136,8 +138,4 @@ fn debug_pause(point: &str) {
 /// As runc: the systemd cgroup driver needs a running systemd.
 fn systemd_running() -> bool {
     Path::new("/run/systemd/system").is_dir()
-}
-
-fn ensure_root(root: &Path) -> Result<()> {
-    fs::create_dir_all(root).map_err(|e| Error::io("create state root", root, e))
 }

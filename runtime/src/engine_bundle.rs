@@ -27,6 +27,7 @@ pub fn load(bundle: &Path) -> Result<Bundle> {
     crate::validate::check(&config, &spec)?;
     let rootfs = resolve_rootfs(&path, &config, &spec)?;
     check_process(&config, &spec)?;
+    crate::cwd::check_in_rootfs(&config, &spec, &rootfs)?;
     Ok(Bundle { path, spec, rootfs })
 }
 
@@ -116,23 +117,6 @@ pub struct EngineOptions {
     pub systemd_cgroup: bool,
 }
 
-/// Writes `spec` where the container's exec reads it (0600: it holds the
-/// process's env), through a temporary file so it is never half written.
-pub fn write_config(path: &Path, spec: &Spec) -> Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let data = serde_json::to_vec(spec).map_err(|e| Error::Invalid(e.to_string()))?;
-    let tmp = path.with_extension("json.tmp");
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(|e| Error::io("create", &tmp, e))?;
-    file.write_all(&data).map_err(|e| Error::io("write", &tmp, e))?;
-    fs::rename(&tmp, path).map_err(|e| Error::io("rename", path, e))
-}
-
 /// The spec the engine runs, derived from the user's.
 pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Spec> {
     let config = bundle.path.join("config.json");
@@ -148,6 +132,7 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
         reason: "linux is missing".into(),
     })?;
     default_cgroups_path(linux, id, opts.systemd_cgroup);
+    deny_unlisted_devices(linux);
     normalize_rootfs_propagation(linux, &config)?;
 
     let propagations = match spec.mounts_mut() {
@@ -243,6 +228,24 @@ fn default_cgroups_path(linux: &mut oci_spec::runtime::Linux, id: &str, systemd:
         };
         linux.set_cgroups_path(Some(PathBuf::from(path)));
     }
+}
+
+/// runc's device cgroup starts from deny-all whatever the config lists;
+/// libcgroups only adds the config's rules and its default allow-list to
+/// the parent's list (usually allow-all). A leading deny-all makes them the
+/// same; an allow-all rule after it (privileged) still allows everything.
+fn deny_unlisted_devices(linux: &mut oci_spec::runtime::Linux) {
+    let deny_all = oci_spec::runtime::LinuxDeviceCgroupBuilder::default()
+        .allow(false)
+        .access("rwm")
+        .build()
+        .expect("a literal rule builds");
+    let resources = linux.resources_mut().get_or_insert_with(Default::default);
+    let mut devices = resources.devices().clone().unwrap_or_default();
+    if devices.first() != Some(&deny_all) {
+        devices.insert(0, deny_all);
+    }
+    resources.set_devices(Some(devices));
 }
 
 /// The engine always applies the root propagation recursively and only

@@ -56,17 +56,25 @@ pub fn spawn(root: &Path, id: &str, opts: ExecOptions) -> Result<Pid> {
     let spec = engine_bundle::parse_config(&dir.config_path())?;
     let added_home = dir.metadata().is_some_and(|meta| meta.added_home);
     let mut process = build_process(&spec, &opts.process, added_home)?;
-    home_env::set_if_missing(&mut process, Path::new(&format!("/proc/{init_pid}/root")));
+    let init_root = format!("/proc/{init_pid}/root");
+    home_env::set_if_missing(&mut process, Path::new(&init_root));
+    // The engine's error would not name the cwd.
+    crate::cwd::check_in_container(Path::new(&init_root), process.cwd())?;
     crate::init::check_terminal(process.terminal().unwrap_or(false), opts.console_socket.is_some())?;
     crate::caps_check::check(Some(&process))?;
     let spec = tenant::tenant_spec(&spec, process, init_pid)?;
     let io = ProcessIo {
-        pid_file: opts.pid_file,
         console_socket: opts.console_socket,
         preserve_fds: opts.preserve_fds,
         stdio: opts.stdio,
     };
-    tenant::spawn(&dir, &container, spec, io, opts.sub_cgroup.as_deref())
+    let pid = tenant::spawn(&dir, &container, spec, io, opts.sub_cgroup.as_deref())?;
+    if let Some(Err(err)) = opts.pid_file.as_deref().map(|path| crate::pid_file::write(path, pid)) {
+        // As runc: no pid file, no process.
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        return Err(err);
+    }
+    Ok(pid)
 }
 
 /// `exec` as the CLI runs it: in the foreground, the exit code of the
@@ -114,6 +122,7 @@ fn runnable_init(container: &Container, id: &str, ignore_paused: bool) -> Result
 /// looks up its own user's.
 pub fn build_process(spec: &Spec, args: &ProcessArgs, added_home: bool) -> Result<Process> {
     if let Some(process) = &args.process {
+        crate::validate::exec_process(process)?;
         return Ok(process.clone());
     }
     if let Some(file) = &args.process_file {
@@ -147,16 +156,19 @@ pub fn build_process(spec: &Spec, args: &ProcessArgs, added_home: bool) -> Resul
     if args.process_label.is_some() {
         process.set_selinux_label(args.process_label.clone());
     }
+    crate::validate::exec_process(&process)?;
     Ok(process)
 }
 
 fn load_process_file(file: &Path) -> Result<Process> {
     let data = fs::read(file).map_err(|e| Error::io("read", file, e))?;
     let de = &mut serde_json::Deserializer::from_slice(&data);
-    serde_path_to_error::deserialize(de).map_err(|err| Error::Config {
+    let process = serde_path_to_error::deserialize(de).map_err(|err| Error::Config {
         path: file.to_path_buf(),
         reason: format!("invalid field {}: {}", err.path(), err.inner()),
-    })
+    })?;
+    crate::validate::check_process(&process).map_err(|reason| Error::Config { path: file.to_path_buf(), reason })?;
+    Ok(process)
 }
 
 /// The container's env with `KEY=VALUE` overrides replacing same keys.
@@ -292,6 +304,17 @@ mod tests {
         let mut relative = argv(&["sh"]);
         relative.cwd = Some(PathBuf::from("tmp"));
         assert!(build_process(&container_spec(), &relative, false).is_err());
+    }
+
+    #[test]
+    fn a_process_value_with_an_id_out_of_range_is_refused() {
+        let mut process = container_spec().process().clone().unwrap();
+        let mut user = process.user().clone();
+        user.set_uid(u32::MAX);
+        process.set_user(user);
+        let args = ProcessArgs { process: Some(process), ..Default::default() };
+        let err = build_process(&container_spec(), &args, false).unwrap_err().to_string();
+        assert!(err.contains("2147483647"), "{err}");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! static binary could load the container's own NSS modules.
 
 use std::io::Read;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
 use oci_spec::runtime::Process;
@@ -41,18 +41,28 @@ pub fn without_home(mut env: Vec<String>) -> Vec<String> {
 }
 
 /// The container's /etc/passwd, if it is a regular file of sane size.
-/// Opened non-blocking, so a FIFO planted there cannot stall us.
 fn read_passwd(root: &Path) -> Option<String> {
-    let root = in_root::open(None, root, libc::O_PATH | libc::O_DIRECTORY).ok()?;
-    let file: OwnedFd = in_root::open(Some(&root), Path::new("/etc/passwd"), libc::O_RDONLY | libc::O_NONBLOCK).ok()?;
-    let file = std::fs::File::from(file);
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() || meta.len() > MAX_PASSWD_BYTES {
-        return None;
-    }
+    let file = open_regular(root, Path::new("/etc/passwd"))?;
     let mut text = String::new();
     file.take(MAX_PASSWD_BYTES).read_to_string(&mut text).ok()?;
     Some(text)
+}
+
+/// Opens `path` inside `root` for reading only if it is a regular file.
+/// The container controls what is there: a device node it made (a tape
+/// rewinds, a watchdog arms when opened) or a FIFO must never be opened
+/// by us on the host. So: an O_PATH handle (which opens nothing), fstat,
+/// then a real open of that same inode through /proc/self/fd.
+fn open_regular(root: &Path, path: &Path) -> Option<std::fs::File> {
+    let root = in_root::open(None, root, libc::O_PATH | libc::O_DIRECTORY).ok()?;
+    let handle: OwnedFd = in_root::open(Some(&root), path, libc::O_PATH).ok()?;
+    let meta = nix::sys::stat::fstat(handle.as_raw_fd()).ok()?;
+    let regular = meta.st_mode & libc::S_IFMT == libc::S_IFREG;
+    if !regular || meta.st_size as u64 > MAX_PASSWD_BYTES {
+        return None;
+    }
+    let reopen = format!("/proc/self/fd/{}", handle.as_raw_fd());
+    std::fs::File::open(reopen).ok()
 }
 
 /// The home field of the first passwd entry for `uid`, if not empty.
@@ -133,6 +143,25 @@ mod tests {
         let dir = scratch_root("fifo");
         nix::unistd::mkfifo(&dir.join("rootfs/etc/passwd"), nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
         assert_eq!(home_in(&dir.join("rootfs")).as_deref(), Some(&["HOME=/".to_string()][..]));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_device_node_at_etc_passwd_is_not_opened() {
+        let dir = scratch_root("device");
+        // c 1 3 (null) opens fine: only the type check can refuse it.
+        let dev = nix::sys::stat::makedev(1, 3);
+        nix::sys::stat::mknod(&dir.join("rootfs/etc/passwd"), nix::sys::stat::SFlag::S_IFCHR, nix::sys::stat::Mode::from_bits_truncate(0o644), dev).unwrap();
+        assert_eq!(home_in(&dir.join("rootfs")).as_deref(), Some(&["HOME=/".to_string()][..]));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_symlink_inside_the_rootfs_is_followed_there() {
+        let dir = scratch_root("inner-link");
+        std::fs::write(dir.join("rootfs/etc/passwd.real"), "root:x:0:0:root:/inner:/bin/sh\n").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd.real", dir.join("rootfs/etc/passwd")).unwrap();
+        assert_eq!(home_in(&dir.join("rootfs")).as_deref(), Some(&["HOME=/inner".to_string()][..]));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

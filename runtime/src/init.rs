@@ -86,7 +86,7 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
         stdout: raw(&opts.io.stdio.stdout),
         stderr: raw(&opts.io.stdio.stderr),
         as_sibling: false,
-        pid_file: opts.io.pid_file.clone(),
+        pid_file: None,
         spec: Rc::new(spec),
     };
     let cgroup_config = args.cgroup_config.clone();

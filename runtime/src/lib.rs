@@ -2,12 +2,14 @@
 //! containerd shim, built on youki's libcontainer with our own fixes for the
 //! places where it falls short of the OCI spec or runc's behaviour.
 
+pub mod atomic_file;
 pub mod caps_check;
 pub mod cgroup;
 pub mod cgroup_mount;
 pub mod cgroup_mount_flags;
 pub mod console;
 pub mod container_dir;
+pub mod cwd;
 pub mod engine_bundle;
 pub mod error;
 pub mod executor;
@@ -16,6 +18,7 @@ pub mod home_env;
 pub mod in_root;
 pub mod init;
 pub mod mount_propagation;
+pub mod pid_file;
 pub mod process_io;
 pub mod process_setup;
 pub mod sealed_exe;

@@ -1,5 +1,6 @@
 //! What every container process we start is given: its stdio (or a console
-//! socket for its pty), extra fds, and where to write its pid.
+//! socket for its pty) and extra fds. The pid file is ours to write, not the
+//! engine's: it would follow a symlink there (see `pid_file`).
 
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
@@ -14,7 +15,6 @@ pub struct Stdio {
 
 #[derive(Debug, Default)]
 pub struct ProcessIo {
-    pub pid_file: Option<PathBuf>,
     pub console_socket: Option<PathBuf>,
     pub preserve_fds: i32,
     pub stdio: Stdio,

@@ -4,7 +4,7 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::Path;
 
-use oci_spec::runtime::Spec;
+use oci_spec::runtime::{LinuxDeviceCgroupBuilder, Spec};
 
 use crate::error::{Error, Result};
 
@@ -17,7 +17,29 @@ pub fn default_spec(rootless: bool) -> Spec {
         Spec::default()
     };
     spec.set_hostname(Some("rustpod".to_string()));
+    as_runc_starter(&mut spec);
     spec
+}
+
+/// What runc's starter spec has and oci-spec's default lacks: a deny-all
+/// device rule (so a CAP_MKNOD process cannot open host devices it makes)
+/// and no inheritable capabilities (CVE-2022-29162, runc >= 1.1.2).
+fn as_runc_starter(spec: &mut Spec) {
+    if let Some(process) = spec.process_mut() {
+        let mut caps = process.capabilities().clone().unwrap_or_default();
+        caps.set_inheritable(None);
+        process.set_capabilities(Some(caps));
+    }
+    // A rootless spec has no resources at all, as runc's.
+    let Some(resources) = spec.linux_mut().as_mut().and_then(|l| l.resources_mut().as_mut()) else {
+        return;
+    };
+    let deny_all = LinuxDeviceCgroupBuilder::default()
+        .allow(false)
+        .access("rwm")
+        .build()
+        .expect("a literal rule builds");
+    resources.set_devices(Some(vec![deny_all]));
 }
 
 /// Writes `<bundle>/config.json`; refuses to overwrite one.

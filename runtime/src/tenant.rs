@@ -169,7 +169,7 @@ pub fn spawn(
         stdout: raw(&io.stdio.stdout),
         stderr: raw(&io.stdio.stderr),
         as_sibling: false,
-        pid_file: io.pid_file.clone(),
+        pid_file: None,
         spec: Rc::new(spec),
     };
     let pid = libcontainer::process::container_main_process::container_main_process(&args)

@@ -6,7 +6,7 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Component, Path};
 
-use oci_spec::runtime::{Hook, LinuxNamespaceType, Spec};
+use oci_spec::runtime::{Hook, LinuxNamespaceType, Process, Spec, User};
 
 use crate::error::{Error, Result};
 
@@ -18,12 +18,72 @@ pub fn check(config: &Path, spec: &Spec) -> Result<()> {
     };
     root_path(spec).map_err(bad)?;
     hooks(spec).map_err(bad)?;
+    if let Some(process) = spec.process() {
+        check_process(process).map_err(|reason| bad(format!("process.{reason}")))?;
+    }
     let Some(linux) = spec.linux() else {
         return Ok(());
     };
     cgroups_path(linux).map_err(bad)?;
+    duplicate_namespaces(linux).map_err(bad)?;
     namespaces(linux).map_err(bad)?;
+    devices(linux).map_err(bad)?;
     memory(linux).map_err(bad)
+}
+
+/// The checks of a process an exec runs (`--process FILE`, or argv with
+/// `--user`, `--additional-gids`, `--env`, `--cwd`), as for the config's.
+pub fn exec_process(process: &Process) -> Result<()> {
+    check_process(process).map_err(|reason| Error::Invalid(format!("process.{reason}")))
+}
+
+/// A process's user, env and cwd; the error starts with the field (below
+/// `process.`) and ends with runc's words.
+pub fn check_process(process: &Process) -> Check {
+    check_user(process.user())?;
+    env(process.env().as_deref().unwrap_or_default())?;
+    cwd(process.cwd())
+}
+
+/// runc's bound on ids: `setresuid(-1)` (uid 4294967295) means "leave it
+/// unchanged", so an id out of range would run the process as root.
+pub const MAX_ID: u32 = i32::MAX as u32;
+const ID_RANGE: &str = "uids and gids must be in range 0-2147483647";
+
+/// uid, gid and every additional gid within 0..=2147483647, as runc.
+pub fn check_user(user: &User) -> Check {
+    let ids = [("uid", user.uid()), ("gid", user.gid())]
+        .into_iter()
+        .chain(user.additional_gids().iter().flatten().map(|gid| ("additionalGids", *gid)));
+    for (field, id) in ids {
+        if id > MAX_ID {
+            return Err(format!("user.{field} {id}: {ID_RANGE}"));
+        }
+    }
+    Ok(())
+}
+
+/// Every entry is `NAME=value` with a non-empty name (runc's init refuses
+/// the others; the engine would pass them on to execve as they are).
+fn env(env: &[String]) -> Check {
+    for (index, entry) in env.iter().enumerate() {
+        let field = format!("env[{index}]");
+        match entry.split_once('=') {
+            None => return Err(format!("{field}: invalid environment variable: {entry:?}")),
+            Some(("", _)) => {
+                return Err(format!("{field}: environment variable name can't be empty: {entry:?}"))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+fn cwd(cwd: &Path) -> Check {
+    if cwd.is_relative() {
+        return Err(format!("cwd {}: Cwd must be an absolute path", cwd.display()));
+    }
+    Ok(())
 }
 
 type Check = std::result::Result<(), String>;
@@ -62,6 +122,37 @@ fn cgroups_path(linux: &oci_spec::runtime::Linux) -> Check {
     let text = path.to_string_lossy();
     if text.split(['/', ':']).any(|part| part == "..") {
         return Err(format!("linux.cgroupsPath {text:?}: must not contain \"..\""));
+    }
+    Ok(())
+}
+
+/// One entry per namespace type, as runc ("duplicated ns"); the engine
+/// would silently use one of them.
+fn duplicate_namespaces(linux: &oci_spec::runtime::Linux) -> Check {
+    let namespaces = linux.namespaces().as_deref().unwrap_or_default();
+    for (index, ns) in namespaces.iter().enumerate() {
+        if namespaces[..index].iter().any(|earlier| earlier.typ() == ns.typ()) {
+            // The spec's name ("mount", "network"), quoted.
+            let typ = serde_json::to_string(&ns.typ()).unwrap_or_default();
+            return Err(format!("linux.namespaces[{index}]: malformed spec file: duplicated ns {typ}"));
+        }
+    }
+    Ok(())
+}
+
+/// Device nodes are made under /dev (the engine makes them nowhere else,
+/// and fails with a bare "failed to prepare rootfs"); `..` would be clamped
+/// to some other place in the rootfs, so it is refused.
+fn devices(linux: &oci_spec::runtime::Linux) -> Check {
+    for (index, device) in linux.devices().iter().flatten().enumerate() {
+        let path = device.path();
+        let field = format!("linux.devices[{index}].path {}", path.display());
+        if path.components().any(|c| c == Component::ParentDir) {
+            return Err(format!("{field}: must not contain \"..\""));
+        }
+        if !path.starts_with("/dev") || path == Path::new("/dev") {
+            return Err(format!("{field}: must be below /dev"));
+        }
     }
     Ok(())
 }
@@ -166,5 +257,29 @@ mod tests {
         assert!(escapes(Path::new("rootfs/../../x")));
         assert!(!escapes(Path::new("rootfs/../rootfs2")));
         assert!(!escapes(Path::new("rootfs")));
+    }
+
+    fn user(uid: u32, gid: u32, additional: &[u32]) -> User {
+        let mut user = User::default();
+        user.set_uid(uid);
+        user.set_gid(gid);
+        user.set_additional_gids(Some(additional.to_vec()));
+        user
+    }
+
+    #[test]
+    fn ids_outside_runc_range_are_refused() {
+        assert!(check_user(&user(MAX_ID, MAX_ID, &[MAX_ID])).is_ok());
+        for bad in [user(u32::MAX, 0, &[]), user(0, MAX_ID + 1, &[]), user(0, 0, &[5, u32::MAX])] {
+            let err = check_user(&bad).unwrap_err();
+            assert!(err.ends_with(ID_RANGE), "{err}");
+        }
+    }
+
+    #[test]
+    fn env_entries_need_a_name_and_an_equals_sign() {
+        assert!(env(&["A=".into(), "B=c=d".into()]).is_ok());
+        assert!(env(&["NOEQUALS".into()]).unwrap_err().contains("invalid environment variable"));
+        assert!(env(&["=x".into()]).unwrap_err().contains("name can't be empty"));
     }
 }

@@ -36,7 +36,10 @@ pub fn serve(flags: &Flags) -> Result<(), String> {
 
     let exit = Arc::new(ExitSignal::default());
     let events = Publisher::start(std::env::var("TTRPC_ADDRESS").unwrap_or_default(), flags.namespace.clone());
-    let shared = Shared::new(state_root(&flags.namespace), events, Arc::clone(&exit));
+    let root = state_root(&flags.namespace);
+    // Also narrows a root an older shim left world-readable.
+    rustpod::container_dir::ensure_root(&root).map_err(|e| e.to_string())?;
+    let shared = Shared::new(root, events, Arc::clone(&exit));
     let reaped = Arc::clone(&shared);
     crate::reaper::start(signals, move |pid, status| reaped.on_exit(pid, status))?;
 
@@ -114,16 +117,23 @@ fn listen(address: &str) -> Result<Option<UnixListener>, String> {
         std::fs::create_dir_all(parent).map_err(|e| format!("create {}: {e}", parent.display()))?;
     }
     match UnixListener::bind(path) {
-        Ok(l) => Ok(Some(l)),
+        Ok(l) => owner_only(path).map(|()| Some(l)),
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
             if crate::service::serving(address) {
                 return Ok(None);
             }
             let _ = std::fs::remove_file(path);
-            UnixListener::bind(path).map(Some).map_err(|e| format!("listen on {}: {e}", path.display()))
+            let listener = UnixListener::bind(path).map_err(|e| format!("listen on {}: {e}", path.display()))?;
+            owner_only(path).map(|()| Some(listener))
         }
         Err(e) => Err(format!("listen on {}: {e}", path.display())),
     }
+}
+
+/// The socket takes containerd's every task request: 0600, as containerd's
+/// Go shim makes it, whatever the umask.
+fn owner_only(socket: &Path) -> Result<(), String> {
+    rustpod::container_dir::set_mode(socket, 0o600).map_err(|e| e.to_string())
 }
 
 /// A long-lived shim per pod: keep glibc from giving each of its threads a

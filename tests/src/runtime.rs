@@ -27,6 +27,19 @@ impl Runtime {
         Self::with_bin(env::runc_bin())
     }
 
+    /// runc (when installed, and not itself what is under test), then the runtime under test:
+    /// for tests that run one scenario on both and check each.
+    pub fn runc_and_under_test() -> Vec<Self> {
+        let mut all = vec![];
+        if crate::needs::program(&env::runc_bin()).is_none() && !env::testing_runc_itself() {
+            all.push(Self::runc());
+        } else {
+            eprintln!("runc is not installed (or is under test): no comparison with it");
+        }
+        all.push(Self::under_test());
+        all
+    }
+
     pub fn with_bin(bin: PathBuf) -> Self {
         assert!(
             bin.exists(),
