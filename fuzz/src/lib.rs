@@ -48,10 +48,10 @@ pub fn cli_args(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     for arg in text.split(|c: char| c == '\0' || c.is_whitespace()) {
         let _ = rustpod::signal::parse(arg);
-        let _ = rustpod::update::parse_size(arg);
+        let _ = rustpod::parse_size(arg);
         if rustpod::container_dir::validate_id(arg).is_ok() {
             assert!(!arg.contains('/') && arg != "." && arg != "..", "id {arg:?} accepted");
         }
     }
-    let _ = rustpod::update::parse_resources(data);
+    let _ = rustpod::parse_resources(data);
 }

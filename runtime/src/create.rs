@@ -25,11 +25,6 @@ pub struct CreateOptions {
     pub stdio: Stdio,
 }
 
-pub fn create(root: &Path, id: &str, opts: CreateOptions) -> Result<Container> {
-    let bundle = engine_bundle::load(&opts.bundle)?;
-    create_from(root, id, &bundle, opts)
-}
-
 /// `create` for a bundle the caller has already loaded.
 pub fn create_from(
     root: &Path,

@@ -11,7 +11,10 @@ use crate::container_dir::ContainerDir;
 use crate::error::{Error, Result};
 use crate::state::status_word;
 
-pub fn delete(root: &Path, id: &str, force: bool) -> Result<()> {
+/// Deletes container `id` of `root`, also one whose state is missing or
+/// broken (a create that died half-way): with `force`, or when nothing
+/// but our directory is left.
+pub(crate) fn delete(root: &Path, id: &str, force: bool) -> Result<()> {
     let dir = ContainerDir::new(root, id)?;
     if !dir.exists() {
         if dir.path().exists() {
@@ -20,11 +23,18 @@ pub fn delete(root: &Path, id: &str, force: bool) -> Result<()> {
         }
         return if force { Ok(()) } else { Err(Error::NotFound(id.to_string())) };
     }
-    let mut container = match dir.load() {
+    let container = match dir.load() {
         Ok(c) => c,
         Err(_) if force => return remove_leftovers(&dir),
         Err(e) => return Err(e),
     };
+    delete_loaded(&dir, container, force)
+}
+
+/// Deletes a loaded container: a stopped or created one, or with `force`
+/// any.
+pub(crate) fn delete_loaded(dir: &ContainerDir, mut container: Container, force: bool) -> Result<()> {
+    let id = dir.id.as_str();
     let status = container.status();
     let deletable = matches!(status, ContainerStatus::Stopped | ContainerStatus::Created);
     if !deletable && !force {
@@ -36,16 +46,16 @@ pub fn delete(root: &Path, id: &str, force: bool) -> Result<()> {
         });
     }
     let cgroup_path = container.spec().ok().map(|c| c.cgroup_path);
-    let killed = kill_own_processes(&container, &dir, cgroup_path.as_deref());
+    let killed = kill_own_processes(&container, dir, cgroup_path.as_deref());
     if let Err(err) = killed {
         if !force {
             return Err(err);
         }
     }
     let _ = container.refresh_status();
-    let removed = match finish(&mut container, &dir, cgroup_path.as_deref()) {
+    let removed = match finish(&mut container, dir, cgroup_path.as_deref()) {
         Ok(()) => Ok(()),
-        Err(_) if force => return remove_leftovers(&dir),
+        Err(_) if force => return remove_leftovers(dir),
         Err(e) => Err(e),
     };
     if removed.is_ok() && cgroup_path == Some(cgroup::default_path(id)) {

@@ -2,9 +2,9 @@
 //! JSON object a line.
 
 use std::io::Write;
-use std::path::Path;
 use std::time::Duration;
 
+use libcontainer::container::Container;
 use serde_json::json;
 
 use crate::container_dir::ContainerDir;
@@ -12,10 +12,10 @@ use crate::error::{Error, Result};
 
 /// Writes a `stats` event once (`once`), or every `interval` until the
 /// container stops or the writer fails.
-pub fn events(root: &Path, id: &str, interval: Duration, once: bool, out: &mut dyn Write) -> Result<()> {
-    let dir = ContainerDir::new(root, id)?;
+pub(crate) fn events(dir: &ContainerDir, container: &mut Container, interval: Duration, once: bool, out: &mut dyn Write) -> Result<()> {
+    let id = dir.id.as_str();
     loop {
-        let container = dir.load()?;
+        container.refresh_status().map_err(|e| Error::engine("load state of", id, &e))?;
         if !container.status().eq(&libcontainer::container::ContainerStatus::Running)
             && !container.status().eq(&libcontainer::container::ContainerStatus::Paused)
         {
@@ -26,7 +26,7 @@ pub fn events(root: &Path, id: &str, interval: Duration, once: bool, out: &mut d
                 wanted: "running",
             });
         }
-        let stats = crate::stats::read(&container)?;
+        let stats = crate::stats::read(container)?;
         let event = json!({"type": "stats", "id": id, "data": crate::stats::runc_shape(&stats)});
         let write = writeln!(out, "{event}").and_then(|_| out.flush());
         if write.is_err() || once {

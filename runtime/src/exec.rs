@@ -49,10 +49,8 @@ pub struct ExecOptions {
 }
 
 /// Starts the process and returns its pid (our child).
-pub fn spawn(root: &Path, id: &str, opts: ExecOptions) -> Result<Pid> {
-    let dir = ContainerDir::new(root, id)?;
-    let container = dir.load()?;
-    let init_pid = runnable_init(&container, id, opts.ignore_paused)?;
+pub(crate) fn spawn(dir: &ContainerDir, container: &Container, opts: ExecOptions) -> Result<Pid> {
+    let init_pid = runnable_init(container, &dir.id, opts.ignore_paused)?;
     let spec = engine_bundle::parse_config(&dir.config_path())?;
     let added_home = dir.metadata().is_some_and(|meta| meta.added_home);
     let mut process = build_process(&spec, &opts.process, added_home)?;
@@ -68,7 +66,7 @@ pub fn spawn(root: &Path, id: &str, opts: ExecOptions) -> Result<Pid> {
         preserve_fds: opts.preserve_fds,
         stdio: opts.stdio,
     };
-    let pid = tenant::spawn(&dir, &container, spec, io, opts.sub_cgroup.as_deref())?;
+    let pid = tenant::spawn(dir, container, spec, io, opts.sub_cgroup.as_deref())?;
     if let Some(Err(err)) = opts.pid_file.as_deref().map(|path| crate::pid_file::write(path, pid)) {
         // As runc: no pid file, no process.
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
@@ -79,16 +77,16 @@ pub fn spawn(root: &Path, id: &str, opts: ExecOptions) -> Result<Pid> {
 
 /// `exec` as the CLI runs it: in the foreground, the exit code of the
 /// process (with a pty proxied to our stdio for `--tty`); detached, 0.
-pub fn exec(root: &Path, id: &str, mut opts: ExecOptions) -> Result<i32> {
+pub(crate) fn exec(dir: &ContainerDir, container: &Container, mut opts: ExecOptions) -> Result<i32> {
     let detach = opts.detach;
     let console = if opts.process.tty && !detach && opts.console_socket.is_none() {
-        let socket = ConsoleSocket::bind(&ContainerDir::new(root, id)?.path())?;
+        let socket = ConsoleSocket::bind(&dir.path())?;
         opts.console_socket = Some(socket.path().to_path_buf());
         Some(socket)
     } else {
         None
     };
-    let pid = spawn(root, id, opts)?;
+    let pid = spawn(dir, container, opts)?;
     if detach {
         return Ok(0);
     }

@@ -1,18 +1,15 @@
 //! `kill`: send a signal to the init, or with `all` to every process of
 //! the container.
 
-use std::path::Path;
-
-use libcontainer::container::ContainerStatus;
+use libcontainer::container::{Container, ContainerStatus};
 use nix::sys::signal::Signal;
 
 use crate::container_dir::ContainerDir;
 use crate::error::{Error, Result};
 use crate::state::status_word;
 
-pub fn kill(root: &Path, id: &str, signal: Signal, all: bool) -> Result<()> {
-    let dir = ContainerDir::new(root, id)?;
-    let mut container = dir.load()?;
+pub(crate) fn kill(dir: &ContainerDir, container: &mut Container, signal: Signal, all: bool) -> Result<()> {
+    let id = &dir.id;
     let status = container.status();
     let alive = matches!(
         status,
@@ -20,7 +17,7 @@ pub fn kill(root: &Path, id: &str, signal: Signal, all: bool) -> Result<()> {
     );
     if !alive && !all {
         return Err(Error::WrongStatus {
-            id: id.to_string(),
+            id: id.clone(),
             op: "kill",
             status: status_word(status).to_string(),
             wanted: "created, running or paused",

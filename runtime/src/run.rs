@@ -5,11 +5,13 @@
 use std::path::Path;
 
 use crate::console::ConsoleSocket;
+use crate::container::Container;
+use crate::container_dir::ContainerDir;
 use crate::create::{self, CreateOptions};
 use crate::error::{Error, Result};
-use crate::{delete, engine_bundle, start, wait};
+use crate::{delete, engine_bundle, wait};
 
-pub fn run(root: &Path, id: &str, mut opts: CreateOptions, detach: bool) -> Result<i32> {
+pub(crate) fn run(root: &Path, id: &str, mut opts: CreateOptions, detach: bool) -> Result<i32> {
     let bundle = engine_bundle::load(&opts.bundle)?;
     let wants_tty = bundle
         .spec
@@ -24,12 +26,13 @@ pub fn run(root: &Path, id: &str, mut opts: CreateOptions, detach: bool) -> Resu
     } else {
         None
     };
-    let container = create::create_from(root, id, &bundle, opts)?;
+    let engine = create::create_from(root, id, &bundle, opts)?;
+    let mut container = Container::new(ContainerDir::new(root, id)?, engine);
     let started = console
         .as_ref()
         .map(|c| c.receive_master())
         .transpose()
-        .and_then(|master| start::start(root, id).map(|_| master));
+        .and_then(|master| container.start().map(|_| master));
     let master = match started {
         Ok(master) => master,
         Err(err) => {
@@ -42,6 +45,7 @@ pub fn run(root: &Path, id: &str, mut opts: CreateOptions, detach: bool) -> Resu
     }
     let pid = container
         .pid()
+        .map(nix::unistd::Pid::from_raw)
         .ok_or_else(|| Error::Invalid(format!("container {id} has no init pid")))?;
     let code = match master {
         Some(master) => crate::console::proxy_until_exit(master, pid),

@@ -15,9 +15,8 @@ use crate::error::{Error, Result};
 use crate::start_barrier;
 use crate::state::status_word;
 
-pub fn start(root: &Path, id: &str) -> Result<()> {
-    let dir = ContainerDir::new(root, id)?;
-    let mut container = dir.load()?;
+pub(crate) fn start(dir: &ContainerDir, container: &mut Container) -> Result<()> {
+    let id = dir.id.as_str();
     let status = container.status();
     if status != ContainerStatus::Created {
         return Err(Error::WrongStatus {
@@ -35,8 +34,10 @@ pub fn start(root: &Path, id: &str) -> Result<()> {
     release_init(container.root.as_path())?;
     if let (true, Some(pid)) = (barrier, container.pid()) {
         if let Err(err) = start_barrier::wait(pid.as_raw()) {
-            // The spec: a failing startContainer hook stops the container.
-            let _ = container.kill(nix::sys::signal::Signal::SIGKILL, true);
+            // The spec: a failing startContainer hook stops the container
+            // (its init, and with it its PID namespace; never the rest of
+            // a cgroup it may share).
+            let _ = container.kill(nix::sys::signal::Signal::SIGKILL, false);
             return Err(err);
         }
     }

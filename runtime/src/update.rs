@@ -1,8 +1,7 @@
 //! `update`: change a live container's cgroup resources.
 
-use std::path::Path;
-
 use libcgroups::common::{CgroupManager, ControllerOpt};
+use libcontainer::container::Container;
 use oci_spec::runtime::{
     LinuxCpu, LinuxCpuBuilder, LinuxMemory, LinuxMemoryBuilder, LinuxPidsBuilder, LinuxResources,
 };
@@ -26,11 +25,9 @@ pub struct ResourceFlags {
     pub pids_limit: Option<i64>,
 }
 
-pub fn update(root: &Path, id: &str, base: Option<LinuxResources>, flags: &ResourceFlags) -> Result<()> {
-    let dir = ContainerDir::new(root, id)?;
-    let container = dir.load()?;
+pub(crate) fn update(dir: &ContainerDir, container: &Container, base: Option<LinuxResources>, flags: &ResourceFlags) -> Result<()> {
     let resources = merge(base.unwrap_or_default(), flags)?;
-    let manager = cgroup::manager_for(&container)?;
+    let manager = cgroup::manager_for(container)?;
     manager
         .apply(&ControllerOpt {
             resources: &resources,
@@ -42,7 +39,7 @@ pub fn update(root: &Path, id: &str, base: Option<LinuxResources>, flags: &Resou
             oom_score_adj: None,
             freezer_state: None,
         })
-        .map_err(|e| Error::engine("update", id, &e))
+        .map_err(|e| Error::engine("update", &dir.id, &e))
 }
 
 /// Parses the JSON document `update --resources` takes (OCI LinuxResources).

@@ -216,21 +216,21 @@ fn receive_request(sock: &UnixStream) -> Result<(Vec<u8>, Vec<OwnedFd>), String>
     Ok((first, fds))
 }
 
-fn create(req: &Request, stdio: rustpod::create::Stdio) -> Result<i32, String> {
+fn create(req: &Request, stdio: rustpod::Stdio) -> Result<i32, String> {
     let rootfs = req.bundle.join("rootfs");
     if !req.rootfs_mounts.is_empty() {
         crate::mount::mount_all(&req.rootfs_mounts, &rootfs)?;
     }
-    let opts = rustpod::create::CreateOptions {
+    let opts = rustpod::CreateOptions {
         bundle: req.bundle.clone(),
         console_socket: req.console_socket.clone(),
         systemd_cgroup: req.systemd_cgroup,
         stdio,
         ..Default::default()
     };
-    let result = rustpod::create::create(&req.root, &req.id, opts)
+    let result = rustpod::Runtime::new(&req.root).create(&req.id, opts)
         .map_err(|e| e.to_string())
-        .and_then(|c| c.pid().map(|p| p.as_raw()).ok_or_else(|| format!("container {}: no init pid", req.id)));
+        .and_then(|c| c.pid().ok_or_else(|| format!("container {}: no init pid", req.id)));
     if result.is_err() && !req.rootfs_mounts.is_empty() {
         let _ = crate::mount::unmount_all(&rootfs);
     }
@@ -257,26 +257,26 @@ fn dead_children() -> String {
     }
 }
 
-fn exec(req: &Request, stdio: rustpod::create::Stdio) -> Result<i32, String> {
+fn exec(req: &Request, stdio: rustpod::Stdio) -> Result<i32, String> {
     let process = req.process.as_deref().ok_or("exec request without a process")?;
     let process: oci_spec::runtime::Process =
         serde_json::from_str(process).map_err(|e| format!("exec process spec: {e}"))?;
-    let opts = rustpod::exec::ExecOptions {
-        process: rustpod::exec::ProcessArgs { process: Some(process), ..Default::default() },
+    let opts = rustpod::ExecOptions {
+        process: rustpod::ProcessArgs { process: Some(process), ..Default::default() },
         detach: true,
         console_socket: req.console_socket.clone(),
         stdio,
         ..Default::default()
     };
-    let result = rustpod::exec::spawn(&req.root, &req.id, opts);
+    let result = rustpod::Runtime::new(&req.root).load(&req.id).and_then(|c| c.exec(opts));
     result.map(|pid| pid.as_raw()).map_err(|e| e.to_string())
 }
 
 /// The container's stdio: what the shim passed (`fds`, in order), /dev/null
 /// for the rest; nothing with a terminal (the pty replaces all three).
-fn stdio_for(req: &Request, fds: Vec<OwnedFd>) -> Result<rustpod::create::Stdio, String> {
+fn stdio_for(req: &Request, fds: Vec<OwnedFd>) -> Result<rustpod::Stdio, String> {
     if req.console_socket.is_some() {
-        return Ok(rustpod::create::Stdio::default());
+        return Ok(rustpod::Stdio::default());
     }
     let expected = req.stdio.iter().filter(|passed| **passed).count();
     if fds.len() != expected {
@@ -297,7 +297,7 @@ fn stdio_for(req: &Request, fds: Vec<OwnedFd>) -> Result<rustpod::create::Stdio,
         };
         streams.push(Some(fd));
     }
-    Ok(rustpod::create::Stdio { stdin: streams[0].take(), stdout: streams[1].take(), stderr: streams[2].take() })
+    Ok(rustpod::Stdio { stdin: streams[0].take(), stdout: streams[1].take(), stderr: streams[2].take() })
 }
 
 fn redirect_stdin_to_null() {

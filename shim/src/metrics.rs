@@ -30,12 +30,11 @@ enum Cgroup {
 
 impl Source {
     pub fn open(root: &Path, id: &str) -> Result<Source, String> {
-        let dir = rustpod::container_dir::ContainerDir::new(root, id).map_err(|e| e.to_string())?;
-        let container = dir.load().map_err(|e| e.to_string())?;
+        let container = rustpod::Runtime::new(root).load(id).map_err(|e| e.to_string())?;
         let unified = matches!(libcgroups::common::get_cgroup_setup(), Ok(CgroupSetup::Unified));
         let cgroup = match (unified, container.pid()) {
-            (true, Some(pid)) => Cgroup::V2(rustpod::stats::v2_dir_of(pid.as_raw()).map_err(|e| e.to_string())?),
-            _ => Cgroup::V1(rustpod::cgroup::manager_for(&container).map_err(|e| e.to_string())?),
+            (true, Some(pid)) => Cgroup::V2(rustpod::stats::v2_dir_of(pid).map_err(|e| e.to_string())?),
+            _ => Cgroup::V1(container.cgroup_manager().map_err(|e| e.to_string())?),
         };
         Ok(Source { id: id.to_string(), cgroup })
     }

@@ -104,7 +104,7 @@ fn delete_command(flags: &Flags) -> Result<(), String> {
     let bundle = if flags.bundle.is_empty() { std::env::current_dir().unwrap_or_default() } else { PathBuf::from(&flags.bundle) };
     let root = state_root(&flags.namespace);
     let mut errors = Vec::new();
-    if let Err(e) = rustpod::delete::delete(&root, &flags.id, true) {
+    if let Err(e) = rustpod::Runtime::new(&root).delete(&flags.id, true) {
         errors.push(e.to_string());
     }
     if let Err(e) = crate::mount::unmount_all(&bundle.join("rootfs")) {

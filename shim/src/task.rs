@@ -88,6 +88,11 @@ impl Shared {
         Arc::new(Shared { root, events, exit_signal, inner: Mutex::new(Inner::default()) })
     }
 
+    /// The library's handle on our state root.
+    fn runtime(&self) -> rustpod::Runtime {
+        rustpod::Runtime::new(&self.root)
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -230,7 +235,7 @@ impl TaskService {
             }
             c.init.starting = true;
         }
-        let result = rustpod::start::start(&self.shared.root, id);
+        let result = self.shared.runtime().load(id).and_then(|mut c| c.start());
         let mut inner = self.shared.lock();
         let c = inner.container(id)?;
         c.init.starting = false;
@@ -330,7 +335,7 @@ impl TaskService {
             }
         };
         // Force: a created init is killed, and a half-dead container goes.
-        let deleted = rustpod::delete::delete(&self.shared.root, id, true);
+        let deleted = self.shared.runtime().delete(id, true);
         let exit = if was_created { cell.wait_timeout(DELETE_EXIT_WAIT) } else { cell.get() };
         let mut inner = self.shared.lock();
         let c = inner.containers.remove(id).ok_or_else(|| no_container(id))?;
@@ -470,7 +475,7 @@ impl containerd_shim::Task for TaskService {
     }
 
     fn pids(&self, _ctx: &TtrpcContext, req: api::PidsRequest) -> TtrpcResult<api::PidsResponse> {
-        let pids = rustpod::ps::pids(&self.shared.root, &req.id).map_err(lib_error)?;
+        let pids = self.shared.runtime().load(&req.id).and_then(|c| c.processes()).map_err(lib_error)?;
         let mut inner = self.shared.lock();
         let c = inner.container(&req.id)?;
         let exec_of: HashMap<i32, &str> = c.execs.values().map(|p| (p.pid, p.exec_id.as_str())).collect();
@@ -491,7 +496,7 @@ impl containerd_shim::Task for TaskService {
     fn pause(&self, _ctx: &TtrpcContext, req: api::PauseRequest) -> TtrpcResult<Empty> {
         let mut inner = self.shared.lock();
         let c = inner.container(&req.id)?;
-        rustpod::pause::pause(&self.shared.root, &req.id).map_err(lib_error)?;
+        self.shared.runtime().load(&req.id).and_then(|mut c| c.pause()).map_err(lib_error)?;
         c.paused = true;
         self.shared.events.paused(&req.id);
         Ok(Empty::new())
@@ -500,7 +505,7 @@ impl containerd_shim::Task for TaskService {
     fn resume(&self, _ctx: &TtrpcContext, req: api::ResumeRequest) -> TtrpcResult<Empty> {
         let mut inner = self.shared.lock();
         let c = inner.container(&req.id)?;
-        rustpod::resume::resume(&self.shared.root, &req.id).map_err(lib_error)?;
+        self.shared.runtime().load(&req.id).and_then(|mut c| c.resume()).map_err(lib_error)?;
         c.paused = false;
         self.shared.events.resumed(&req.id);
         Ok(Empty::new())
@@ -519,7 +524,7 @@ impl containerd_shim::Task for TaskService {
                 return Err(error(Code::NOT_FOUND, format!("container {}: process already finished", req.id)));
             }
         }
-        rustpod::kill::kill(&self.shared.root, &req.id, signal, req.all).map_err(lib_error)?;
+        self.shared.runtime().load(&req.id).and_then(|mut c| c.kill(signal, req.all)).map_err(lib_error)?;
         Ok(Empty::new())
     }
 
@@ -566,12 +571,12 @@ impl containerd_shim::Task for TaskService {
 
     fn update(&self, _ctx: &TtrpcContext, req: api::UpdateTaskRequest) -> TtrpcResult<Empty> {
         let value = req.resources.as_ref().map(|r| r.value.clone()).unwrap_or_default();
-        let resources = rustpod::update::parse_resources(&value).map_err(lib_error)?;
+        let resources = rustpod::parse_resources(&value).map_err(lib_error)?;
         if !self.shared.lock().containers.contains_key(&req.id) {
             return Err(no_container(&req.id));
         }
-        let flags = rustpod::update::ResourceFlags::default();
-        rustpod::update::update(&self.shared.root, &req.id, Some(resources), &flags).map_err(lib_error)?;
+        let flags = rustpod::ResourceFlags::default();
+        self.shared.runtime().load(&req.id).and_then(|c| c.update(Some(resources), &flags)).map_err(lib_error)?;
         Ok(Empty::new())
     }
 

@@ -13,8 +13,9 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 
 use args::{Cli, Command, CreateArgs, ExecArgs, Format, UpdateArgs};
-use rustpod::create::CreateOptions;
-use rustpod::exec::{ExecOptions, ProcessArgs};
+use rustpod::CreateOptions;
+use rustpod::{ExecOptions, ProcessArgs};
+use rustpod::Runtime;
 
 fn main() {
     rustpod::sigpipe::handle_for_children();
@@ -58,46 +59,38 @@ fn enters_container(command: &Command) -> bool {
 }
 
 fn dispatch(cli: Cli) -> Result<i32> {
-    let root = cli.global.root.as_path();
-    let systemd = cli.global.systemd_cgroup;
+    let runtime = Runtime::new(&cli.global.root).with_systemd_cgroup(cli.global.systemd_cgroup);
     match cli.command {
         Command::Create(args) => {
             let id = args.id.clone();
-            rustpod::create::create(root, &id, create_options(args, systemd))?;
+            runtime.create(&id, create_options(args))?;
             Ok(0)
         }
-        Command::Start { id } => rustpod::start::start(root, &id).map(|_| 0).map_err(Into::into),
+        Command::Start { id } => done(runtime.load(&id)?.start()),
         Command::Run(args) => {
             let id = args.create.id.clone();
-            let code = rustpod::run::run(root, &id, create_options(args.create, systemd), args.detach)?;
-            Ok(code)
+            Ok(runtime.run(&id, create_options(args.create), args.detach)?)
         }
-        Command::State { id } => {
-            let dir = rustpod::container_dir::ContainerDir::new(root, &id)?;
-            print_json_pretty(&rustpod::state::state(&dir)?)
-        }
+        Command::State { id } => print_json_pretty(&runtime.load(&id)?.state()),
         Command::Kill { all, id, signal } => {
             let signal = rustpod::signal::parse(&signal)?;
-            rustpod::kill::kill(root, &id, signal, all)?;
-            Ok(0)
+            done(runtime.load(&id)?.kill(signal, all))
         }
         Command::Delete { force, ids } => {
             for id in ids {
-                rustpod::delete::delete(root, &id, force)?;
+                runtime.delete(&id, force)?;
             }
             Ok(0)
         }
-        Command::Exec(args) => exec(root, args),
-        Command::Ps { format, id, ps_args } => ps(root, &id, format, &ps_args),
-        Command::List { format, quiet } => list(root, format, quiet),
-        Command::Pause { id } => rustpod::pause::pause(root, &id).map(|_| 0).map_err(Into::into),
-        Command::Resume { id } => rustpod::resume::resume(root, &id).map(|_| 0).map_err(Into::into),
-        Command::Update(args) => update(root, args),
+        Command::Exec(args) => exec(&runtime, args),
+        Command::Ps { format, id, ps_args } => ps(&runtime, &id, format, &ps_args),
+        Command::List { format, quiet } => list(&runtime, format, quiet),
+        Command::Pause { id } => done(runtime.load(&id)?.pause()),
+        Command::Resume { id } => done(runtime.load(&id)?.resume()),
+        Command::Update(args) => update(&runtime, args),
         Command::Events { stats, interval, id } => {
             let interval = parse_interval(&interval)?;
-            let stdout = &mut std::io::stdout();
-            rustpod::events::events(root, &id, interval, stats, stdout)?;
-            Ok(0)
+            done(runtime.load(&id)?.events(interval, stats, &mut std::io::stdout()))
         }
         Command::Features => print_json_pretty(&rustpod::features::features()),
         Command::Spec { bundle, rootless } => {
@@ -110,19 +103,23 @@ fn dispatch(cli: Cli) -> Result<i32> {
     }
 }
 
-fn create_options(args: CreateArgs, systemd_cgroup: bool) -> CreateOptions {
+/// Exit code 0 for a command that only succeeds or fails.
+fn done(result: rustpod::Result<()>) -> Result<i32> {
+    result.map(|()| 0).map_err(Into::into)
+}
+
+fn create_options(args: CreateArgs) -> CreateOptions {
     CreateOptions {
         bundle: args.bundle,
         pid_file: args.pid_file,
         console_socket: args.console_socket,
         no_pivot: args.no_pivot,
         preserve_fds: args.preserve_fds,
-        systemd_cgroup,
         ..Default::default()
     }
 }
 
-fn exec(root: &Path, args: ExecArgs) -> Result<i32> {
+fn exec(runtime: &Runtime, args: ExecArgs) -> Result<i32> {
     if args.process.is_none() && args.command.is_empty() {
         bail!("exec needs a command or --process");
     }
@@ -150,7 +147,7 @@ fn exec(root: &Path, args: ExecArgs) -> Result<i32> {
         sub_cgroup: sub_cgroup(&args.cgroup)?,
         ..Default::default()
     };
-    Ok(rustpod::exec::exec(root, &args.id, opts)?)
+    Ok(runtime.load(&args.id)?.exec_and_wait(opts)?)
 }
 
 /// `--cgroup [<controller>:]<path>`, repeatable: the engine joins one
@@ -177,8 +174,8 @@ fn parse_user(raw: &str) -> Result<(u32, Option<u32>)> {
     Ok((uid, gid))
 }
 
-fn ps(root: &Path, id: &str, format: Format, ps_args: &[String]) -> Result<i32> {
-    let pids = rustpod::ps::pids(root, id)?;
+fn ps(runtime: &Runtime, id: &str, format: Format, ps_args: &[String]) -> Result<i32> {
+    let pids = runtime.load(id)?.processes()?;
     if format == Format::Json {
         return print_json_pretty(&pids);
     }
@@ -208,8 +205,8 @@ fn ps(root: &Path, id: &str, format: Format, ps_args: &[String]) -> Result<i32> 
     Ok(0)
 }
 
-fn list(root: &Path, format: Format, quiet: bool) -> Result<i32> {
-    let states = rustpod::list::list(root)?;
+fn list(runtime: &Runtime, format: Format, quiet: bool) -> Result<i32> {
+    let states = runtime.list()?;
     let mut out = std::io::stdout().lock();
     if quiet {
         for s in &states {
@@ -268,23 +265,23 @@ fn write_table(out: &mut dyn Write, header: &[String; 6], rows: &[[String; 6]]) 
     Ok(())
 }
 
-fn with_owner_name(mut state: rustpod::state::State) -> rustpod::state::State {
+fn with_owner_name(mut state: rustpod::State) -> rustpod::State {
     if state.owner.is_empty() {
         state.owner = "root".into();
     }
     state
 }
 
-fn update(root: &Path, args: UpdateArgs) -> Result<i32> {
+fn update(runtime: &Runtime, args: UpdateArgs) -> Result<i32> {
     let base = match &args.resources {
         None => None,
         Some(path) => {
             let data = read_file_or_stdin(path)?;
-            Some(rustpod::update::parse_resources(&data)?)
+            Some(rustpod::parse_resources(&data)?)
         }
     };
-    let size = |v: &Option<String>| v.as_deref().map(rustpod::update::parse_size).transpose();
-    let flags = rustpod::update::ResourceFlags {
+    let size = |v: &Option<String>| v.as_deref().map(rustpod::parse_size).transpose();
+    let flags = rustpod::ResourceFlags {
         memory: size(&args.memory)?,
         memory_reservation: size(&args.memory_reservation)?,
         memory_swap: size(&args.memory_swap)?,
@@ -295,7 +292,7 @@ fn update(root: &Path, args: UpdateArgs) -> Result<i32> {
         cpuset_mems: args.cpuset_mems,
         pids_limit: args.pids_limit,
     };
-    rustpod::update::update(root, &args.id, base, &flags)?;
+    runtime.load(&args.id)?.update(base, &flags)?;
     Ok(0)
 }
 

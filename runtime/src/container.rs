@@ -1,0 +1,114 @@
+//! A handle on one container: what was loaded of it (the engine's state,
+//! its directory), and every operation on it, so a caller that keeps the
+//! handle (the shim, between requests) does not read the state again.
+
+use std::io::Write;
+use std::time::Duration;
+
+use libcgroups::common::AnyCgroupManager;
+use libcontainer::container::{Container as EngineContainer, ContainerStatus};
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use oci_spec::runtime::LinuxResources;
+
+use crate::container_dir::ContainerDir;
+use crate::error::{Error, Result};
+use crate::exec::ExecOptions;
+use crate::state::State;
+use crate::stats::ContainerStats;
+use crate::update::ResourceFlags;
+
+pub struct Container {
+    dir: ContainerDir,
+    engine: EngineContainer,
+}
+
+impl Container {
+    pub(crate) fn new(dir: ContainerDir, engine: EngineContainer) -> Self {
+        Container { dir, engine }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.dir.id
+    }
+
+    /// The init's pid (as the host numbers it), while it has one.
+    pub fn pid(&self) -> Option<i32> {
+        self.engine.pid().map(|p| p.as_raw())
+    }
+
+    pub fn status(&self) -> ContainerStatus {
+        self.engine.status()
+    }
+
+    /// runc's `state` of the container, as last loaded or refreshed.
+    pub fn state(&self) -> State {
+        crate::state::describe(&self.dir, &self.engine)
+    }
+
+    /// Looks again at whether the init still runs.
+    pub fn refresh(&mut self) -> Result<()> {
+        self.engine
+            .refresh_status()
+            .map_err(|e| Error::engine("load state of", &self.dir.id, &e))
+    }
+
+    /// Lets the init run its startContainer hooks and exec the program.
+    pub fn start(&mut self) -> Result<()> {
+        crate::start::start(&self.dir, &mut self.engine)
+    }
+
+    /// Signals the init, or with `all` every process of the container.
+    pub fn kill(&mut self, signal: Signal, all: bool) -> Result<()> {
+        crate::kill::kill(&self.dir, &mut self.engine, signal, all)
+    }
+
+    /// Starts another process in the container; it is our child.
+    pub fn exec(&self, opts: ExecOptions) -> Result<Pid> {
+        crate::exec::spawn(&self.dir, &self.engine, opts)
+    }
+
+    /// `exec` as the CLI runs it: in the foreground the process's exit code
+    /// (a pty proxied for a terminal), detached 0.
+    pub fn exec_and_wait(&self, opts: ExecOptions) -> Result<i32> {
+        crate::exec::exec(&self.dir, &self.engine, opts)
+    }
+
+    pub fn pause(&mut self) -> Result<()> {
+        crate::pause::pause(&self.dir, &mut self.engine)
+    }
+
+    pub fn resume(&mut self) -> Result<()> {
+        crate::resume::resume(&self.dir, &mut self.engine)
+    }
+
+    /// Changes the cgroup resources: `base` with `flags` over it.
+    pub fn update(&self, base: Option<LinuxResources>, flags: &ResourceFlags) -> Result<()> {
+        crate::update::update(&self.dir, &self.engine, base, flags)
+    }
+
+    /// The pids of every process in the container, sorted.
+    pub fn processes(&self) -> Result<Vec<i32>> {
+        crate::ps::pids(&self.dir, &self.engine)
+    }
+
+    pub fn stats(&self) -> Result<ContainerStats> {
+        crate::stats::read(&self.engine)
+    }
+
+    /// The container's cgroup manager, for a caller that reads it often.
+    pub fn cgroup_manager(&self) -> Result<AnyCgroupManager> {
+        crate::cgroup::manager_for(&self.engine)
+    }
+
+    /// Writes `stats` events in runc's shape: once, or every `interval`
+    /// while the container runs.
+    pub fn events(&mut self, interval: Duration, once: bool, out: &mut dyn Write) -> Result<()> {
+        crate::events::events(&self.dir, &mut self.engine, interval, once, out)
+    }
+
+    /// Removes the container: a stopped or created one, or with `force` any.
+    pub fn delete(self, force: bool) -> Result<()> {
+        crate::delete::delete_loaded(&self.dir, self.engine, force)
+    }
+}
