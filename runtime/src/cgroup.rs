@@ -95,23 +95,10 @@ pub fn dirs(path: &Path) -> Vec<PathBuf> {
         return Vec::new();
     }
     let relative = path.strip_prefix("/").unwrap_or(path);
-    hierarchies()
+    crate::cgroup_fs::hierarchies()
         .into_iter()
-        .map(|h| h.join(relative))
+        .map(|h| h.mount_point.join(relative))
         .filter(|d| d.is_dir())
-        .collect()
-}
-
-/// Mount points of the host's cgroup and cgroup2 filesystems.
-fn hierarchies() -> Vec<PathBuf> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    info.lines()
-        .filter_map(|line| {
-            let (left, right) = line.split_once(" - ")?;
-            let fs = right.split_whitespace().next()?;
-            let point = PathBuf::from(left.split_whitespace().nth(4)?);
-            (matches!(fs, "cgroup" | "cgroup2") && point.starts_with("/sys/fs/cgroup")).then_some(point)
-        })
         .collect()
 }
 

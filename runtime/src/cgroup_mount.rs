@@ -57,23 +57,12 @@ fn cgroups_path(spec: &Spec) -> Option<PathBuf> {
     Some(path)
 }
 
-/// (mount point, controllers) of the host's cgroup v1 hierarchies.
+/// Mount points of the host's v1 hierarchies of a controller we manage.
 fn v1_hierarchies() -> Vec<PathBuf> {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return Vec::new();
-    };
-    info.lines()
-        .filter_map(|line| {
-            let (left, right) = line.split_once(" - ")?;
-            let mut r = right.split_whitespace();
-            if r.next()? != "cgroup" {
-                return None;
-            }
-            let options = r.nth(1)?;
-            let managed = options.split(',').any(|o| CONTROLLERS.contains(&o));
-            let point = PathBuf::from(left.split_whitespace().nth(4)?);
-            (managed && point.starts_with("/sys/fs/cgroup")).then_some(point)
-        })
+    crate::cgroup_fs::hierarchies()
+        .into_iter()
+        .filter(|h| !h.unified && CONTROLLERS.iter().any(|c| h.has(c)))
+        .map(|h| h.mount_point)
         .collect()
 }
 

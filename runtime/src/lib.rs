@@ -25,6 +25,7 @@ pub const DEFAULT_ROOT: &str = "/run/rustpod";
 // What the binaries need beside the handles: their entry steps (hook runs,
 // the sealed binary, SIGPIPE), parsers and documents of the CLI, and the
 // pieces the shim reads cgroups and mounts with.
+pub mod cgroup_fs;
 pub mod container_dir;
 pub mod engine_bundle;
 pub mod error;

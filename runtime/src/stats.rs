@@ -63,24 +63,13 @@ pub fn read(container: &Container) -> Result<ContainerStats> {
         (_, pid) => {
             let manager = crate::cgroup::manager_for(container)?;
             let cgroup = manager.stats().map_err(|e| Error::engine("read stats of", container.id(), &e))?;
-            let cpuset = match pid.and_then(|p| v1_dir_of(p.as_raw(), "cpuset")) {
+            let cpuset = match pid.and_then(|p| crate::cgroup_fs::v1_dir_of(p.as_raw(), "cpuset")) {
                 Some(dir) => Some(read_cpuset(&dir, "", CPUSET_FLAGS)?),
                 None => None,
             };
             Ok(ContainerStats { cgroup, cpuset })
         }
     }
-}
-
-/// Process `pid`'s cgroup directory in the v1 hierarchy of `controller`.
-fn v1_dir_of(pid: i32, controller: &str) -> Option<PathBuf> {
-    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    let path = text.lines().find_map(|l| {
-        let mut parts = l.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        controllers.split(',').any(|c| c == controller).then_some(path)
-    })?;
-    Some(Path::new(V2_ROOT).join(controller).join(path.trim_start_matches('/')))
 }
 
 /// `cpuset.cpus<suffix>`, `cpuset.mems<suffix>` and the `flags` files.

@@ -14,8 +14,8 @@ pub fn watch(pid: i32, on_oom: impl Fn() + Send + 'static) -> Result<(), String>
     if let Some(dir) = v1_memory_dir(&cgroups) {
         return watch_v1(dir, on_oom);
     }
-    if let Some(rel) = cgroups.lines().find_map(|l| l.strip_prefix("0::")) {
-        let dir = Path::new("/sys/fs/cgroup").join(rel.trim_start_matches('/'));
+    if let Some(rel) = rustpod::cgroup_fs::path_in(&cgroups, None) {
+        let dir = rustpod::cgroup_fs::join(Path::new("/sys/fs/cgroup"), &rel);
         if dir.join("memory.events").exists() {
             return watch_v2(dir, on_oom);
         }
@@ -23,27 +23,12 @@ pub fn watch(pid: i32, on_oom: impl Fn() + Send + 'static) -> Result<(), String>
     Err(format!("process {pid} has no memory cgroup"))
 }
 
-/// The path of the v1 memory controller's line of /proc/PID/cgroup.
-fn v1_memory_path(cgroups: &str) -> Option<String> {
-    cgroups.lines().find_map(|line| {
-        let mut parts = line.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        controllers.split(',').any(|c| c == "memory").then(|| path.to_string())
-    })
-}
-
 /// `<mountpoint>/<path>` of the v1 memory controller, from /proc/PID/cgroup.
 fn v1_memory_dir(cgroups: &str) -> Option<PathBuf> {
-    let rel = v1_memory_path(cgroups)?;
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mount = mountinfo.lines().find_map(|line| {
-        let (pre, post) = line.split_once(" - ")?;
-        let mut post = post.split(' ');
-        let fstype = post.next()?;
-        let super_opts = post.nth(1)?;
-        (fstype == "cgroup" && super_opts.split(',').any(|o| o == "memory")).then(|| pre.split(' ').nth(4).map(str::to_string))?
-    })?;
-    Some(Path::new(&mount).join(rel.trim_start_matches('/')))
+    use rustpod::cgroup_fs;
+    let path = cgroup_fs::path_in(cgroups, Some("memory"))?;
+    let hierarchy = cgroup_fs::hierarchies().into_iter().find(|h| !h.unified && h.has("memory"))?;
+    Some(cgroup_fs::join(&hierarchy.mount_point, &path))
 }
 
 fn watch_v1(dir: PathBuf, on_oom: impl Fn() + Send + 'static) -> Result<(), String> {
@@ -113,14 +98,4 @@ fn spawn(body: impl FnOnce() + Send + 'static) -> Result<(), String> {
         .spawn(body)
         .map(|_| ())
         .map_err(|e| format!("start OOM watcher: {e}"))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn finds_memory_controller_line() {
-        let cg = "12:pids:/a\n5:cpu,memory:/ns/c1\n0::/ns/c1\n";
-        assert_eq!(super::v1_memory_path(cg).as_deref(), Some("/ns/c1"));
-        assert_eq!(super::v1_memory_path("0::/ns/c1\n"), None, "a pure v2 process");
-    }
 }
