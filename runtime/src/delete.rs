@@ -105,9 +105,16 @@ fn rootfs_id(dir: &ContainerDir) -> Option<stop::FileId> {
 /// theirs too, and stays.
 fn finish(container: &mut Container, dir: &ContainerDir, cgroup_path: Option<&Path>) -> Result<()> {
     let others = cgroup_path.map(cgroup::remove_tree).unwrap_or_default();
+    if others.is_empty() && !container.systemd() {
+        // The cgroup is gone: all the engine's delete would still do is the
+        // poststop hooks, after building a cgroup manager (two /proc reads
+        // per v1 controller) to remove it again.
+        run_poststop(container);
+        return dir.remove_all();
+    }
     if others.is_empty() {
-        // The cgroup is gone, so the engine's removal (which would SIGKILL
-        // whatever is in it) has nothing left to do.
+        // systemd: the engine's removal also stops the container's unit; the
+        // cgroup is empty, so its SIGKILL reaches nothing.
         match container.delete(false) {
             Ok(()) => {}
             // The engine stops at a failing poststop hook; the spec says to
@@ -127,8 +134,8 @@ fn finish(container: &mut Container, dir: &ContainerDir, cgroup_path: Option<&Pa
     dir.remove_all()
 }
 
-/// What the engine's delete would run, for when we cannot let it remove
-/// the cgroup.
+/// The poststop hooks, as the engine's delete runs them; a failing one is a
+/// warning, as the spec says.
 fn run_poststop(container: &Container) {
     let Ok(config) = libcontainer::config::YoukiConfig::load(&container.root) else { return };
     let poststop = config.hooks.as_ref().and_then(|h| h.poststop().clone());
