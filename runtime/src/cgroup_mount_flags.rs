@@ -1,18 +1,15 @@
 //! The `ro`, `nosuid`, `nodev` and `noexec` of a `cgroup` mount: the engine
 //! drops them (a writable cgroupfs lets a container lift its own limits), so
-//! a createContainer hook sets them on the whole mounted tree before pivot_root.
+//! our createContainer step (`rootfs_hook`) sets them on the whole mounted
+//! tree before pivot_root.
 
-use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use nix::mount::{mount, MsFlags};
-use oci_spec::runtime::{Hook, Spec};
+use oci_spec::runtime::Spec;
 
 use crate::in_root;
-
-/// argv[0] by which our binaries recognise the hook invocation.
-pub const HOOK_ARG0: &str = "rustpod-cgroup-mount-flags";
 
 /// The options this module applies, with their mount(2) flag and
 /// mount_setattr(2) attribute.
@@ -52,33 +49,6 @@ pub fn wanted(spec: &Spec) -> Vec<CgroupMountFlags> {
             })
         })
         .collect()
-}
-
-/// The hook that applies `entries` inside `rootfs`; it re-executes the
-/// running binary (`/proc/self/exe`), which dispatches on argv[0].
-pub fn hook(rootfs: &Path, entries: &[CgroupMountFlags]) -> Hook {
-    let pairs = entries.iter().map(|e| (e.destination.as_path(), e.options.as_slice()));
-    crate::rootfs_hook::rootfs_hook(HOOK_ARG0, rootfs, pairs)
-}
-
-/// The hook's body: `<rootfs> (<destination> <options>)…`; returns the
-/// exit code.
-pub fn main(args: Vec<OsString>) -> i32 {
-    match apply_from_args(args) {
-        Ok(()) => 0,
-        Err(err) => {
-            eprintln!("rustpod: cgroup mount options: {err}");
-            1
-        }
-    }
-}
-
-fn apply_from_args(args: Vec<OsString>) -> Result<(), String> {
-    let (root, entries) = crate::rootfs_hook::parse_rootfs_hook_args(args)?;
-    for (destination, options) in entries {
-        apply(&root, &destination, &options)?;
-    }
-    Ok(())
 }
 
 /// Sets `options` on the mount at `dest` (resolved inside the rootfs, so a

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use oci_spec::runtime::{Hook, Hooks, Mount, Spec};
 
 use crate::error::{Error, Result};
-use crate::{cgroup_mount_flags, hook_state, home_env, mount_propagation, start_barrier};
+use crate::{cgroup_mount_flags, hook_state, home_env, mount_propagation, rootfs_hook, start_barrier};
 
 /// A parsed bundle: the user's path and spec, with the rootfs made absolute.
 #[derive(Debug, Clone)]
@@ -150,11 +150,13 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
     if let Some(hooks) = spec.hooks_mut() {
         wrap_hooks(hooks, &bundle.path);
     }
-    if !propagations.is_empty() {
-        prepend_create_container(&mut spec, mount_propagation::hook(&bundle.rootfs, &propagations));
-    }
-    if !cgroup_flags.is_empty() {
-        prepend_create_container(&mut spec, cgroup_mount_flags::hook(&bundle.rootfs, &cgroup_flags));
+    // One exec for both: a cgroup mount's flags, then propagation.
+    let entries = cgroup_flags
+        .iter()
+        .map(|c| (c.destination.as_path(), c.options.as_slice()))
+        .chain(propagations.iter().map(|p| (p.destination.as_path(), p.flags.as_slice())));
+    if let Some(hook) = rootfs_hook::hook(&bundle.rootfs, entries) {
+        prepend_create_container(&mut spec, hook);
     }
     Ok(spec)
 }
@@ -428,7 +430,7 @@ mod tests {
         let hooks = spec.hooks().as_ref().unwrap().create_container().clone().unwrap();
         assert_eq!(hooks.len(), 2);
         let args = hooks[0].args().clone().unwrap();
-        assert_eq!(args[0], mount_propagation::HOOK_ARG0);
+        assert_eq!(args[0], rootfs_hook::HOOK_ARG0);
         assert_eq!(&args[2..], &["/data".to_string(), "rslave".to_string()]);
         assert_eq!(hooks[1].args().clone().unwrap()[0], hook_state::WRAPPER_ARG0, "the user's hook is wrapped");
     }

@@ -1,18 +1,13 @@
 //! Per-mount propagation (`rshared`, `rslave`, `private`, …): the engine
-//! drops these options, so we apply them ourselves from a createContainer
-//! hook that runs in the container's mount namespace before pivot_root.
+//! drops these options, so our createContainer step (`rootfs_hook`) applies
+//! them in the container's mount namespace before pivot_root.
 
-use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use nix::mount::{mount, MsFlags};
-use oci_spec::runtime::Hook;
 
 use crate::in_root;
-
-/// argv[0] by which our binaries recognise the hook invocation.
-pub const HOOK_ARG0: &str = "rustpod-mount-propagation";
 
 /// The propagation options of one mount, in the order they were given.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,33 +38,6 @@ pub fn split_options(options: &[String]) -> (Vec<String>, Vec<String>) {
         .iter()
         .cloned()
         .partition(|o| propagation_flags(o).is_none())
-}
-
-/// The hook that applies `entries` inside the rootfs. It re-executes the
-/// running binary (`/proc/self/exe`), which dispatches on argv[0].
-pub fn hook(rootfs: &Path, entries: &[MountPropagation]) -> Hook {
-    let pairs = entries.iter().map(|e| (e.destination.as_path(), e.flags.as_slice()));
-    crate::rootfs_hook::rootfs_hook(HOOK_ARG0, rootfs, pairs)
-}
-
-/// The hook's body: `<rootfs> (<destination> <options>)…`; returns the
-/// exit code.
-pub fn main(args: Vec<OsString>) -> i32 {
-    match apply_from_args(args) {
-        Ok(()) => 0,
-        Err(err) => {
-            eprintln!("rustpod: mount propagation: {err}");
-            1
-        }
-    }
-}
-
-fn apply_from_args(args: Vec<OsString>) -> Result<(), String> {
-    let (root, entries) = crate::rootfs_hook::parse_rootfs_hook_args(args)?;
-    for (destination, flags) in entries {
-        apply(&root, &MountPropagation { destination, flags })?;
-    }
-    Ok(())
 }
 
 /// Applies one mount's propagation options, resolving the destination

@@ -1,41 +1,83 @@
-//! Our createContainer steps inside the container's mount namespace run as
-//! hooks that re-execute our binary with the rootfs and, per mount
-//! destination, the options to apply; this builds and reads those argv.
+//! Our createContainer step inside the container's mount namespace, before
+//! pivot_root: one hook that re-executes our binary with the rootfs and, per
+//! mount destination, the options the engine dropped (a cgroup mount's
+//! `ro,nosuid,nodev,noexec`, a mount's propagation), and applies them.
+
+use std::ffi::OsString;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use oci_spec::runtime::Hook;
+
+use crate::{cgroup_mount_flags, mount_propagation};
+
+/// argv[0] by which our binaries recognise the hook invocation.
+pub const HOOK_ARG0: &str = "rustpod-rootfs";
+
+/// The hook applying `entries` (destination, options) in order inside
+/// `rootfs`; None when there is nothing to apply.
+pub fn hook<'a>(rootfs: &Path, entries: impl IntoIterator<Item = (&'a Path, &'a [String])>) -> Option<Hook> {
+    let hook = rootfs_hook(HOOK_ARG0, rootfs, entries);
+    (hook.args().as_ref().is_some_and(|a| a.len() > 2)).then_some(hook)
+}
+
+/// The hook's body: `<rootfs> (<destination> <options>)…`; returns the
+/// exit code. An entry's options are either all propagation options or all
+/// cgroup mount flags.
+pub fn main(args: Vec<OsString>) -> i32 {
+    match apply_all(args) {
+        Ok(()) => 0,
+        Err(err) => {
+            eprintln!("rustpod: mount options in the rootfs: {err}");
+            1
+        }
+    }
+}
+
+fn apply_all(args: Vec<OsString>) -> Result<(), String> {
+    let (root, entries) = parse_rootfs_hook_args(args)?;
+    for (destination, options) in entries {
+        apply(&root, destination, options)?;
+    }
+    Ok(())
+}
+
+fn apply(root: &OwnedFd, destination: PathBuf, options: Vec<String>) -> Result<(), String> {
+    if options.iter().all(|o| mount_propagation::propagation_flags(o).is_some()) {
+        mount_propagation::apply(root, &mount_propagation::MountPropagation { destination, flags: options })
+    } else {
+        cgroup_mount_flags::apply(root, &destination, &options)
+    }
+}
 
 /// An OCI hook that re-executes the running binary (`/proc/self/exe`) as
 /// `arg0 <rootfs> (<destination> <options>)…`.
-pub fn rootfs_hook<'a>(
-    arg0: &str,
-    rootfs: &std::path::Path,
-    entries: impl IntoIterator<Item = (&'a std::path::Path, &'a [String])>,
-) -> oci_spec::runtime::Hook {
+fn rootfs_hook<'a>(arg0: &str, rootfs: &Path, entries: impl IntoIterator<Item = (&'a Path, &'a [String])>) -> Hook {
     let mut args = vec![arg0.to_string(), rootfs.display().to_string()];
     for (destination, options) in entries {
         args.push(destination.display().to_string());
         args.push(options.join(","));
     }
-    let mut hook = oci_spec::runtime::Hook::default();
-    hook.set_path(std::path::PathBuf::from("/proc/self/exe"));
+    let mut hook = Hook::default();
+    hook.set_path(PathBuf::from("/proc/self/exe"));
     hook.set_args(Some(args));
     hook
 }
 
 /// Parses [`rootfs_hook`]'s arguments: the rootfs, opened `O_PATH`, and
 /// each (destination, options).
-pub fn parse_rootfs_hook_args(
-    args: Vec<std::ffi::OsString>,
-) -> Result<(std::os::fd::OwnedFd, Vec<(std::path::PathBuf, Vec<String>)>), String> {
+fn parse_rootfs_hook_args(args: Vec<OsString>) -> Result<(OwnedFd, Vec<(PathBuf, Vec<String>)>), String> {
     let (rootfs, pairs) = args.split_first().ok_or("missing rootfs argument")?;
     if pairs.len() % 2 != 0 {
         return Err("arguments must be destination/options pairs".into());
     }
-    let root = crate::in_root::open(None, std::path::Path::new(rootfs), libc::O_PATH)
+    let root = crate::in_root::open(None, Path::new(rootfs), libc::O_PATH)
         .map_err(|e| format!("open rootfs {rootfs:?}: {e}"))?;
     let entries = pairs
         .chunks(2)
         .map(|pair| {
             let options = pair[1].to_string_lossy().split(',').map(str::to_string).collect();
-            (std::path::PathBuf::from(&pair[0]), options)
+            (PathBuf::from(&pair[0]), options)
         })
         .collect();
     Ok((root, entries))
