@@ -54,6 +54,7 @@ pub fn create_from(
         ));
     }
     crate::caps_check::check(bundle.spec.process().as_ref())?;
+    crate::caps_check::check_rlimits(bundle.spec.process().as_ref())?;
     crate::process_setup::write_oom_score_adj(bundle.spec.process().as_ref())?;
     crate::cgroup::check_new(bundle.spec.linux().as_ref().and_then(|l| l.cgroups_path().as_deref()), id, opts.systemd_cgroup)
         .map_err(|reason| Error::Config { path: bundle.path.join("config.json"), reason })?;

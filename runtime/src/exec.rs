@@ -60,6 +60,7 @@ pub(crate) fn spawn(dir: &ContainerDir, container: &Container, opts: ExecOptions
     crate::cwd::check_in_container(Path::new(&init_root), process.cwd())?;
     crate::init::check_terminal(process.terminal().unwrap_or(false), opts.console_socket.is_some())?;
     crate::caps_check::check(Some(&process))?;
+    crate::caps_check::check_rlimits(Some(&process))?;
     let spec = tenant::tenant_spec(&spec, process, init_pid)?;
     let io = ProcessIo {
         console_socket: opts.console_socket,
