@@ -1,0 +1,127 @@
+//! Rootful podman 4.3 (apt's) driving rustpod as `--runtime $RUSTPOD_BIN`, with runc as the
+//! control in the same test: output, exit codes of failed execs, exec, stop, nothing left.
+
+use rustpod_tests::clients::{assert_exits_like_runc, OciRuntime};
+use rustpod_tests::podman::{self, Podman};
+use rustpod_tests::{leftovers, skip, skip_if};
+
+/// `Podman::new()`, or a loud skip when podman cannot run a container here even with runc.
+macro_rules! podman_or_skip {
+    () => {{
+        skip_if!(podman::blocker());
+        let podman = Podman::new();
+        if let Some(reason) = podman.blocker_after_trying() {
+            skip!("{reason}");
+        }
+        podman
+    }};
+}
+
+/// `argv` with `--rm` on both runtimes: runc must exit `expected`, rustpod as runc did.
+fn exits_like_runc(podman: &Podman, argv: &[&str], expected: i32) {
+    let outputs = OciRuntime::BOTH.map(|rt| podman.run_rm(rt, &[], argv));
+    assert_exits_like_runc("podman run", outputs, expected);
+}
+
+/// `podman run -d … argv…` on `rt`: the container's id.
+fn run_detached(podman: &Podman, rt: OciRuntime, argv: &[&str]) -> String {
+    podman.run(rt, &["-d"], argv).ok().stdout.trim().to_string()
+}
+
+/// podman's cgroupfs manager names a container's cgroup `<parent>/libpod-<id>`.
+fn container_cgroups(podman: &Podman, id: &str) -> Vec<std::path::PathBuf> {
+    let name = format!("libpod-{id}");
+    podman
+        .cgroups_left()
+        .into_iter()
+        .filter(|c| c.ends_with(&name))
+        .collect()
+}
+
+/// The places podman_run_rm_leaves_no_runtime_state finds empty do hold a running container.
+fn assert_running_where_looked(podman: &Podman, rt: OciRuntime, id: &str) {
+    let state = podman.runtime_state(rt, id);
+    assert!(
+        state.is_dir(),
+        "{rt:?}: no state at {} while running",
+        state.display()
+    );
+    assert!(
+        !container_cgroups(podman, id).is_empty(),
+        "{rt:?}: no cgroup for {id}"
+    );
+}
+
+#[test]
+fn podman_run_prints_output_like_runc() {
+    let podman = podman_or_skip!();
+    for rt in OciRuntime::BOTH {
+        let out = podman.run_rm(rt, &[], &["echo", "hi"]).ok();
+        assert_eq!(out.stdout, "hi\n", "{rt:?}: {}", out.describe());
+    }
+}
+
+#[test]
+fn podman_run_failed_exec_exits_like_runc() {
+    let podman = podman_or_skip!();
+    exits_like_runc(&podman, &["/no/such/bin"], 127);
+    exits_like_runc(&podman, &["no-such-command-in-path"], 127);
+    exits_like_runc(&podman, &["/etc/passwd"], 126);
+}
+
+#[test]
+fn podman_exec_and_stop_like_runc() {
+    let podman = podman_or_skip!();
+    for rt in OciRuntime::BOTH {
+        let id = run_detached(&podman, rt, &["sleep", "1000"]);
+        assert_running_where_looked(&podman, rt, &id);
+        let out = podman.podman(rt, &["exec", &id, "sh", "-c", "echo in; exit 7"]);
+        assert_eq!(
+            (out.code(), out.stdout.as_str()),
+            (7, "in\n"),
+            "{rt:?}: {}",
+            out.describe()
+        );
+        let missing = podman.podman(rt, &["exec", &id, "/no/such/bin"]);
+        assert_eq!(
+            missing.code(),
+            127,
+            "{rt:?}: exec of a missing binary: {}",
+            missing.describe()
+        );
+        // sleep as PID 1 ignores SIGTERM: podman stop must fall back to SIGKILL.
+        podman.podman(rt, &["stop", "-t", "1", &id]).ok();
+        let format = "{{.State.ExitCode}} {{.State.Status}}";
+        let state = podman.podman(rt, &["inspect", "-f", format, &id]).ok();
+        assert_eq!(
+            state.stdout.trim(),
+            "137 exited",
+            "{rt:?}: {}",
+            state.describe()
+        );
+        podman.podman(rt, &["rm", &id]).ok();
+    }
+}
+
+#[test]
+fn podman_run_rm_leaves_no_runtime_state() {
+    let podman = podman_or_skip!();
+    for rt in OciRuntime::BOTH {
+        let cidfile = podman.scratch_file(&format!("cid-{rt:?}"));
+        podman.run_rm(rt, &["--cidfile", &cidfile], &["true"]).ok();
+        let id = std::fs::read_to_string(&cidfile).expect("read --cidfile");
+        let state = podman.runtime_state(rt, &id);
+        assert!(
+            !state.exists(),
+            "{rt:?}: state left in the runtime's root: {}",
+            state.display()
+        );
+        let cgroups = container_cgroups(&podman, &id);
+        assert!(cgroups.is_empty(), "{rt:?}: cgroups left: {cgroups:?}");
+        let processes = leftovers::processes_under(&id);
+        assert!(
+            processes.is_empty(),
+            "{rt:?}: processes left: {processes:?}"
+        );
+    }
+}
