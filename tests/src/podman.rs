@@ -33,24 +33,39 @@ impl Podman {
             cgroup_parent: format!("/{}", unique_name("rustpod-podman")),
             dir: ScratchDir::new("pdm"),
         };
-        // Empty configs: the host's containers.conf and storage.conf must not steer the tests.
+        // Private configs: the host's containers.conf and storage.conf must not steer the tests.
         fs::write(podman.dir.join("containers.conf"), "").expect("write containers.conf");
-        fs::write(podman.dir.join("storage.conf"), "").expect("write storage.conf");
+        let storage = format!(
+            "[storage]\ndriver = \"vfs\"\nrunroot = \"{}\"\ngraphroot = \"{}\"\n",
+            podman.dir.join_str("run"),
+            podman.dir.join_str("root")
+        );
+        fs::write(podman.dir.join("storage.conf"), storage).expect("write storage.conf");
         let rootfs = podman.dir.join_str("rootfs");
         let make_rootfs = env::repo_root().join("hack/make-rootfs.sh");
         process::run(&make_rootfs, &[rootfs.as_str()], b"").ok();
         podman
     }
 
-    /// Why podman cannot run a container here even with runc, after trying `echo`.
+    /// Why podman cannot run a container here even with runc, after trying `echo`. Only a
+    /// failure past podman's own setup (runc or conmon failed) is the machine's: anything
+    /// earlier is this harness's fault and panics, so that it cannot pass as a skip.
     pub fn blocker_after_trying(&self) -> Option<String> {
         let out = self.run_rm(OciRuntime::Runc, &[], &["echo", "hi"]);
-        (out.stdout != "hi\n").then(|| {
-            format!(
-                "podman cannot run a container here even with runc: {}",
-                out.describe()
-            )
-        })
+        if out.stdout == "hi\n" {
+            return None;
+        }
+        let runc = OciRuntime::Runc.bin().display().to_string();
+        let machine = ["OCI", "conmon", runc.as_str()];
+        assert!(
+            machine.iter().any(|w| out.stderr.contains(w)),
+            "podman failed before running runc (a harness bug?): {}",
+            out.describe()
+        );
+        Some(format!(
+            "podman cannot run a container here even with runc: {}",
+            out.describe()
+        ))
     }
 
     /// `podman --root … --runtime <bin of rt> args…`, with private configs.
@@ -114,9 +129,10 @@ impl Podman {
 
     /// Where `rt` keeps container `id`'s state: podman passes no --root, so the runtime's default.
     pub fn runtime_state(&self, rt: OciRuntime, id: &str) -> PathBuf {
+        // RUSTPOD_BIN=runc validates the suite against runc itself.
         let root = match rt {
-            OciRuntime::Runc => "/run/runc",
-            OciRuntime::Rustpod => "/run/rustpod",
+            OciRuntime::Rustpod if !env::testing_runc_itself() => "/run/rustpod",
+            _ => "/run/runc",
         };
         Path::new(root).join(id)
     }

@@ -17,6 +17,9 @@ macro_rules! podman_or_skip {
     }};
 }
 
+/// PID 1 with a TERM handler: exit 3 proves the runtime delivered podman stop's SIGTERM.
+const TRAP_TERM_EXIT_3: &[&str] = &["sh", "-c", "trap 'exit 3' TERM; sleep 1000 & wait"];
+
 /// `argv` with `--rm` on both runtimes: runc must exit `expected`, rustpod as runc did.
 fn exits_like_runc(podman: &Podman, argv: &[&str], expected: i32) {
     let outputs = OciRuntime::BOTH.map(|rt| podman.run_rm(rt, &[], argv));
@@ -70,7 +73,7 @@ fn podman_run_failed_exec_exits_like_runc() {
 }
 
 #[test]
-fn podman_exec_and_stop_like_runc() {
+fn podman_exec_returns_exit_code_like_runc() {
     let podman = podman_or_skip!();
     for rt in OciRuntime::BOTH {
         let id = run_detached(&podman, rt, &["sleep", "1000"]);
@@ -89,17 +92,32 @@ fn podman_exec_and_stop_like_runc() {
             "{rt:?}: exec of a missing binary: {}",
             missing.describe()
         );
+        podman.podman(rt, &["rm", "-f", "-t", "0", &id]).ok();
+    }
+}
+
+/// Runs `argv` detached on `rt`, `podman stop -t TIMEOUT`s it: its "<exit code> <status>".
+fn stopped_state(podman: &Podman, rt: OciRuntime, argv: &[&str], timeout: &str) -> String {
+    let id = run_detached(podman, rt, argv);
+    podman.podman(rt, &["stop", "-t", timeout, &id]).ok();
+    let format = "{{.State.ExitCode}} {{.State.Status}}";
+    let state = podman.podman(rt, &["inspect", "-f", format, &id]).ok();
+    podman.podman(rt, &["rm", &id]).ok();
+    state.stdout.trim().to_string()
+}
+
+#[test]
+fn podman_stop_like_runc() {
+    let podman = podman_or_skip!();
+    for rt in OciRuntime::BOTH {
         // sleep as PID 1 ignores SIGTERM: podman stop must fall back to SIGKILL.
-        podman.podman(rt, &["stop", "-t", "1", &id]).ok();
-        let format = "{{.State.ExitCode}} {{.State.Status}}";
-        let state = podman.podman(rt, &["inspect", "-f", format, &id]).ok();
+        let sleeper = stopped_state(&podman, rt, &["sleep", "1000"], "1");
+        assert_eq!(sleeper, "137 exited", "{rt:?}: sleep after podman stop");
+        let trapper = stopped_state(&podman, rt, TRAP_TERM_EXIT_3, "60");
         assert_eq!(
-            state.stdout.trim(),
-            "137 exited",
-            "{rt:?}: {}",
-            state.describe()
+            trapper, "3 exited",
+            "{rt:?}: TERM handler after podman stop"
         );
-        podman.podman(rt, &["rm", &id]).ok();
     }
 }
 
