@@ -107,7 +107,23 @@ impl Podman {
 
     /// `podman run <flags> … --rootfs <busybox> argv…` on `rt`, with what every run needs here.
     pub fn run(&self, rt: OciRuntime, flags: &[&str], argv: &[&str]) -> Output {
-        let limits = lowered_limits();
+        self.run_with_nofile(rt, hard_nofile().min(1024), flags, argv)
+    }
+
+    /// `run` with RLIMIT_NOFILE `nofile` (soft and hard): above `hard_nofile()` it needs
+    /// CAP_SYS_RESOURCE.
+    pub fn run_with_nofile(
+        &self,
+        rt: OciRuntime,
+        nofile: u64,
+        flags: &[&str],
+        argv: &[&str],
+    ) -> Output {
+        let nproc = hard_limit(libc::RLIMIT_NPROC).min(1024);
+        let limits = [
+            format!("nofile={nofile}:{nofile}"),
+            format!("nproc={nproc}:{nproc}"),
+        ];
         let rootfs = self.dir.join_str("rootfs");
         let common = [
             "--network",
@@ -169,20 +185,11 @@ impl Drop for Podman {
     }
 }
 
-/// `nofile=N:N` and `nproc=N:N` at or below this process's hard limits. Rootful podman 4.3 asks
-/// for RLIMIT_NOFILE 1048576 and RLIMIT_NPROC 32768; above the hard limit that needs
-/// CAP_SYS_RESOURCE, and runc then fails `error setting rlimit type 7: operation not permitted`.
-fn lowered_limits() -> Vec<String> {
-    [
-        (libc::RLIMIT_NOFILE, "nofile"),
-        (libc::RLIMIT_NPROC, "nproc"),
-    ]
-    .into_iter()
-    .map(|(resource, name)| {
-        let hard = hard_limit(resource).min(1024);
-        format!("{name}={hard}:{hard}")
-    })
-    .collect()
+/// This process's hard RLIMIT_NOFILE. Every run stays at or below its hard limits: rootful
+/// podman 4.3 asks for RLIMIT_NOFILE 1048576 and RLIMIT_NPROC 32768, and above the hard limit
+/// that needs CAP_SYS_RESOURCE (runc: `error setting rlimit type 7: operation not permitted`).
+pub fn hard_nofile() -> u64 {
+    hard_limit(libc::RLIMIT_NOFILE)
 }
 
 /// getrlimit(2)'s hard limit (nix's resource feature is not enabled in the workspace).
