@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Install the Debian packages that rustpod's build and tests need.
-# apt-get runs only when a package is missing; the distro containerd service is never started.
+# apt-get runs only when a package is missing; the distro services (containerd, docker) are never started.
+# docker.io and podman are the real clients tests/tests/docker_client.rs and podman_client.rs drive.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-pkgs=(containerd runc crun busybox-static libseccomp-dev protobuf-compiler pkg-config jq iproute2 util-linux)
+pkgs=(containerd runc crun busybox-static libseccomp-dev protobuf-compiler pkg-config jq iproute2 util-linux docker.io podman)
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -16,7 +17,7 @@ need_root
 log=/var/tmp/rustpod-install-deps.log
 export DEBIAN_FRONTEND=noninteractive
 
-# Keep postinst scripts from starting services (containerd.service) while we install,
+# Keep postinst scripts from starting services (containerd, docker) while we install,
 # unless the machine already has a policy of its own.
 policy=/usr/sbin/policy-rc.d
 if [[ ! -e $policy ]]; then

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Usage: make-oci-image.sh NAME[:TAG] OUT.tar [--entrypoint ARG]... [--cmd ARG]... [--add FILE:/path/in/image]...
-# Build a one-layer busybox OCI image archive by hand, reproducibly, for `ctr image import`.
+# Build a one-layer busybox image archive by hand, reproducibly. The tar is an OCI layout (what
+# `ctr image import` reads) and also carries docker's top-level manifest.json (what docker 20.10's
+# `docker load` and podman's docker-archive: transport read); both name the same blobs.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/lib.sh"
@@ -97,7 +99,9 @@ jq -nc --arg m "sha256:$manifest" --argjson ms "$manifest_size" --arg arch "$arc
 		annotations: {"io.containerd.image.name": $full, "org.opencontainers.image.ref.name": $tag}}]
 }' >"$work/oci/index.json"
 echo '{"imageLayoutVersion":"1.0.0"}' >"$work/oci/oci-layout"
+jq -nc --arg c "blobs/sha256/$config" --arg l "blobs/sha256/$layer" --arg full "$full" \
+	'[{Config: $c, RepoTags: [$full], Layers: [$l]}]' >"$work/oci/manifest.json"
 
 mkdir -p "$(dirname "$out")"
-dtar -C "$work/oci" -cf "$work/out.tar" oci-layout index.json blobs
+dtar -C "$work/oci" -cf "$work/out.tar" oci-layout index.json manifest.json blobs
 mv -f "$work/out.tar" "$out"
