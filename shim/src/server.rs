@@ -37,8 +37,8 @@ pub fn serve(flags: &Flags) -> Result<(), String> {
     let exit = Arc::new(ExitSignal::default());
     let events = Publisher::start(std::env::var("TTRPC_ADDRESS").unwrap_or_default(), flags.namespace.clone());
     let shared = Shared::new(state_root(&flags.namespace), events, Arc::clone(&exit));
-    let reaped = Arc::clone(&shared);
-    crate::reaper::start(signals, move |pid, status| reaped.on_exit(pid, status))?;
+    let (reaped, known) = (Arc::clone(&shared), Arc::clone(&shared));
+    crate::reaper::start(signals, move || known.known_pids(), move |pid, status| reaped.on_exit(pid, status))?;
 
     let Some(listener) = listen(&flags.socket)? else {
         // Another server took the socket first: it serves this group.
