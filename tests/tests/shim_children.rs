@@ -64,7 +64,7 @@ fn alive(pid: i32) -> bool {
 
 /// Passing poststart hooks run once each and no failure is logged for them, while the shim's
 /// reaper is kept busy by a pod-mate (no PID namespace of its own) whose orphans it reaps; a
-/// failing one is a warning and Start succeeds (the spec; runc 1.1.5 fails start instead).
+/// failing one is a warning and Start succeeds (the spec). Not compared with runc here.
 #[test]
 fn poststart_hooks_keep_their_status_in_the_shim() {
     skip_if!(shim::blocker());
