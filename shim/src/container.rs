@@ -2,7 +2,7 @@
 //! rootfs and pause state, and the status words containerd expects.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use containerd_shim::protos::types::task::Status as TaskStatus;
 
@@ -10,6 +10,11 @@ use crate::process::{Process, Status};
 
 pub struct Container {
     pub bundle: String,
+    /// Its init's end must kill the rest of it (no PID namespace of its own).
+    pub kill_all_on_exit: bool,
+    /// Held across each runtime call on it: the engine rewrites `state.json`
+    /// in place, and a call that reads it meanwhile would find it empty.
+    pub state_lock: std::sync::Arc<std::sync::Mutex<()>>,
     /// `<bundle>/rootfs` if the shim mounted containerd's rootfs there.
     pub mounted_rootfs: Option<PathBuf>,
     pub init: Process,
@@ -37,5 +42,51 @@ impl Container {
             Status::Running if self.paused => TaskStatus::PAUSED,
             Status::Running => TaskStatus::RUNNING,
         }
+    }
+}
+
+/// Whether the bundle's container shares a PID namespace (the host's, or
+/// its pod's by path), as containerd's runc shim decides; an unreadable
+/// config counts as sharing, as there.
+pub fn kill_all_on_exit(bundle: &Path) -> bool {
+    let config = bundle.join("config.json");
+    let spec: serde_json::Value = match std::fs::read(&config).map(|d| serde_json::from_slice(&d)) {
+        Ok(Ok(spec)) => spec,
+        Ok(Err(e)) => {
+            log::warn!("{}: {e}", config.display());
+            return true;
+        }
+        Err(e) => {
+            log::warn!("read {}: {e}", config.display());
+            return true;
+        }
+    };
+    !owns_pid_namespace(&spec)
+}
+
+fn owns_pid_namespace(spec: &serde_json::Value) -> bool {
+    let namespaces = spec.pointer("/linux/namespaces").and_then(|n| n.as_array());
+    namespaces.into_iter().flatten().any(|ns| {
+        ns.get("type").and_then(|t| t.as_str()) == Some("pid")
+            && ns.get("path").and_then(|p| p.as_str()).unwrap_or_default().is_empty()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::owns_pid_namespace;
+    use serde_json::json;
+
+    #[test]
+    fn a_new_pid_namespace_is_its_own() {
+        assert!(owns_pid_namespace(&json!({"linux": {"namespaces": [{"type": "mount"}, {"type": "pid"}]}})));
+        assert!(owns_pid_namespace(&json!({"linux": {"namespaces": [{"type": "pid", "path": ""}]}})));
+    }
+
+    #[test]
+    fn a_joined_or_missing_pid_namespace_is_shared() {
+        assert!(!owns_pid_namespace(&json!({"linux": {"namespaces": [{"type": "pid", "path": "/proc/1/ns/pid"}]}})));
+        assert!(!owns_pid_namespace(&json!({"linux": {"namespaces": [{"type": "mount"}]}})));
+        assert!(!owns_pid_namespace(&json!({})));
     }
 }

@@ -63,7 +63,10 @@ impl Publisher {
         envelope.event = MessageField::some(any);
         let mut events = self.queue.events.lock().unwrap();
         if events.len() >= MAX_QUEUED {
-            events.pop_front();
+            // Real loss: containerd has been away for thousands of events.
+            if let Some(lost) = events.pop_front() {
+                log::error!("containerd is unreachable: event {} dropped", lost.topic);
+            }
         }
         events.push_back(envelope);
         self.queue.ready.notify_one();
@@ -188,6 +191,7 @@ fn forward_loop(address: &str, queue: &Queue) {
         let ctx = ttrpc::context::with_timeout(FORWARD_TIMEOUT.as_nanos() as i64);
         match events.forward(ctx, &req) {
             Ok(_) => {
+                crate::logger::containerd_back();
                 backoff = Duration::from_millis(50);
                 queue.events.lock().unwrap().pop_front();
             }
@@ -196,6 +200,8 @@ fn forward_loop(address: &str, queue: &Queue) {
                 queue.events.lock().unwrap().pop_front();
             }
             Err(e) => {
+                // containerd restarts: the event waits for it, in order.
+                crate::logger::containerd_gone(&e);
                 log::debug!("forward event {} to {address}: {e}", req.envelope.topic);
                 client = None;
                 std::thread::sleep(backoff);

@@ -1,11 +1,41 @@
 //! The shim's log: lines to the `log` FIFO containerd reads in the bundle,
 //! opened read-write and non-blocking so a full FIFO (containerd down) drops
-//! lines instead of stalling the shim.
+//! lines instead of stalling the shim. The engine's warnings and errors
+//! (`tracing`, e.g. a failed poststart hook) go there too.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+
+/// Whether the current containerd outage was already logged.
+static OUTAGE_TOLD: AtomicBool = AtomicBool::new(false);
+
+/// Logs, at info and once until [`containerd_back`], that containerd went
+/// away (it restarts, or crashed): replies and events wait for it.
+pub fn containerd_gone(what: &dyn std::fmt::Display) {
+    if !OUTAGE_TOLD.swap(true, Ordering::Relaxed) {
+        log::info!("containerd closed its connection ({what}); waiting for it to reconnect");
+    }
+}
+
+/// containerd answers again: its next outage is logged again.
+pub fn containerd_back() {
+    if OUTAGE_TOLD.swap(false, Ordering::Relaxed) {
+        log::info!("containerd is back");
+    }
+}
+
+/// ttrpc's server logs an error for every reply it cannot send, and one
+/// goes unsent for each request in flight when containerd stops (a Wait
+/// above all); containerd asks again once it is back.
+fn is_containerd_gone(record: &log::Record) -> bool {
+    record.target().starts_with("ttrpc") && {
+        let text = record.args().to_string();
+        ["EPIPE", "ECONNRESET", "Broken pipe", "Connection reset"].iter().any(|word| text.contains(word))
+    }
+}
 
 struct FifoLogger {
     file: Mutex<File>,
@@ -19,6 +49,9 @@ impl log::Log for FifoLogger {
     fn log(&self, record: &log::Record) {
         if !self.enabled(record.metadata()) {
             return;
+        }
+        if is_containerd_gone(record) {
+            return containerd_gone(record.args());
         }
         let line = format!(
             "time=\"{}\" level={} msg=\"{}\" runtime={}\n",
@@ -48,6 +81,57 @@ pub fn init(debug: bool) {
     let logger = FifoLogger { file: Mutex::new(file) };
     if log::set_boxed_logger(Box::new(logger)).is_ok() {
         log::set_max_level(if debug { log::LevelFilter::Debug } else { log::LevelFilter::Info });
+        let _ = tracing::subscriber::set_global_default(EngineEvents);
+    }
+}
+
+/// Passes the runtime's and the engine's `tracing` warnings and errors to our
+/// log, with their fields; spans and anything quieter are dropped (no
+/// registry needed).
+struct EngineEvents;
+
+impl tracing::Subscriber for EngineEvents {
+    fn enabled(&self, meta: &tracing::Metadata<'_>) -> bool {
+        // Not libcgroups: it warns of every controller the host lacks on
+        // each Stats call.
+        let ours = ["rustpod", "libcontainer"].iter().any(|krate| meta.target().starts_with(krate));
+        ours && meta.is_event() && *meta.level() <= tracing::Level::WARN
+    }
+
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut text = EventText::default();
+        event.record(&mut text);
+        let level = if *event.metadata().level() == tracing::Level::ERROR { log::Level::Error } else { log::Level::Warn };
+        log::log!(level, "{}{}", text.message, text.fields);
+    }
+
+    fn enter(&self, _: &tracing::span::Id) {}
+
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[derive(Default)]
+struct EventText {
+    message: String,
+    fields: String,
+}
+
+impl tracing::field::Visit for EventText {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        use std::fmt::Write as _;
+        if field.name() == "message" {
+            let _ = write!(self.message, "{value:?}");
+        } else {
+            let _ = write!(self.fields, " {}={value:?}", field.name());
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 mod binary_logger;
 mod cgroup_warmup;
 mod container;
+mod error;
 mod events;
 mod helper;
 mod io;

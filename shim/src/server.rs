@@ -40,8 +40,8 @@ pub fn serve(flags: &Flags) -> Result<(), String> {
     // Also narrows a root an older shim left world-readable.
     rustpod::container_dir::ensure_root(&root).map_err(|e| e.to_string())?;
     let shared = Shared::new(root, events, Arc::clone(&exit));
-    let reaped = Arc::clone(&shared);
-    crate::reaper::start(signals, move |pid, status| reaped.on_exit(pid, status))?;
+    let (reaped, known) = (Arc::clone(&shared), Arc::clone(&shared));
+    crate::reaper::start(signals, move || known.known_pids(), move |pid, status| reaped.on_exit(pid, status))?;
 
     let Some(listener) = listen(&flags.socket)? else {
         // Another server took the socket first: it serves this group.

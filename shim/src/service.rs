@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use containerd_shim::protos::protobuf::{Message, MessageField};
-use containerd_shim::protos::types::introspection::RuntimeInfo;
+use containerd_shim::protos::protobuf::well_known_types::any::Any;
+use containerd_shim::protos::types::introspection::{RuntimeInfo, RuntimeVersion};
 use containerd_shim::{api, util, Error, Flags, StartOpts};
 
 use crate::events::timestamp;
@@ -55,10 +56,26 @@ fn fail(what: &str, err: &dyn std::fmt::Display) -> i32 {
     1
 }
 
-/// `-info`: containerd 2.x asks what runtime this is.
+/// The type URL containerd gives the OCI features document in `RuntimeInfo`.
+const FEATURES_TYPE_URL: &str = "types.containerd.io/opencontainers/runtime-spec/1/features/Features";
+
+/// `-info`: containerd 2.x asks what runtime this is and, through the OCI
+/// features document (as containerd's runc shim passes on `runc features`),
+/// what it supports: CRI reads user-namespace and recursive read-only
+/// support there.
+fn runtime_info() -> Result<RuntimeInfo, String> {
+    let features = serde_json::to_vec(&rustpod::features::features()).map_err(|e| format!("encode features: {e}"))?;
+    Ok(RuntimeInfo {
+        name: crate::RUNTIME_ID.to_string(),
+        version: MessageField::some(RuntimeVersion { version: env!("CARGO_PKG_VERSION").to_string(), ..Default::default() }),
+        features: MessageField::some(Any { type_url: FEATURES_TYPE_URL.to_string(), value: features, ..Default::default() }),
+        ..Default::default()
+    })
+}
+
 fn info() -> i32 {
-    let info = RuntimeInfo { name: crate::RUNTIME_ID.to_string(), ..Default::default() };
-    match info.write_to_bytes() {
+    let encoded = runtime_info().and_then(|info| info.write_to_bytes().map_err(|e| e.to_string()));
+    match encoded {
         Ok(bytes) => {
             let _ = std::io::stdout().write_all(&bytes);
             0
@@ -164,4 +181,22 @@ fn group_of(config: &Path) -> Option<String> {
 pub fn serving(address: &str) -> bool {
     let path = address.strip_prefix("unix://").unwrap_or(address);
     std::os::unix::net::UnixStream::connect(path).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What containerd 2.x decodes from `-info`: the features JSON under its type URL.
+    #[test]
+    fn info_carries_the_oci_features_document() {
+        let bytes = runtime_info().expect("runtime info").write_to_bytes().expect("encode");
+        let info = RuntimeInfo::parse_from_bytes(&bytes).expect("decode");
+        assert_eq!(info.name, crate::RUNTIME_ID);
+        let features = info.features.as_ref().expect("features present");
+        assert_eq!(features.type_url, FEATURES_TYPE_URL);
+        let doc: serde_json::Value = serde_json::from_slice(&features.value).expect("features are JSON");
+        assert_eq!(doc, rustpod::features::features());
+        assert!(doc["ociVersionMin"].is_string() && doc["ociVersionMax"].is_string(), "{doc}");
+    }
 }

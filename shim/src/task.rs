@@ -15,14 +15,14 @@ use containerd_shim::protos::types::task::ProcessInfo;
 use containerd_shim::{ExitSignal, TtrpcContext, TtrpcResult};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
-use ttrpc::Code;
 
 use crate::container::Container;
+use crate::error::{Error, Result};
 use crate::events::{timestamp, Publisher};
 use crate::helper::{self, Kind};
 use crate::io::{self, ConsoleSocket};
 use crate::mount::MountSpec;
-use crate::process::{ExitStatus, Process, Status, Stdio};
+use crate::process::{ExitCell, ExitStatus, Process, Status, Stdio};
 
 /// How long Delete waits for a killed, never-started init to be reaped.
 const DELETE_EXIT_WAIT: Duration = Duration::from_secs(2);
@@ -32,6 +32,8 @@ const OUTPUT_DRAIN_WAIT: Duration = Duration::from_secs(1);
 /// How long Delete gives a process's output to end before closing it, as
 /// containerd's runc shim does: its clients wait for EOF on the FIFOs.
 const OUTPUT_CLOSE_WAIT: Duration = Duration::from_secs(2);
+/// How long an init's exit waits for the exits of its container's execs.
+const EXECS_EXIT_WAIT: Duration = Duration::from_secs(5);
 
 pub struct TaskService {
     shared: Arc<Shared>,
@@ -57,30 +59,12 @@ struct Inner {
     creating: usize,
 }
 
-fn error(code: Code, msg: impl ToString) -> ttrpc::Error {
-    ttrpc::Error::RpcStatus(ttrpc::get_status(code, msg))
+fn no_container(id: &str) -> Error {
+    Error::NoContainer(id.to_string())
 }
 
-fn lib_error(e: rustpod::Error) -> ttrpc::Error {
-    use rustpod::Error as E;
-    let code = match &e {
-        E::NotFound(_) => Code::NOT_FOUND,
-        E::AlreadyExists(_) => Code::ALREADY_EXISTS,
-        E::Bundle { .. } | E::Config { .. } | E::InvalidId { .. } | E::InvalidSignal(_) | E::Invalid(_) => {
-            Code::INVALID_ARGUMENT
-        }
-        E::WrongStatus { .. } => Code::FAILED_PRECONDITION,
-        _ => Code::UNKNOWN,
-    };
-    error(code, e)
-}
-
-fn no_container(id: &str) -> ttrpc::Error {
-    error(Code::NOT_FOUND, format!("container {id} not found in this shim"))
-}
-
-fn no_process(id: &str, exec_id: &str) -> ttrpc::Error {
-    error(Code::NOT_FOUND, format!("container {id}: exec {exec_id:?} does not exist"))
+fn no_process(id: &str, exec_id: &str) -> Error {
+    Error::NoProcess { id: id.to_string(), exec_id: exec_id.to_string() }
 }
 
 impl Shared {
@@ -101,9 +85,63 @@ impl Shared {
     pub fn on_exit(self: &Arc<Self>, pid: i32, exit: ExitStatus) {
         let mut inner = self.lock();
         match inner.pids.remove(&pid) {
+            Some((cid, eid)) if eid.is_empty() => self.init_exited(inner, cid, exit),
             Some((cid, eid)) => self.exited(inner, cid, eid, exit),
             None if inner.spawning > 0 => inner.early_exits.push((pid, exit)),
             None => {}
+        }
+    }
+
+    /// The pids of the container processes we know (the reaper's during a hold).
+    pub fn known_pids(&self) -> Vec<i32> {
+        self.lock().pids.keys().copied().collect()
+    }
+
+    /// An init exited. As containerd's runc shim does, the rest of its
+    /// container is killed when it has no PID namespace of its own (the
+    /// kernel does that otherwise), and the init's exit goes out after those
+    /// of its execs, so that it is the container's last.
+    fn init_exited(self: &Arc<Self>, inner: MutexGuard<'_, Inner>, cid: String, exit: ExitStatus) {
+        let Some(c) = inner.containers.get(&cid) else { return };
+        let kill_all = c.kill_all_on_exit;
+        let execs: Vec<Arc<ExitCell>> =
+            c.execs.values().filter(|p| p.pid != 0 && p.exited().is_none()).map(|p| Arc::clone(&p.exit)).collect();
+        if !kill_all && execs.is_empty() {
+            return self.exited(inner, cid, String::new(), exit);
+        }
+        drop(inner);
+        let (shared, thread_cid) = (Arc::clone(self), cid.clone());
+        // Off the reaper thread: killing freezes the cgroup, and the execs'
+        // exits are the reaper's to take.
+        let spawned = std::thread::Builder::new().name("init-exit".into()).stack_size(128 * 1024).spawn(move || {
+            if kill_all {
+                shared.kill_rest(&thread_cid);
+            }
+            let deadline = Instant::now() + EXECS_EXIT_WAIT;
+            for cell in execs {
+                cell.wait_timeout(deadline.saturating_duration_since(Instant::now()));
+            }
+            shared.exited(shared.lock(), thread_cid, String::new(), exit);
+        });
+        if let Err(e) = spawned {
+            log::warn!("container {cid}: handle its init's exit: {e}");
+            self.exited(self.lock(), cid, String::new(), exit);
+        }
+    }
+
+    /// Runs `call` on container `id`'s runtime state, one call at a time,
+    /// without holding the shim's lock (a call may wait, e.g. on a freeze).
+    fn with_state<T>(&self, id: &str, call: impl FnOnce() -> T) -> Result<T> {
+        let state = Arc::clone(&self.lock().container(id)?.state_lock);
+        let _one_at_a_time = state.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(call())
+    }
+
+    /// SIGKILLs every process left in container `cid`'s cgroup.
+    fn kill_rest(&self, cid: &str) {
+        let killed = self.with_state(cid, || self.runtime().load(cid).and_then(|mut c| c.kill(Signal::SIGKILL, true)));
+        if let Ok(Err(e)) = killed {
+            log::warn!("container {cid}: kill the processes its init left: {e}");
         }
     }
 
@@ -137,7 +175,7 @@ impl Shared {
 }
 
 impl Inner {
-    fn container(&mut self, id: &str) -> TtrpcResult<&mut Container> {
+    fn container(&mut self, id: &str) -> Result<&mut Container> {
         self.containers.get_mut(id).ok_or_else(|| no_container(id))
     }
 
@@ -187,7 +225,7 @@ impl TaskService {
 
     /// Sets up stdio (pipes, or a console socket), runs the helper, and
     /// wires the pty if any. Returns the pid and the process's io.
-    fn spawn(&self, kind: Kind, mut req: helper::Request, stdio: &Stdio) -> Result<(i32, io::ProcessIo), String> {
+    fn spawn(&self, kind: Kind, mut req: helper::Request, stdio: &Stdio) -> std::result::Result<(i32, io::ProcessIo), String> {
         crate::cgroup_warmup::start();
         if stdio.terminal {
             let console = ConsoleSocket::new(&self.shared.root.join("pty"))?;
@@ -203,7 +241,7 @@ impl TaskService {
         Ok((pid, pio))
     }
 
-    fn create_container(&self, req: &api::CreateTaskRequest) -> Result<(i32, io::ProcessIo, Option<PathBuf>), String> {
+    fn create_container(&self, req: &api::CreateTaskRequest) -> std::result::Result<(i32, io::ProcessIo, Option<PathBuf>), String> {
         let stdio = stdio_of(req.terminal, &req.stdin, &req.stdout, &req.stderr);
         let mounts: Vec<MountSpec> = req
             .rootfs
@@ -226,16 +264,21 @@ impl TaskService {
         Ok((pid, pio, mounted))
     }
 
-    fn start_init(&self, id: &str) -> TtrpcResult<api::StartResponse> {
+    fn start_init(&self, id: &str) -> Result<api::StartResponse> {
         {
             let mut inner = self.shared.lock();
             let c = inner.container(id)?;
             if c.init.status() != Status::Created || c.init.starting {
-                return Err(error(Code::FAILED_PRECONDITION, format!("container {id} is not in the created state")));
+                return Err(Error::WrongState(format!("container {id} is not in the created state")));
             }
             c.init.starting = true;
         }
-        let result = self.shared.runtime().load(id).and_then(|mut c| c.start());
+        // start waits for its poststart hooks: keep their status from the reaper.
+        let hold = crate::reaper::hold();
+        let result = self.shared.with_state(id, || self.shared.runtime().load(id).and_then(|mut c| c.start())).and_then(|r| {
+            r.map_err(Error::runtime(format!("start {id}")))
+        });
+        drop(hold);
         let mut inner = self.shared.lock();
         let c = inner.container(id)?;
         c.init.starting = false;
@@ -245,20 +288,20 @@ impl TaskService {
             self.shared.events.task_start(id, pid);
         }
         flush_exit(&mut c.init, id, &self.shared.events);
-        result.map_err(lib_error)?;
+        result?;
         Ok(api::StartResponse { pid: pid as u32, ..Default::default() })
     }
 
-    fn start_exec(&self, id: &str, exec_id: &str) -> TtrpcResult<api::StartResponse> {
+    fn start_exec(&self, id: &str, exec_id: &str) -> Result<api::StartResponse> {
         let (hreq, stdio) = {
             let mut inner = self.shared.lock();
             let c = inner.container(id)?;
             if c.init.status() != Status::Running {
-                return Err(error(Code::FAILED_PRECONDITION, format!("container {id} is not running")));
+                return Err(Error::WrongState(format!("container {id} init process is not running")));
             }
             let p = c.execs.get_mut(exec_id).ok_or_else(|| no_process(id, exec_id))?;
             if p.started || p.starting || p.exited().is_some() {
-                return Err(error(Code::FAILED_PRECONDITION, format!("exec {exec_id} of {id} was already started")));
+                return Err(Error::WrongState(format!("exec {exec_id} of {id} was already started")));
             }
             p.starting = true;
             let hreq = helper::Request {
@@ -292,7 +335,7 @@ impl TaskService {
                     }
                     Err(e) => {
                         release_waiters(p);
-                        Err(error(Code::UNKNOWN, format!("exec {exec_id} in {id}: {e}")))
+                        Err(Error::Failed(format!("exec {exec_id} in {id}: {e}")))
                     }
                 }
             }
@@ -306,12 +349,12 @@ impl TaskService {
         Ok(api::StartResponse { pid: pid as u32, ..Default::default() })
     }
 
-    fn delete_exec(&self, id: &str, exec_id: &str) -> TtrpcResult<api::DeleteResponse> {
+    fn delete_exec(&self, id: &str, exec_id: &str) -> Result<api::DeleteResponse> {
         let mut inner = self.shared.lock();
         let c = inner.container(id)?;
         let p = c.execs.get(exec_id).ok_or_else(|| no_process(id, exec_id))?;
         if p.status() == Status::Running || p.starting {
-            return Err(error(Code::FAILED_PRECONDITION, format!("exec {exec_id} of {id} is still running")));
+            return Err(Error::WrongState(format!("exec {exec_id} of {id} is still running")));
         }
         let p = c.execs.remove(exec_id).expect("checked above");
         drop(inner);
@@ -322,20 +365,23 @@ impl TaskService {
         Ok(delete_response(&p, p.exited()))
     }
 
-    fn delete_init(&self, id: &str) -> TtrpcResult<api::DeleteResponse> {
+    fn delete_init(&self, id: &str) -> Result<api::DeleteResponse> {
         let (cell, was_created) = {
             let mut inner = self.shared.lock();
             let c = inner.container(id)?;
             match c.init.status() {
                 Status::Running => {
-                    return Err(error(Code::FAILED_PRECONDITION, format!("container {id} is running: kill it before delete")))
+                    return Err(Error::WrongState(format!("container {id} is running: kill it before delete")))
                 }
-                _ if c.init.starting => return Err(error(Code::FAILED_PRECONDITION, format!("container {id} is starting"))),
+                _ if c.init.starting => return Err(Error::WrongState(format!("container {id} is starting"))),
                 status => (Arc::clone(&c.init.exit), status == Status::Created),
             }
         };
         // Force: a created init is killed, and a half-dead container goes.
-        let deleted = self.shared.runtime().delete(id, true);
+        // delete waits for the poststop hooks: keep their status from the reaper.
+        let hold = crate::reaper::hold();
+        let deleted = self.shared.with_state(id, || self.shared.runtime().delete(id, true))?;
+        drop(hold);
         let exit = if was_created { cell.wait_timeout(DELETE_EXIT_WAIT) } else { cell.get() };
         let mut inner = self.shared.lock();
         let c = inner.containers.remove(id).ok_or_else(|| no_container(id))?;
@@ -351,23 +397,23 @@ impl TaskService {
         }
         let unmounted = c.mounted_rootfs.as_deref().map_or(Ok(()), crate::mount::unmount_all);
         self.shared.events.task_delete(id, c.init.pid, exit);
-        deleted.map_err(lib_error)?;
-        unmounted.map_err(|e| error(Code::UNKNOWN, e))?;
+        deleted.map_err(Error::runtime(format!("delete {id}")))?;
+        unmounted?;
         Ok(delete_response(&c.init, exit))
     }
 
-    fn signal_exec(&self, id: &str, exec_id: &str, signal: Signal) -> TtrpcResult<()> {
+    fn signal_exec(&self, id: &str, exec_id: &str, signal: Signal) -> Result<()> {
         let mut inner = self.shared.lock();
         let c = inner.container(id)?;
         let p = c.execs.get(exec_id).ok_or_else(|| no_process(id, exec_id))?;
         if p.pid == 0 {
-            return Err(error(Code::FAILED_PRECONDITION, format!("exec {exec_id} of {id} is not started")));
+            return Err(Error::WrongState(format!("exec {exec_id} of {id} is not started")));
         }
         if p.exited().is_some() {
-            return Err(error(Code::NOT_FOUND, format!("exec {exec_id} of {id}: process already finished")));
+            return Err(Error::Finished(format!("exec {exec_id} of {id}")));
         }
         nix::sys::signal::kill(Pid::from_raw(p.pid), signal)
-            .map_err(|e| error(Code::UNKNOWN, format!("signal exec {exec_id} of {id} (pid {}): {e}", p.pid)))
+            .map_err(|e| Error::Failed(format!("signal exec {exec_id} of {id} (pid {}): kill: {e}", p.pid)))
     }
 
     fn shutdown_if_idle(&self) {
@@ -396,19 +442,19 @@ fn delete_response(p: &Process, exit: Option<ExitStatus>) -> api::DeleteResponse
     }
 }
 
-fn parse_signal(raw: u32) -> TtrpcResult<Signal> {
-    Signal::try_from(raw as i32).map_err(|_| error(Code::INVALID_ARGUMENT, format!("invalid signal {raw}")))
+fn parse_signal(raw: u32) -> Result<Signal> {
+    Signal::try_from(raw as i32).map_err(|_| Error::InvalidArgument(format!("invalid signal {raw}")))
 }
 
 impl containerd_shim::Task for TaskService {
     fn create(&self, _ctx: &TtrpcContext, req: api::CreateTaskRequest) -> TtrpcResult<api::CreateTaskResponse> {
         if !req.checkpoint.is_empty() {
-            return Err(error(Code::UNIMPLEMENTED, "restoring from a checkpoint is not supported"));
+            return Err(Error::Unimplemented("restoring from a checkpoint is not supported".into()).into());
         }
         {
             let mut inner = self.shared.lock();
             if inner.containers.contains_key(&req.id) {
-                return Err(error(Code::ALREADY_EXISTS, format!("container {} already exists", req.id)));
+                return Err(Error::AlreadyExists(format!("container {}", req.id)).into());
             }
             inner.creating += 1;
             inner.spawning += 1;
@@ -424,6 +470,8 @@ impl containerd_shim::Task for TaskService {
             init.pid = pid;
             init.io = Some(pio);
             let c = Container {
+                state_lock: Arc::default(),
+                kill_all_on_exit: crate::container::kill_all_on_exit(Path::new(&req.bundle)),
                 bundle: req.bundle.clone(),
                 mounted_rootfs,
                 init,
@@ -440,17 +488,17 @@ impl containerd_shim::Task for TaskService {
             Some(exit) => self.shared.exited(inner, req.id.clone(), String::new(), exit),
             None => drop(inner),
         }
-        let pid = outcome.map_err(|e| error(Code::UNKNOWN, format!("create {}: {e}", req.id)))?;
+        let pid = outcome.map_err(|e| Error::Failed(format!("create {}: {e}", req.id)))?;
         self.watch_oom(&req.id, pid);
         Ok(api::CreateTaskResponse { pid: pid as u32, ..Default::default() })
     }
 
     fn start(&self, _ctx: &TtrpcContext, req: api::StartRequest) -> TtrpcResult<api::StartResponse> {
-        if req.exec_id.is_empty() { self.start_init(&req.id) } else { self.start_exec(&req.id, &req.exec_id) }
+        Ok(if req.exec_id.is_empty() { self.start_init(&req.id) } else { self.start_exec(&req.id, &req.exec_id) }?)
     }
 
     fn delete(&self, _ctx: &TtrpcContext, req: api::DeleteRequest) -> TtrpcResult<api::DeleteResponse> {
-        if req.exec_id.is_empty() { self.delete_init(&req.id) } else { self.delete_exec(&req.id, &req.exec_id) }
+        Ok(if req.exec_id.is_empty() { self.delete_init(&req.id) } else { self.delete_exec(&req.id, &req.exec_id) }?)
     }
 
     fn state(&self, _ctx: &TtrpcContext, req: api::StateRequest) -> TtrpcResult<api::StateResponse> {
@@ -475,7 +523,10 @@ impl containerd_shim::Task for TaskService {
     }
 
     fn pids(&self, _ctx: &TtrpcContext, req: api::PidsRequest) -> TtrpcResult<api::PidsResponse> {
-        let pids = self.shared.runtime().load(&req.id).and_then(|c| c.processes()).map_err(lib_error)?;
+        let pids = self
+            .shared
+            .with_state(&req.id, || self.shared.runtime().load(&req.id).and_then(|c| c.processes()))?
+            .map_err(Error::runtime(format!("pids of {}", req.id)))?;
         let mut inner = self.shared.lock();
         let c = inner.container(&req.id)?;
         let exec_of: HashMap<i32, &str> = c.execs.values().map(|p| (p.pid, p.exec_id.as_str())).collect();
@@ -494,19 +545,25 @@ impl containerd_shim::Task for TaskService {
     }
 
     fn pause(&self, _ctx: &TtrpcContext, req: api::PauseRequest) -> TtrpcResult<Empty> {
-        let mut inner = self.shared.lock();
-        let c = inner.container(&req.id)?;
-        self.shared.runtime().load(&req.id).and_then(|mut c| c.pause()).map_err(lib_error)?;
-        c.paused = true;
+        // Not under the shim's lock: a freeze can wait on the container's
+        // tasks, and the reaper needs that lock meanwhile.
+        self.shared
+            .with_state(&req.id, || self.shared.runtime().load(&req.id).and_then(|mut c| c.pause()))?
+            .map_err(Error::runtime(format!("pause {}", req.id)))?;
+        if let Some(c) = self.shared.lock().containers.get_mut(&req.id) {
+            c.paused = true;
+        }
         self.shared.events.paused(&req.id);
         Ok(Empty::new())
     }
 
     fn resume(&self, _ctx: &TtrpcContext, req: api::ResumeRequest) -> TtrpcResult<Empty> {
-        let mut inner = self.shared.lock();
-        let c = inner.container(&req.id)?;
-        self.shared.runtime().load(&req.id).and_then(|mut c| c.resume()).map_err(lib_error)?;
-        c.paused = false;
+        self.shared
+            .with_state(&req.id, || self.shared.runtime().load(&req.id).and_then(|mut c| c.resume()))?
+            .map_err(Error::runtime(format!("resume {}", req.id)))?;
+        if let Some(c) = self.shared.lock().containers.get_mut(&req.id) {
+            c.paused = false;
+        }
         self.shared.events.resumed(&req.id);
         Ok(Empty::new())
     }
@@ -521,10 +578,15 @@ impl containerd_shim::Task for TaskService {
             let mut inner = self.shared.lock();
             let c = inner.container(&req.id)?;
             if c.init.exited().is_some() && !req.all {
-                return Err(error(Code::NOT_FOUND, format!("container {}: process already finished", req.id)));
+                return Err(Error::Finished(format!("container {}", req.id)).into());
             }
         }
-        self.shared.runtime().load(&req.id).and_then(|mut c| c.kill(signal, req.all)).map_err(lib_error)?;
+        let killed = self.shared.with_state(&req.id, || self.shared.runtime().load(&req.id).and_then(|mut c| c.kill(signal, req.all)))?;
+        killed.map_err(|e| match e {
+            // runc's "container not running": the Go shim says NotFound.
+            rustpod::Error::WrongStatus { .. } => Error::Finished(format!("container {}", req.id)),
+            e => Error::runtime(format!("kill {}", req.id))(e),
+        })?;
         Ok(Empty::new())
     }
 
@@ -532,14 +594,14 @@ impl containerd_shim::Task for TaskService {
         let mut inner = self.shared.lock();
         let c = inner.container(&req.id)?;
         if c.execs.contains_key(&req.exec_id) {
-            return Err(error(Code::ALREADY_EXISTS, format!("exec {} already exists in {}", req.exec_id, req.id)));
+            return Err(Error::AlreadyExists(format!("exec {} in {}", req.exec_id, req.id)).into());
         }
         if c.init.exited().is_some() {
-            return Err(error(Code::FAILED_PRECONDITION, format!("container {} is stopped", req.id)));
+            return Err(Error::WrongState(format!("container {} is stopped", req.id)).into());
         }
         let spec = req.spec.as_ref().map(|s| s.value.clone()).unwrap_or_default();
         if spec.is_empty() {
-            return Err(error(Code::INVALID_ARGUMENT, format!("exec {} in {}: no process spec", req.exec_id, req.id)));
+            return Err(Error::InvalidArgument(format!("exec {} in {}: no process spec", req.exec_id, req.id)).into());
         }
         let mut p = Process::new(&req.exec_id, stdio_of(req.terminal, &req.stdin, &req.stdout, &req.stderr));
         p.spec = spec;
@@ -552,8 +614,8 @@ impl containerd_shim::Task for TaskService {
         let mut inner = self.shared.lock();
         let c = inner.container(&req.id)?;
         let p = c.process(&req.exec_id).ok_or_else(|| no_process(&req.id, &req.exec_id))?;
-        let pio = p.io.as_ref().ok_or_else(|| error(Code::FAILED_PRECONDITION, "the process is not started"))?;
-        pio.resize(req.width, req.height).map_err(|e| error(Code::UNKNOWN, e))?;
+        let pio = p.io.as_ref().ok_or_else(|| Error::WrongState(format!("resize {}: the process is not started", req.id)))?;
+        pio.resize(req.width, req.height).map_err(Error::Failed)?;
         Ok(Empty::new())
     }
 
@@ -571,12 +633,12 @@ impl containerd_shim::Task for TaskService {
 
     fn update(&self, _ctx: &TtrpcContext, req: api::UpdateTaskRequest) -> TtrpcResult<Empty> {
         let value = req.resources.as_ref().map(|r| r.value.clone()).unwrap_or_default();
-        let resources = rustpod::parse_resources(&value).map_err(lib_error)?;
-        if !self.shared.lock().containers.contains_key(&req.id) {
-            return Err(no_container(&req.id));
-        }
+        let resources = rustpod::parse_resources(&value)
+            .map_err(|e| Error::InvalidArgument(format!("update {}: {e}", req.id)))?;
         let flags = rustpod::ResourceFlags::default();
-        self.shared.runtime().load(&req.id).and_then(|c| c.update(Some(resources), &flags)).map_err(lib_error)?;
+        self.shared
+            .with_state(&req.id, || self.shared.runtime().load(&req.id).and_then(|c| c.update(Some(resources), &flags)))?
+            .map_err(Error::runtime(format!("update {}", req.id)))?;
         Ok(Empty::new())
     }
 
@@ -600,7 +662,7 @@ impl containerd_shim::Task for TaskService {
         let source = match cached {
             Some(source) => source,
             None => {
-                let source = Arc::new(crate::metrics::Source::open(&self.shared.root, &req.id).map_err(|e| error(Code::UNKNOWN, e))?);
+                let source = Arc::new(crate::metrics::Source::open(&self.shared.root, &req.id).map_err(Error::Failed)?);
                 if source.cacheable() {
                     if let Some(c) = self.shared.lock().containers.get_mut(&req.id) {
                         c.metrics = Some(Arc::clone(&source));
@@ -609,7 +671,7 @@ impl containerd_shim::Task for TaskService {
                 source
             }
         };
-        let stats = source.collect().map_err(|e| error(Code::UNKNOWN, e))?;
+        let stats = source.collect().map_err(Error::Failed)?;
         Ok(api::StatsResponse { stats: MessageField::some(stats), ..Default::default() })
     }
 

@@ -130,6 +130,26 @@ impl ShimContainerd {
         self.ctr(&all)
     }
 
+    /// `ctr oci spec` running `sleep 1000` from busybox `rootfs`, in cgroup `/<namespace>/<name>`
+    /// (ctr's own default puts every container at `/default`): a full spec for `run_config`.
+    pub fn oci_spec(&self, name: &str, rootfs: &str) -> serde_json::Value {
+        let text = self.ctr(&["oci", "spec"]).ok().stdout;
+        let mut spec: serde_json::Value = serde_json::from_str(&text).expect("ctr oci spec prints JSON");
+        spec["process"]["args"] = serde_json::json!(["sleep", "1000"]);
+        spec["process"]["env"] = serde_json::json!(["PATH=/bin:/sbin:/usr/bin:/usr/sbin"]);
+        spec["root"] = serde_json::json!({"path": rootfs});
+        spec["linux"]["cgroupsPath"] = serde_json::json!(format!("/{}/{name}", self.namespace));
+        spec
+    }
+
+    /// `ctr run -d --config CONFIG flags… id`: a container from a full spec file.
+    pub fn run_config(&self, config: &str, flags: &[String], id: &str) -> Output {
+        let mut args = vec!["run", "-d", "--config", config];
+        args.extend(flags.iter().map(String::as_str));
+        args.push(id);
+        self.ctr(&args)
+    }
+
     /// The PID and STATUS columns of `ctr task ls` for task `id`, if listed.
     pub fn task(&self, id: &str) -> Option<(i32, String)> {
         let out = self.ctr(&["task", "ls"]);

@@ -1,0 +1,121 @@
+//! The task service's errors and the gRPC code each reaches containerd with,
+//! as containerd's runc shim (Go) answers: containerd branches on NotFound
+//! (e.g. its cleanup deletes what may be gone), AlreadyExists and
+//! FailedPrecondition.
+
+use ttrpc::Code;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The Go shim: "container not created" (ErrNotFound).
+    #[error("container {0} not found in this shim")]
+    NoContainer(String),
+    /// The Go shim: "process does not exist <id>" (ErrNotFound).
+    #[error("container {id}: process {exec_id:?} does not exist")]
+    NoProcess { id: String, exec_id: String },
+    /// Signalling a process that has exited (the Go shim: ErrNotFound).
+    #[error("{0}: process already finished")]
+    Finished(String),
+    #[error("{0} already exists")]
+    AlreadyExists(String),
+    /// The process is in the wrong state for the request.
+    #[error("{0}")]
+    WrongState(String),
+    #[error("{0}")]
+    InvalidArgument(String),
+    #[error("{0}")]
+    Unimplemented(String),
+    /// What the runtime library refused or failed, with the request it served.
+    #[error("{what}: {source}")]
+    Runtime { what: String, source: rustpod::Error },
+    /// Any other failure (containerd gets Unknown, as from the Go shim).
+    #[error("{0}")]
+    Failed(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub fn runtime(what: impl Into<String>) -> impl FnOnce(rustpod::Error) -> Error {
+        let what = what.into();
+        move |source| Error::Runtime { what, source }
+    }
+
+    pub fn code(&self) -> Code {
+        match self {
+            Error::NoContainer(_) | Error::NoProcess { .. } | Error::Finished(_) => Code::NOT_FOUND,
+            Error::AlreadyExists(_) => Code::ALREADY_EXISTS,
+            Error::WrongState(_) => Code::FAILED_PRECONDITION,
+            Error::InvalidArgument(_) => Code::INVALID_ARGUMENT,
+            Error::Unimplemented(_) => Code::UNIMPLEMENTED,
+            Error::Runtime { source, .. } => runtime_code(source),
+            Error::Failed(_) => Code::UNKNOWN,
+        }
+    }
+}
+
+/// The code of a runtime library error.
+fn runtime_code(e: &rustpod::Error) -> Code {
+    use rustpod::Error as E;
+    match e {
+        E::NotFound(_) => Code::NOT_FOUND,
+        E::AlreadyExists(_) => Code::ALREADY_EXISTS,
+        E::Bundle { .. } | E::Config { .. } | E::InvalidId { .. } | E::InvalidSignal(_) => Code::INVALID_ARGUMENT,
+        E::WrongStatus { .. } => Code::FAILED_PRECONDITION,
+        _ => Code::UNKNOWN,
+    }
+}
+
+/// Internal steps (stdio, helpers, mounts) still report in words.
+impl From<String> for Error {
+    fn from(e: String) -> Error {
+        Error::Failed(e)
+    }
+}
+
+impl From<Error> for ttrpc::Error {
+    fn from(e: Error) -> ttrpc::Error {
+        ttrpc::Error::RpcStatus(ttrpc::get_status(e.code(), e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code_of(e: Error) -> Code {
+        match ttrpc::Error::from(e) {
+            ttrpc::Error::RpcStatus(status) => status.code(),
+            other => panic!("not a status: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn codes_are_the_go_shims() {
+        assert_eq!(code_of(Error::NoContainer("c".into())), Code::NOT_FOUND);
+        assert_eq!(code_of(Error::NoProcess { id: "c".into(), exec_id: "e".into() }), Code::NOT_FOUND);
+        assert_eq!(code_of(Error::Finished("c".into())), Code::NOT_FOUND);
+        assert_eq!(code_of(Error::AlreadyExists("c".into())), Code::ALREADY_EXISTS);
+        assert_eq!(code_of(Error::WrongState("running".into())), Code::FAILED_PRECONDITION);
+        assert_eq!(code_of(Error::InvalidArgument("signal".into())), Code::INVALID_ARGUMENT);
+        assert_eq!(code_of(Error::Unimplemented("checkpoint".into())), Code::UNIMPLEMENTED);
+        assert_eq!(code_of(Error::from("pipe: EMFILE".to_string())), Code::UNKNOWN);
+    }
+
+    #[test]
+    fn runtime_errors_keep_their_meaning() {
+        let runtime = |e| code_of(Error::runtime("kill c")(e));
+        assert_eq!(runtime(rustpod::Error::NotFound("c".into())), Code::NOT_FOUND);
+        assert_eq!(runtime(rustpod::Error::AlreadyExists("c".into())), Code::ALREADY_EXISTS);
+        assert_eq!(runtime(rustpod::Error::InvalidSignal("SIGFOO".into())), Code::INVALID_ARGUMENT);
+        let wrong = rustpod::Error::WrongStatus { id: "c".into(), op: "pause", status: "stopped".into(), wanted: "running" };
+        assert_eq!(runtime(wrong), Code::FAILED_PRECONDITION);
+        assert_eq!(runtime(rustpod::Error::Invalid("x".into())), Code::UNKNOWN);
+    }
+
+    #[test]
+    fn the_message_names_the_request() {
+        let e = Error::runtime("pause c1")(rustpod::Error::NotFound("c1".into()));
+        assert_eq!(e.to_string(), "pause c1: container c1 does not exist");
+    }
+}
