@@ -72,7 +72,7 @@ impl Publisher {
         self.queue.ready.notify_one();
     }
 
-    pub fn task_create(&self, id: &str, bundle: &str, pid: i32, stdio: &crate::process::Stdio) {
+    pub fn task_create(&self, id: &str, bundle: &str, pid: i32, stdio: &crate::io::Stdio) {
         let io = containerd_shim::protos::events::task::TaskIO {
             stdin: stdio.stdin.clone(),
             stdout: stdio.stdout.clone(),

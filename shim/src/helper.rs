@@ -118,7 +118,7 @@ fn helper_binary() -> PathBuf {
 }
 
 fn read_answer(sock: &UnixStream) -> Result<Answer, String> {
-    match crate::io::wait_readable(sock.as_fd(), HELPER_TIMEOUT) {
+    match crate::wait::wait_readable(sock.as_fd(), HELPER_TIMEOUT) {
         Ok(true) => {}
         Ok(false) => return Err(format!("helper did not answer within {HELPER_TIMEOUT:?}")),
         Err(e) => return Err(format!("wait for helper: {e}")),

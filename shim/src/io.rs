@@ -5,7 +5,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
@@ -14,7 +14,16 @@ use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
-use crate::process::Stdio;
+/// The stdio containerd asked for: FIFO (or log URI) paths, and whether the
+/// process gets a terminal.
+#[derive(Debug, Clone, Default)]
+pub struct Stdio {
+    pub stdin: String,
+    pub stdout: String,
+    pub stderr: String,
+    pub terminal: bool,
+}
+
 
 const BUF_SIZE: usize = 32 * 1024;
 const COPY_STACK: usize = 64 * 1024;
@@ -342,23 +351,6 @@ fn set_nonblocking(fd: RawFd) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Waits up to `timeout` for `fd` to be readable; false on timeout. Signals
-/// do not cut the wait short: the reaper's SIGCHLD for any other process of
-/// the shim may arrive on this thread.
-pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) -> nix::Result<bool> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
-        let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
-        match poll(&mut fds, PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)) {
-            Ok(ready) => return Ok(ready > 0),
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(e),
-        }
-    }
-}
-
 /// A unix socket the engine connects to, to hand over a pty master.
 pub struct ConsoleSocket {
     listener: UnixListener,
@@ -385,7 +377,7 @@ impl ConsoleSocket {
     /// the helper answered).
     pub fn receive(&self) -> Result<OwnedFd, String> {
         let what = |e: &dyn std::fmt::Display| format!("console socket {}: {e}", self.path.display());
-        if !wait_readable(self.listener.as_fd(), CONSOLE_WAIT).map_err(|e| what(&e))? {
+        if !crate::wait::wait_readable(self.listener.as_fd(), CONSOLE_WAIT).map_err(|e| what(&e))? {
             return Err(what(&"no terminal was sent"));
         }
         let (stream, _) = self.listener.accept().map_err(|e| what(&e))?;

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, SystemTime};
 
-use crate::io::ProcessIo;
+use crate::io::{ProcessIo, Stdio};
 
 /// How a process ended: the exit code, or 128+signal; and when.
 #[derive(Debug, Clone, Copy)]
@@ -48,16 +48,6 @@ impl ExitCell {
         let (slot, _) = self.cond.wait_timeout_while(slot, timeout, |s| s.is_none()).unwrap();
         *slot
     }
-}
-
-/// The stdio containerd asked for: FIFO (or log URI) paths, and whether the
-/// process gets a terminal.
-#[derive(Debug, Clone, Default)]
-pub struct Stdio {
-    pub stdin: String,
-    pub stdout: String,
-    pub stderr: String,
-    pub terminal: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

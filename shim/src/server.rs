@@ -106,8 +106,14 @@ fn task_methods(service: &Arc<dyn Task + Send + Sync>) -> HashMap<String, Box<dy
     methods
 }
 
-fn socket_path(address: &str) -> &str {
+/// The socket path of a `unix://` address (containerd's form) or a path.
+pub fn socket_path(address: &str) -> &str {
     address.strip_prefix("unix://").unwrap_or(address)
+}
+
+/// Whether a shim answers at `address`.
+pub fn serving(address: &str) -> bool {
+    std::os::unix::net::UnixStream::connect(socket_path(address)).is_ok()
 }
 
 /// Binds the socket; None if a live server already has it.
@@ -119,7 +125,7 @@ fn listen(address: &str) -> Result<Option<UnixListener>, String> {
     match UnixListener::bind(path) {
         Ok(l) => owner_only(path).map(|()| Some(l)),
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
-            if crate::service::serving(address) {
+            if serving(address) {
                 return Ok(None);
             }
             let _ = std::fs::remove_file(path);

@@ -106,7 +106,7 @@ fn start_command(flags: &Flags) -> Result<(), String> {
 fn start(opts: StartOpts) -> Result<String, Error> {
     let grouping = grouping(&opts, Path::new("config.json"));
     let address = opts.socket_address(&grouping);
-    let address = if serving(&address) {
+    let address = if crate::server::serving(&address) {
         address
     } else {
         containerd_shim::spawn(opts, &grouping, Vec::new())?.1
@@ -152,10 +152,10 @@ fn remove_dead_socket(flags: &Flags, bundle: &Path) -> Result<(), String> {
         ..Default::default()
     };
     let address = opts.socket_address(&grouping(&opts, &bundle.join("config.json")));
-    if serving(&address) {
+    if crate::server::serving(&address) {
         return Ok(());
     }
-    let path = address.strip_prefix("unix://").unwrap_or(&address);
+    let path = crate::server::socket_path(&address);
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(format!("remove socket {path}: {e}")),
         _ => Ok(()),
@@ -175,12 +175,6 @@ fn group_of(config: &Path) -> Option<String> {
     GROUP_ANNOTATIONS
         .iter()
         .find_map(|key| annotations.get(key)?.as_str().filter(|v| !v.is_empty()).map(str::to_string))
-}
-
-/// Whether a shim answers at `address`.
-pub fn serving(address: &str) -> bool {
-    let path = address.strip_prefix("unix://").unwrap_or(address);
-    std::os::unix::net::UnixStream::connect(path).is_ok()
 }
 
 #[cfg(test)]

@@ -22,7 +22,8 @@ use crate::events::{timestamp, Publisher};
 use crate::helper::{self, Kind};
 use crate::io::{self, ConsoleSocket};
 use crate::mount::MountSpec;
-use crate::process::{ExitCell, ExitStatus, Process, Status, Stdio};
+use crate::io::Stdio;
+use crate::process::{ExitCell, ExitStatus, Process, Status};
 
 /// How long Delete waits for a killed, never-started init to be reaped.
 const DELETE_EXIT_WAIT: Duration = Duration::from_secs(2);
