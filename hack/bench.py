@@ -11,12 +11,15 @@ Method (see README "Benchmarks"):
   whole operation, CPU is the RUSAGE_CHILDREN (user+sys) delta around it, and peak RSS is
   the largest ru_maxrss of any process reaped during it (wait4 gives it per process, and
   ru_maxrss survives execve, so the runtime's init phase counts).
-- Runtimes are interleaved in rounds (A B C, then B C A, ...); each round is one pair
-  for each comparison.
-- crun runs in a private mount namespace without /sys/fs/cgroup/unified (Debian's crun
-  1.8 refuses cgroup v1 hybrid). The wrapper's own cost is measured every round with a
-  no-op (the same wrapper exec'ing /bin/true vs /bin/true alone) and subtracted per crun
-  invocation, for wall and for CPU.
+- Runtimes are interleaved in rounds, in a balanced order (williams()); each round is
+  one pair for each comparison.
+- Debian's crun 1.8 refuses cgroup v1 hybrid, so this process enters a private mount
+  namespace once, at start, with /sys/fs/cgroup/unified unmounted (the host's mounts are
+  untouched), and every runtime is called directly from there: all three see the same
+  cgroup v1 layout and none pays a wrapper. --host-mount-ns runs some of them in the
+  host's namespace instead (setns around each spawn), to see what the layout changes.
+- The floor (hack/floor.c: unshare -fmpuinC, a proc mount, a fresh memory cgroup,
+  chroot, exec /bin/true) is interleaved with the `run` figure as a fourth row.
 """
 import argparse
 import ctypes
@@ -39,8 +42,9 @@ libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_CHILD_SUBREAPER = 36
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
-CRUN_WRAP = ["unshare", "-m", "--propagation", "private", "sh", "-c",
-             'umount /sys/fs/cgroup/unified; exec "$@"', "crun-wrap"]
+CLONE_NEWNS = 0x00020000
+MS_REC, MS_PRIVATE, MNT_DETACH = 0x4000, 0x40000, 2
+UNIFIED = "/sys/fs/cgroup/unified"
 IMAGE = "docker.io/library/busybox:rustpod-bench"
 SANDBOX_ANN = "io.kubernetes.cri.sandbox-id"
 
@@ -89,6 +93,70 @@ class Proc:
         cls.orphans = 0
 
 
+# ---------------------------------------------------------------- mount namespaces
+
+class Argv(list):
+    """A command line and the mount namespace fd it runs in (None: the benchmark's own)."""
+
+    def __init__(self, items, ns=None):
+        super().__init__(items)
+        self.ns = ns
+
+
+def oserr(what):
+    e = ctypes.get_errno()
+    raise OSError(e, f"{what}: {os.strerror(e)}")
+
+
+class MountNs:
+    """The benchmark's private mount namespace, entered once, and the host's, as fds."""
+    host = None
+    bench = None
+    current = None
+    host_cgroup = None
+
+    @classmethod
+    def enter_private(cls):
+        cls.host = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+        cls.host_cgroup = cgroup_layout()
+        if libc.unshare(CLONE_NEWNS) != 0:
+            oserr("unshare(CLONE_NEWNS)")
+        # private first, so that the umount below does not propagate to the host
+        if libc.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None) != 0:
+            oserr("mount(/, MS_REC|MS_PRIVATE)")
+        if os.path.ismount(UNIFIED) and libc.umount2(UNIFIED.encode(), MNT_DETACH) != 0:
+            oserr(f"umount2({UNIFIED}, MNT_DETACH)")
+        cls.bench = cls.current = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+
+    @classmethod
+    def use(cls, fd):
+        """setns into fd (this process is single-threaded); a no-op when already there."""
+        fd = cls.bench if fd is None else fd
+        if fd is not None and fd != cls.current:
+            if libc.setns(fd, CLONE_NEWNS) != 0:
+                oserr("setns(CLONE_NEWNS)")
+            cls.current = fd
+
+
+def cgroup_layout():
+    if os.path.ismount(UNIFIED):
+        return "v1 hybrid"
+    return "v2" if os.path.exists("/sys/fs/cgroup/cgroup.controllers") else "v1"
+
+
+class InNs:
+    """Spawn argv in its mount namespace, and come back to the benchmark's."""
+
+    def __init__(self, argv):
+        self.ns = getattr(argv, "ns", None)
+
+    def __enter__(self):
+        MountNs.use(self.ns)
+
+    def __exit__(self, *a):
+        MountNs.use(None)
+
+
 ERRFILE = None
 # Peak-RSS pass: each command runs under GNU time, which fork()s from its own small
 # process. A process we spawn directly would report our own RSS: posix_spawn shares our
@@ -104,7 +172,8 @@ def spawn(argv, stdout=None):
         fa.append((os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0))
     else:
         fa.append((os.POSIX_SPAWN_DUP2, stdout.fileno(), 1))
-    return os.posix_spawnp(argv[0], argv, os.environ, file_actions=fa)
+    with InNs(argv):
+        return os.posix_spawnp(argv[0], argv, os.environ, file_actions=fa)
 
 
 def wait_pid(pid, timeout=60):
@@ -125,7 +194,7 @@ def run(argv, check=True, timeout=60, ok=(0,)):
     ERRFILE.seek(0)
     ERRFILE.truncate()
     if RSS_MODE:
-        argv = ["/usr/bin/time", "-f", "%M", "-o", RSS_OUT] + argv
+        argv = Argv(["/usr/bin/time", "-f", "%M", "-o", RSS_OUT] + argv, getattr(argv, "ns", None))
     pid = spawn(argv)
     try:
         code, _ = wait_pid(pid, timeout)
@@ -142,7 +211,8 @@ def run(argv, check=True, timeout=60, ok=(0,)):
 
 
 def capture(argv, timeout=60):
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    with InNs(argv):
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     return r.returncode, r.stdout, r.stderr
 
 
@@ -190,14 +260,15 @@ def schedstat_ns(pid):
 # ---------------------------------------------------------------- runtimes
 
 class Runtime:
-    def __init__(self, name, argv, root, wrapped=False):
-        self.name, self.argv, self.root, self.wrapped = name, argv, root, wrapped
+    def __init__(self, name, argv, root):
+        self.name, self.argv, self.root = name, argv, root
+        self.ns = None  # the benchmark's mount namespace
 
     def cmd(self, *args):
-        return self.argv + ["--root", self.root] + list(args)
+        return Argv(self.argv + ["--root", self.root] + list(args), self.ns)
 
     def version(self):
-        argv = self.argv + ["--version"]
+        argv = Argv(self.argv + ["--version"], self.ns)
         rc, out, err = capture(argv)
         return (out or err).strip().splitlines()[0] if rc == 0 else "?"
 
@@ -226,7 +297,42 @@ def make_bundle(path, rootfs, args, hostname=None, cgroups_path=None, memory=Non
     return path
 
 
+def parse_strace(path):
+    """`strace -c` summary: total calls, failed calls, and calls per syscall (most first)."""
+    per, total, errors = {}, 0, 0
+    for line in open(path):
+        f = line.split()
+        if len(f) < 5 or not f[0].replace(".", "").isdigit():
+            continue  # header, rules, and strace's own messages
+        nums = f[:-1]
+        # % time, seconds, usecs/call, calls[, errors]; the errors column is blank when 0
+        calls, errs = int(nums[3]), int(nums[4]) if len(nums) > 4 else 0
+        if f[-1] == "total":
+            total, errors = calls, errs
+        else:
+            per[f[-1]] = calls
+    return {"calls": total, "errors": errors,
+            "by_syscall": dict(sorted(per.items(), key=lambda kv: -kv[1]))}
+
+
 # ---------------------------------------------------------------- statistics
+
+def williams(k):
+    """A Williams design: orders of range(k) in which every item comes first, and follows each
+    other item, equally often. A plain rotation (A B C, B C A, ...) gives every runtime the same
+    predecessor each round, and wall times depend on it: a cgroup.procs write waits for an RCU
+    grace period when nobody wrote one recently."""
+    base, lo, hi = [0], 1, k - 1
+    for j in range(1, k):
+        if j % 2:
+            base.append(lo)
+            lo += 1
+        else:
+            base.append(hi)
+            hi -= 1
+    rows = [[(b + r) % k for b in base] for r in range(k)]
+    return rows + [r[::-1] for r in rows] if k % 2 else rows
+
 
 def pct(xs, p):
     xs = sorted(xs)
@@ -271,8 +377,11 @@ class Bench:
         self.rt = {
             "rustpod": Runtime("rustpod", [self.rustpod_bin], f"{w}/root-rustpod"),
             "runc": Runtime("runc", ["runc"], f"{w}/root-runc"),
-            "crun": Runtime("crun", CRUN_WRAP + ["crun"], f"{w}/root-crun", wrapped=True),
+            "crun": Runtime("crun", ["crun"], f"{w}/root-crun"),
         }
+        for name in args.host_mount_ns:
+            self.rt[name].ns = MountNs.host
+        self.floor_bin = args.floor_bin
         self.order = ["rustpod", "runc", "crun"]
         self.seq = 0
         self.ctrd_dir = None
@@ -282,11 +391,12 @@ class Bench:
         self.seq += 1
         return f"rpb-{tag}-{self.seq}"
 
-    def rounds(self, n):
-        """n rounds, each a rotation of the runtime order (A B C, B C A, C A B, ...)."""
+    def rounds(self, n, names=None):
+        """n rounds in a balanced order: each runtime comes first, and follows each of the others, equally often."""
+        names = names or self.order
+        orders = williams(len(names))
         for i in range(n):
-            k = i % len(self.order)
-            yield self.order[k:] + self.order[:k]
+            yield [names[j] for j in orders[i % len(orders)]]
 
     # --- setup
     def setup(self):
@@ -305,8 +415,10 @@ class Bench:
             "cpu_model": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?"),
             "mem_gib": round(os.sysconf("SC_PHYS_PAGES") * PAGE / 2**30, 1),
             "os": next((l.split("=", 1)[1].strip().strip('"') for l in open("/etc/os-release") if l.startswith("PRETTY_NAME=")), "?"),
-            "cgroup": "v1 hybrid" if os.path.ismount("/sys/fs/cgroup/unified") else ("v2" if os.path.exists("/sys/fs/cgroup/cgroup.controllers") else "v1"),
+            "cgroup": (MountNs.host_cgroup if MountNs.host_cgroup == cgroup_layout()
+                       else f"{MountNs.host_cgroup} on the host, {cgroup_layout()} in the benchmark's mount namespace"),
             "versions": {n: r.version() for n, r in self.rt.items()},
+            "mount_ns": {n: "host" if r.ns == MountNs.host else f"private, without {UNIFIED}" for n, r in self.rt.items()},
             "rustpod_binary": self.rustpod_bin,
             "options": {"pairs": self.a.pairs, "quick": self.a.quick},
         }
@@ -385,18 +497,6 @@ class Bench:
                 raise RuntimeError(f"probe failed for {name}: {res}")
         self.res["probe"] = out
 
-    # --- wrapper cost for crun
-    def wrapper_sample(self):
-        """One no-op pair: (wrapper + /bin/true) - (/bin/true), wall and CPU."""
-        vals = []
-        for argv in (CRUN_WRAP + ["/bin/true"], ["/bin/true"]):
-            c0 = cpu_children()
-            t0 = time.perf_counter()
-            run(argv)
-            t1 = time.perf_counter()
-            vals.append((t1 - t0, cpu_children() - c0))
-        return vals
-
     # --- figure 1: lifecycle and run
     def lifecycle_once(self, r):
         cid = self.cid("lc")
@@ -435,43 +535,50 @@ class Bench:
         t1 = time.perf_counter()
         return t1 - t0, cpu_children() - c0, Proc.maxrss, 0
 
-    def collect(self, fig, n, fn, crun_calls, extra=None):
-        """Interleaved rounds of fn(runtime) for every runtime, plus one wrapper no-op pair per round."""
-        raw = {name: {"wall_ms": [], "cpu_ms": [], "maxrss_kib": [], "orphans": []} for name in self.order}
-        wrap = {"wall_ms": [], "cpu_ms": []}
+    def floor_once(self):
+        """The floor: hack/floor.c does only the kernel work of run + delete (see its header)."""
+        cg = f"/sys/fs/cgroup/memory/{self.cid('floor')}"
+        Proc.reset()
+        c0 = cpu_children()
+        t0 = time.perf_counter()
+        code = run([self.floor_bin, self.rootfs, cg], check=False)
+        t1 = time.perf_counter()
+        cpu = cpu_children() - c0
+        if code != 0:
+            raise RuntimeError(f"floor: exit {code}\n{errtext()}")
+        return t1 - t0, cpu, Proc.maxrss, Proc.orphans
+
+    def collect(self, fig, n, fn, extra=None, floor=False):
+        """Interleaved rounds of fn(runtime) for every runtime, and of the floor if asked."""
+        names = self.order + (["floor"] if floor else [])
+
+        def call(name):
+            return self.floor_once() if name == "floor" else fn(self.rt[name], *(extra[name] if extra else ()))
+
+        raw = {name: {"wall_ms": [], "cpu_ms": [], "maxrss_kib": [], "orphans": []} for name in names}
         for _ in range(self.a.warmup):
-            for name in self.order:
-                fn(self.rt[name], *(extra[name] if extra else ()))
-        for order in self.rounds(n):
+            for name in names:
+                call(name)
+        for order in self.rounds(n, names):
             for name in order:
-                w, c, m, o = fn(self.rt[name], *(extra[name] if extra else ()))
+                w, c, m, o = call(name)
                 d = raw[name]
                 d["wall_ms"].append(w * 1e3)
                 d["cpu_ms"].append(c * 1e3)
                 d["maxrss_kib"].append(m)
                 d["orphans"].append(o)
-            (ww, wc), (tw, tc) = self.wrapper_sample()
-            wrap["wall_ms"].append((ww - tw) * 1e3)
-            wrap["cpu_ms"].append((wc - tc) * 1e3)
         # peak RSS pass (untimed): every command under GNU time, the container init via wait4
         global RSS_MODE
-        for name in self.order:
+        for name in names:
             raw[name]["maxrss_kib"] = []
             RSS_MODE = True
             try:
                 for _ in range(3):
-                    raw[name]["maxrss_kib"].append(fn(self.rt[name], *(extra[name] if extra else ()))[2])
+                    raw[name]["maxrss_kib"].append(call(name)[2])
             finally:
                 RSS_MODE = False
-        ow, oc = statistics.median(wrap["wall_ms"]), statistics.median(wrap["cpu_ms"])
-        c = raw["crun"]
-        c["wall_ms_raw"], c["cpu_ms_raw"] = c["wall_ms"], c["cpu_ms"]
-        c["wall_ms"] = [x - crun_calls * ow for x in c["wall_ms_raw"]]
-        c["cpu_ms"] = [x - crun_calls * oc for x in c["cpu_ms_raw"]]
-        fig_res = {"n": n, "runtimes": {}, "wrapper": {
-            "calls_per_op": crun_calls, "wall_ms_per_call": ow, "cpu_ms_per_call": oc,
-            "wall_ms": summary(wrap["wall_ms"]), "cpu_ms": summary(wrap["cpu_ms"])}}
-        for name in self.order:
+        fig_res = {"n": n, "runtimes": {}}
+        for name in names:
             d = raw[name]
             fig_res["runtimes"][name] = {
                 "wall_ms": summary(d["wall_ms"]), "cpu_ms": summary(d["cpu_ms"]),
@@ -486,15 +593,22 @@ class Bench:
                 "wall_paired": paired_ratio(rp["wall_ms"], o["wall_ms"]),
                 "cpu_paired": paired_ratio(rp["cpu_ms"], o["cpu_ms"]),
                 "peak_rss": ratio(max(rp["maxrss_kib"]), max(o["maxrss_kib"]))}
+        if floor:
+            fl = raw["floor"]
+            fig_res["floor_multiple"] = {name: {
+                "wall": ratio(statistics.median(raw[name]["wall_ms"]), statistics.median(fl["wall_ms"])),
+                "cpu": ratio(statistics.median(raw[name]["cpu_ms"]), statistics.median(fl["cpu_ms"])),
+                "wall_paired": paired_ratio(raw[name]["wall_ms"], fl["wall_ms"]),
+                "cpu_paired": paired_ratio(raw[name]["cpu_ms"], fl["cpu_ms"])} for name in self.order}
         self.res["figures"][fig] = fig_res
         self.print_fig(fig)
 
     def fig_cli(self):
         n = self.a.pairs
         log(f"== figure 1a: create+start+wait+delete of /bin/true, {n} rounds")
-        self.collect("lifecycle", n, self.lifecycle_once, crun_calls=3)
-        log(f"== figure 1b: run (foreground, deletes on exit) of /bin/true, {n} rounds")
-        self.collect("run", n, self.run_once, crun_calls=1)
+        self.collect("lifecycle", n, self.lifecycle_once)
+        log(f"== figure 1b: run (foreground, deletes on exit) of /bin/true and the floor, {n} rounds")
+        self.collect("run", n, self.run_once, floor=True)
 
     def fig_exec(self):
         n = self.a.pairs
@@ -508,7 +622,7 @@ class Bench:
             run(r.cmd("start", cid))
             ids[name] = (cid,)
         try:
-            self.collect("exec", n, self.exec_once, crun_calls=1, extra=ids)
+            self.collect("exec", n, self.exec_once, extra=ids)
         finally:
             for name, (cid,) in ids.items():
                 self.rt[name].force_delete(cid)
@@ -541,6 +655,43 @@ class Bench:
             log(f"  (children still running after teardown: {left})")
 
     ctrd_pid = None
+
+    # --- figure 7: syscall counts
+    def strace(self, argv, tag):
+        """Run argv under `strace -f -c` (it and everything it forks); returns the parsed counts."""
+        out = f"{self.work}/strace-{tag}.txt"
+        run(Argv(["strace", "-f", "-c", "-o", out] + argv, getattr(argv, "ns", None)), timeout=60)
+        return parse_strace(out)
+
+    def fig_syscalls(self):
+        log("== figure 7: syscalls (strace -f -c) of one run, one delete and one exec of /bin/true")
+        out = {}
+        for name in self.order:
+            r = self.rt[name]
+            res = {}
+            # run: the foreground run deletes the container on exit, in all three runtimes
+            res["run"] = self.strace(r.cmd("run", "--bundle", self.b_true, self.cid("st")), f"{name}-run")
+            reap_ready()
+            # delete alone, of a container whose /bin/true has exited
+            cid = self.cid("st")
+            run(r.cmd("create", "--bundle", self.b_true, cid))
+            self.live.append((name, cid))
+            run(r.cmd("start", cid))
+            reap_one()
+            reap_ready()
+            res["delete"] = self.strace(r.cmd("delete", cid), f"{name}-delete")
+            self.live.remove((name, cid))
+            cid = self.cid("st")
+            run(r.cmd("run", "-d", "--bundle", self.b_sleep, cid))
+            self.live.append((name, cid))
+            res["exec"] = self.strace(r.cmd("exec", cid, "/bin/true"), f"{name}-exec")
+            self.teardown([(name, cid)])
+            out[name] = res
+        out["floor"] = {"run": self.strace([self.floor_bin, self.rootfs, f"/sys/fs/cgroup/memory/{self.cid('floor')}"], "floor")}
+        reap_ready()
+        self.res["figures"]["syscalls"] = {"runtimes": out}
+        for name, res in out.items():
+            log(f"  {name:8} " + ", ".join(f"{k} {v['calls']} calls ({v['errors']} failed)" for k, v in res.items()))
 
     # --- figure 6: smallest memory limit
     def fig_memlimit(self):
@@ -611,9 +762,6 @@ class Bench:
                 running = sum(1 for c in json.loads(st or "[]") if c.get("status") == "running" and c["id"] in ids)
                 if running != n50:
                     raise RuntimeError(f"{name}: only {running} of {n50} running")
-                # crun wrapper: n50 wrapped calls, but concurrently; subtract CPU only
-                if r.wrapped:
-                    cpu -= n50 * self.wrap_cpu_ms() / 1e3
                 conc[name]["wall_ms"].append((t1 - t0) * 1e3)
                 conc[name]["cpu_ms"].append(cpu * 1e3)
                 self.teardown([(name, i) for i in ids])
@@ -647,13 +795,8 @@ class Bench:
                 s = series[name]
                 s["running_before"].append(k)
                 s["host_running_before"].append(host)
-                w = (t1 - t0) * 1e3
-                c = (cpu_children() - c0) * 1e3
-                if r.wrapped:
-                    w -= self.wrap_wall_ms()
-                    c -= self.wrap_cpu_ms()
-                s["wall_ms"].append(w)
-                s["cpu_ms"].append(c)
+                s["wall_ms"].append((t1 - t0) * 1e3)
+                s["cpu_ms"].append((cpu_children() - c0) * 1e3)
         self.teardown([(name, i) for name in self.order for i in ids[name]])
         res = {"max": nmax, "runtimes": {}}
         for name in self.order:
@@ -666,12 +809,6 @@ class Bench:
                                                     res["runtimes"][name]["first_decile_wall_ms"])
         self.res["figures"]["scale_growth"] = res
         log("  " + ", ".join(f"{n}: {res['runtimes'][n]['first_decile_wall_ms']:.1f} -> {res['runtimes'][n]['last_decile_wall_ms']:.1f} ms" for n in self.order))
-
-    def wrap_wall_ms(self):
-        return self.res["figures"]["lifecycle"]["wrapper"]["wall_ms_per_call"]
-
-    def wrap_cpu_ms(self):
-        return self.res["figures"]["lifecycle"]["wrapper"]["cpu_ms_per_call"]
 
     def teardown(self, pairs):
         for name, i in pairs:
@@ -882,8 +1019,12 @@ def main():
     ap.add_argument("--pairs", type=int, default=50, help="interleaved rounds per comparison (>= 30 for the report)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="development: 8 rounds, smaller scale figures")
-    ap.add_argument("--only", default="cli,exec,memlimit,scale,containerd",
-                    help="comma list of: cli,exec,memlimit,scale,containerd")
+    ap.add_argument("--only", default="cli,exec,syscalls,memlimit,scale,containerd",
+                    help="comma list of: cli,exec,syscalls,memlimit,scale,containerd")
+    ap.add_argument("--floor-bin", default="/var/tmp/rustpod-bench-floor", help="hack/floor.c, built static")
+    ap.add_argument("--host-mount-ns", default="", metavar="RUNTIMES",
+                    help="comma list of runtimes (rustpod,runc) to run in the host's mount namespace, "
+                         "where cgroup v1 is hybrid, instead of the benchmark's private one")
     ap.add_argument("--out", default=f"{REPO}/bench")
     ap.add_argument("--work", default="/var/tmp/rustpod-bench")
     ap.add_argument("--containerd-dir", default="/tmp/rpbc")
@@ -894,12 +1035,15 @@ def main():
         a.pairs = 8
         a.warmup = 1
     only = set(a.only.split(","))
-    if "cli" not in only and only & {"scale"}:
-        only.add("cli")  # the crun wrapper cost comes from figure 1
+    a.host_mount_ns = [n for n in a.host_mount_ns.split(",") if n]
+    if set(a.host_mount_ns) - {"rustpod", "runc"}:
+        sys.exit("bench: --host-mount-ns takes rustpod and/or runc (crun 1.8 refuses a hybrid host)")
     if os.geteuid() != 0:
         sys.exit("bench: must run as root")
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         sys.exit("bench: prctl(PR_SET_CHILD_SUBREAPER) failed")
+    # Once, before anything is spawned (unshare needs a single-threaded process).
+    MountNs.enter_private()
     global ERRFILE
     os.makedirs(a.work, exist_ok=True)
     ERRFILE = open(f"{a.work}/.stderr", "w+")
@@ -916,6 +1060,8 @@ def main():
             b.fig_cli()
         if "exec" in only:
             b.fig_exec()
+        if "syscalls" in only:
+            b.fig_syscalls()
         if "memlimit" in only:
             b.fig_memlimit()
         if "scale" in only:

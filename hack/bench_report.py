@@ -4,7 +4,8 @@ import os
 import statistics
 import sys
 
-COLORS = {"rustpod": "#d9480f", "runc": "#1c7ed6", "crun": "#37b24d"}
+COLORS = {"rustpod": "#d9480f", "runc": "#1c7ed6", "crun": "#37b24d", "floor": "#868e96"}
+RUNTIMES = ("rustpod", "runc", "crun")
 
 
 def _g(d, *path):
@@ -29,6 +30,8 @@ def goals(res):
     add("run (foreground) wall <= 1.0x crun", _g(F, "run", "ratios", "crun", "wall"), 1.0)
     add("run (foreground) CPU <= 1.0x crun", _g(F, "run", "ratios", "crun", "cpu"), 1.0)
     add("exec wall <= 1.0x crun", _g(F, "exec", "ratios", "crun", "wall"), 1.0)
+    add("moonshot: run + delete wall <= 1.5x the floor", _g(F, "run", "floor_multiple", "rustpod", "wall"), 1.5)
+    add("moonshot: run + delete CPU <= 1.5x the floor", _g(F, "run", "floor_multiple", "rustpod", "cpu"), 1.5)
     nm = _g(F, "containerd", "not_measured")
     add("ctr run --rm: shim-side CPU <= 0.3x runc v2 shim + runc", _g(F, "containerd", "ratios", "runc", "shim_cpu"), 0.3, note=nm or "")
     add("ctr run --rm: wall <= 0.7x runc v2 shim", _g(F, "containerd", "ratios", "runc", "wall"), 0.7, note=nm or "")
@@ -114,18 +117,52 @@ def table(res):
     return hdr, rows
 
 
+def floor_table(res):
+    """run + delete of /bin/true per runtime, and as a multiple of the floor measured in the same rounds."""
+    f = _g(res, "figures", "run")
+    if not f or "floor_multiple" not in f:
+        return None, []
+    hdr = ["run + delete of /bin/true", "wall", "CPU", "× floor, wall", "× floor, CPU"]
+    rows = [["floor (unshare -fmpuinC, /proc, memcg, chroot, exec)", fmt_ms(f["runtimes"]["floor"]["wall_ms"]),
+             fmt_ms(f["runtimes"]["floor"]["cpu_ms"]), "1×", "1×"]]
+    for n in RUNTIMES:
+        fm = f["floor_multiple"][n]
+        rows.append([n, fmt_ms(f["runtimes"][n]["wall_ms"]), fmt_ms(f["runtimes"][n]["cpu_ms"]), fmt_r(fm["wall"]), fmt_r(fm["cpu"])])
+    return hdr, rows
+
+
+def syscall_table(res, top=5):
+    """strace -f -c counts: run (with its delete), delete alone, exec; the most frequent calls of run."""
+    sc = _g(res, "figures", "syscalls", "runtimes")
+    if not sc:
+        return None, []
+    names = [n for n in RUNTIMES + ("floor",) if n in sc]
+    hdr = ["syscalls (strace -f -c)"] + names
+    rows = []
+    for op, label in (("run", "`run` of /bin/true (deletes on exit)"), ("delete", "`delete` alone"), ("exec", "`exec` /bin/true")):
+        rows.append([label] + [str(sc[n][op]["calls"]) if op in sc[n] else "–" for n in names])
+    rows.append([f"most frequent in `run`"] + ["<br>".join(f"{k} {v}" for k, v in list(sc[n]["run"]["by_syscall"].items())[:top]) for n in names])
+    return hdr, rows
+
+
+def md_table(hdr, rows):
+    return ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)] + ["| " + " | ".join(r) + " |" for r in rows]
+
+
 def markdown(res):
     hdr, rows = table(res)
     m = res["machine"]
+    ns = m.get("mount_ns", {})
+    where = ("every runtime in one private mount namespace without /sys/fs/cgroup/unified, entered once, no wrapper"
+             if len(set(ns.values())) == 1 else "mount namespaces: " + ", ".join(f"{k} {v}" for k, v in ns.items()))
     lines = [f"Measured {m['date']} on {m['os']}, kernel {m['kernel']}, {m['cpus']} × {m['cpu_model']}, "
              f"{m['mem_gib']} GiB, cgroup {m['cgroup']}; " + ", ".join(f"{k} `{v}`" for k, v in m["versions"].items()) +
              f". {_g(res, 'figures', 'lifecycle', 'n') or '?'} interleaved rounds; median (p25–p75); "
-             f"crun's wrapper cost ({_g(res, 'figures', 'lifecycle', 'wrapper', 'wall_ms_per_call') or 0:.1f} ms wall, "
-             f"{_g(res, 'figures', 'lifecycle', 'wrapper', 'cpu_ms_per_call') or 0:.1f} ms CPU per call) subtracted. Run took {m.get('duration_s', '?')} s.", ""]
-    lines.append("| " + " | ".join(hdr) + " |")
-    lines.append("|" + "---|" * len(hdr))
-    for r in rows:
-        lines.append("| " + " | ".join(r) + " |")
+             f"{where}. Run took {m.get('duration_s', '?')} s.", ""]
+    lines += md_table(hdr, rows)
+    for h, r in (floor_table(res), syscall_table(res)):
+        if h:
+            lines += [""] + md_table(h, r)
     lines += ["", "| goal | measured | target | met |", "|---|---|---|---|"]
     for g in res["goals"]:
         v = "not measured" + (f" ({g['note']})" if g["note"] else "") if g["value"] is None else (
@@ -136,12 +173,18 @@ def markdown(res):
     return "\n".join(lines) + "\n"
 
 
-def text_table(res):
-    hdr, rows = table(res)
-    w = [max(len(str(r[i])) for r in [hdr] + rows) for i in range(len(hdr))]
+def text_rows(hdr, rows):
+    rows = [[str(c).replace("<br>", ", ") for c in r] for r in rows]
+    w = [max(len(r[i]) for r in [hdr] + rows) for i in range(len(hdr))]
     out = ["  ".join(str(c).ljust(w[i]) for i, c in enumerate(hdr)), "  ".join("-" * x for x in w)]
-    out += ["  ".join(str(c).ljust(w[i]) for i, c in enumerate(r)) for r in rows]
-    out.append("")
+    return out + ["  ".join(c.ljust(w[i]) for i, c in enumerate(r)) for r in rows] + [""]
+
+
+def text_table(res):
+    out = text_rows(*table(res))
+    for h, r in (floor_table(res), syscall_table(res)):
+        if h:
+            out += text_rows(h, r)
     for g in res["goals"]:
         v = "not measured" if g["value"] is None else f"{g['value']:.2f}{'x' if g['unit'] == 'x' else ' ' + g['unit']}"
         out.append(f"{'MET ' if g['met'] else ('--  ' if g['met'] is None else 'MISS')}  {g['goal']}: {v}")
@@ -154,6 +197,7 @@ def chart(res, path):
     # Text as text and stable ids: a small file that changes only with the data.
     matplotlib.rcParams["svg.fonttype"] = "none"
     matplotlib.rcParams["svg.hashsalt"] = "rustpod-bench"
+    matplotlib.rcParams["font.sans-serif"] = ["DejaVu Sans"]  # one family per <text>, not twelve
     import matplotlib.pyplot as plt
     F = res["figures"]
     panels = []
@@ -172,6 +216,8 @@ def chart(res, path):
         panels.append(("shimmem", "shim_memory", None, "4. shim memory per pod (MiB)"))
     if "memlimit" in F:
         panels.append(("memlimit", "memlimit", None, "6. smallest memory.limit (KiB)"))
+    if not panels:
+        return
     cols = 4
     rows = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)

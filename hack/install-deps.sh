@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install the Debian packages that rustpod's build and tests need.
+# Usage: install-deps.sh [EXTRA_PACKAGE...]
+# Install the Debian packages that rustpod's build and tests need (and any extra ones named).
 # apt-get runs only when a package is missing; the distro services (containerd, docker) are never started.
 # docker.io and podman are the real clients tests/tests/docker_client.rs and podman_client.rs drive.
 set -euo pipefail
@@ -7,6 +8,7 @@ set -euo pipefail
 
 # libelf-dev and zlib1g-dev: the archives libbpf (cgroup v2 device filter) links statically.
 pkgs=(containerd runc crun busybox-static libseccomp-dev libelf-dev zlib1g-dev protobuf-compiler pkg-config jq iproute2 util-linux docker.io podman)
+pkgs+=("$@")
 
 missing=()
 for p in "${pkgs[@]}"; do
