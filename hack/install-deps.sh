@@ -6,8 +6,7 @@
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-# libelf-dev and zlib1g-dev: the archives libbpf (cgroup v2 device filter) links statically.
-pkgs=(containerd runc crun busybox-static libseccomp-dev libelf-dev zlib1g-dev protobuf-compiler pkg-config jq iproute2 util-linux docker.io podman)
+pkgs=(containerd runc crun busybox-static libseccomp-dev protobuf-compiler pkg-config jq iproute2 util-linux docker.io podman)
 pkgs+=("$@")
 
 missing=()

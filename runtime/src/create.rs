@@ -91,11 +91,7 @@ fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions
     let _cgroup_guard = std::fs::File::open(&dir.root)
         .ok()
         .and_then(|f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockShared).ok());
-    let devices_spec = opts.systemd_cgroup.then(|| spec.clone());
     let container = crate::init::spawn(dir, &bundle.path, spec, init_opts)?;
-    if let (Some(spec), Some(pid)) = (devices_spec, container.pid()) {
-        crate::device_filter::attach_for_systemd(&spec, pid.as_raw())?;
-    }
     debug_pause("engine-created");
     dir.restrict_engine_files()?;
     if let (Some(path), Some(pid)) = (&opts.pid_file, container.pid()) {
