@@ -95,6 +95,9 @@ fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions
         .as_sibling(opts.as_sibling)
         .build()
         .map_err(|e| Error::engine("create", &dir.id, &e))?;
+    // Before `start` lets the user's program run; a failure fails create.
+    let pid = container.pid().ok_or_else(|| Error::Invalid(format!("create {}: the engine gave no init pid", dir.id)))?;
+    crate::device_filter::apply(&bundle.spec, pid.as_raw())?;
     debug_pause("engine-created");
 
     let user_env = bundle.spec.process().as_ref().and_then(|p| p.env().as_deref()).unwrap_or_default();

@@ -6,6 +6,7 @@ pub mod cgroup;
 pub mod cgroup_mount;
 pub mod console;
 pub mod container_dir;
+pub mod device_filter;
 pub mod engine_builder;
 pub mod engine_bundle;
 pub mod error;
