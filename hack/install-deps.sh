@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Install the Debian packages that rustpod's build and tests need.
+# Usage: install-deps.sh [PACKAGE...]; with packages, only those (hack/guest-v2.sh's).
 # apt-get runs only when a package is missing; the distro containerd service is never started.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 pkgs=(containerd runc crun busybox-static libseccomp-dev protobuf-compiler pkg-config jq iproute2 util-linux)
+(($#)) && pkgs=("$@")
 
 missing=()
 for p in "${pkgs[@]}"; do
