@@ -20,6 +20,7 @@ timeout_s=${RUSTPOD_GUEST_TIMEOUT:-1200}
 # not here: the guest has neither.
 default_tests=(
 	"cgroup_devices"
+	"cgroup_v2"
 	"config_cgroups"
 	"cli_update"
 	"cli_lifecycle"
@@ -58,9 +59,16 @@ kernel() {
 build_tests() {
 	local args=() t
 	for t in "${tests[@]}"; do args+=(--test "${t%% *}"); done
-	cargo test --locked --no-run -p rustpod-tests "${args[@]}" --message-format=json 2>/dev/null |
-		jq -r 'select(.reason == "compiler-artifact" and .executable != null and .target.kind[0] == "test")
-			| "\(.target.name) \(.executable)"'
+	local json
+	json=$(mktemp "$cache/build.XXXXXX")
+	if ! cargo test --locked --no-run -p rustpod-tests "${args[@]}" --message-format=json >"$json" 2>"$json.err"; then
+		cat "$json.err" >&2
+		rm -f "$json" "$json.err"
+		die "building the guest's test binaries failed"
+	fi
+	jq -r 'select(.reason == "compiler-artifact" and .executable != null and .target.kind[0] == "test")
+		| "\(.target.name) \(.executable)"' "$json"
+	rm -f "$json" "$json.err"
 }
 
 # stripped SRC: a copy without debug info, cached by the content it came from.
@@ -118,10 +126,12 @@ initramfs() {
 	stage_file "$CARGO_TARGET_DIR/static/rustpod-pause" /guest/bin/rustpod-pause
 	stage_file /usr/sbin/runc /usr/sbin/runc
 	stage_libs /usr/sbin/runc
+	local built
+	built=$(build_tests) || exit 1
 	while read -r name path; do
 		stage_file "$(stripped "$path")" "/guest/tests/$name"
 		stage_libs "$path"
-	done < <(build_tests)
+	done <<<"$built"
 	for t in "${tests[@]}"; do echo "$t"; done >"$stage/guest/tests.list"
 	echo "$guest_env" >"$stage/guest/env"
 	cat "$stage/guest/tests.list" "$stage/guest/env" >>"$stage.manifest"

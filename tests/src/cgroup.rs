@@ -33,10 +33,16 @@ fn hierarchies() -> Vec<PathBuf> {
 
 /// The content (trimmed) of `/sys/fs/cgroup/<controller>/rustpod-test-<id>/<id>/<file>`.
 pub fn v1_file(controller: &str, id: &str, file: &str) -> String {
-    let path = Path::new(CGROUP_FS)
-        .join(controller)
-        .join(cgroups_path(id).trim_start_matches('/'))
-        .join(file);
+    read_in(&Path::new(CGROUP_FS).join(controller), id, file)
+}
+
+/// The content (trimmed) of `/sys/fs/cgroup/rustpod-test-<id>/<id>/<file>` on a cgroup v2 host.
+pub fn v2_file(id: &str, file: &str) -> String {
+    read_in(Path::new(CGROUP_FS), id, file)
+}
+
+fn read_in(hierarchy: &Path, id: &str, file: &str) -> String {
+    let path = hierarchy.join(cgroups_path(id).trim_start_matches('/')).join(file);
     fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
         .trim()
