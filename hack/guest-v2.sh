@@ -16,9 +16,12 @@ cd "$hack/.."
 cache=/var/tmp/rustpod-guest-v2
 timeout_s=${RUSTPOD_GUEST_TIMEOUT:-1200}
 
-# Test file, then libtest arguments (filters, --skip). Files with containerd or CRI tests are
-# not here: the guest has neither.
+# A test file of tests/tests/ (or the shim's unit tests, by its binary's name), then libtest
+# arguments (filters, --skip). Files with containerd or CRI tests are not here: the guest has
+# neither.
+shim=containerd-shim-rustpod-v1
 default_tests=(
+	"$shim metrics:: oom::"
 	"cgroup_devices"
 	"cgroup_v2"
 	"config_cgroups"
@@ -57,16 +60,22 @@ kernel() {
 
 # Test executables of the files in "${tests[@]}", one "name path" a line.
 build_tests() {
-	local args=() t
-	for t in "${tests[@]}"; do args+=(--test "${t%% *}"); done
+	local args=(-p rustpod-tests) t
+	for t in "${tests[@]}"; do
+		if [[ ${t%% *} == "$shim" ]]; then
+			args+=(-p "$shim" --bin "$shim")
+		else
+			args+=(--test "${t%% *}")
+		fi
+	done
 	local json
 	json=$(mktemp "$cache/build.XXXXXX")
-	if ! cargo test --locked --no-run -p rustpod-tests "${args[@]}" --message-format=json >"$json" 2>"$json.err"; then
+	if ! cargo test --locked --no-run "${args[@]}" --message-format=json >"$json" 2>"$json.err"; then
 		cat "$json.err" >&2
 		rm -f "$json" "$json.err"
 		die "building the guest's test binaries failed"
 	fi
-	jq -r 'select(.reason == "compiler-artifact" and .executable != null and .target.kind[0] == "test")
+	jq -r 'select(.reason == "compiler-artifact" and .executable != null and .profile.test)
 		| "\(.target.name) \(.executable)"' "$json"
 	rm -f "$json" "$json.err"
 }

@@ -187,14 +187,14 @@ fn metrics_v2(s: &Stats) -> v2::Metrics {
         max_usage: s.memory.memory.max_usage,
         ..Default::default()
     };
-    // libcgroups reports v2 CPU times in nanoseconds.
+    // libcgroups copies cpu.stat's microseconds as they are (v1's are nanoseconds).
     let cpu = v2::CPUStat {
-        usage_usec: s.cpu.usage.usage_total / 1000,
-        user_usec: s.cpu.usage.usage_user / 1000,
-        system_usec: s.cpu.usage.usage_kernel / 1000,
+        usage_usec: s.cpu.usage.usage_total,
+        user_usec: s.cpu.usage.usage_user,
+        system_usec: s.cpu.usage.usage_kernel,
         nr_periods: s.cpu.throttling.periods,
         nr_throttled: s.cpu.throttling.throttled_periods,
-        throttled_usec: s.cpu.throttling.throttled_time / 1000,
+        throttled_usec: s.cpu.throttling.throttled_time,
         ..Default::default()
     };
     v2::Metrics {
@@ -209,6 +209,111 @@ fn metrics_v2(s: &Stats) -> v2::Metrics {
 mod tests {
     use super::*;
     use containerd_shim::protos::protobuf::MessageFull;
+
+    use std::path::{Path, PathBuf};
+    use std::process::{Child, Command};
+
+    use libcgroups::common::{AnyCgroupManager, CgroupManager};
+    use nix::unistd::Pid;
+    use rustpod_tests::{needs, skip_if};
+
+    /// A cgroup of our own with a process that used some CPU and one that sleeps in it;
+    /// on Drop the sleeper is killed and the cgroup removed.
+    struct Busy {
+        manager: AnyCgroupManager,
+        sleeper: Child,
+    }
+
+    impl Busy {
+        fn new() -> Busy {
+            let rel = PathBuf::from(format!("/rustpod-metrics-test-{}", std::process::id()));
+            let manager = rustpod::cgroup::manager(rel, false, "metrics-test").expect("cgroup manager");
+            let spin = "i=0; while [ $i -lt 50000 ]; do i=$((i+1)); done";
+            let mut burner = Command::new("/bin/busybox")
+                .args(["sh", "-c", &format!("read _; {spin}")])
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn burner");
+            manager.add_task(Pid::from_raw(burner.id() as i32)).expect("move burner into the cgroup");
+            drop(burner.stdin.take()); // now it may start burning, inside the cgroup
+            assert!(burner.wait().expect("wait burner").success());
+            let sleeper = Command::new("/bin/busybox").args(["sleep", "1000"]).spawn().expect("spawn sleeper");
+            manager.add_task(Pid::from_raw(sleeper.id() as i32)).expect("move sleeper into the cgroup");
+            Busy { manager, sleeper }
+        }
+    }
+
+    impl Drop for Busy {
+        fn drop(&mut self) {
+            let _ = self.sleeper.kill();
+            let _ = self.sleeper.wait();
+            let _ = self.manager.remove();
+        }
+    }
+
+    /// The value of `key` in a file of `key value` lines.
+    fn keyed(dir: &Path, file: &str, key: &str) -> u64 {
+        let text = std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("read {file}: {e}"));
+        text.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in {file}: {text}"))
+    }
+
+    fn single(dir: &Path, file: &str) -> u64 {
+        let text = std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("read {file}: {e}"));
+        text.trim().parse().unwrap_or_else(|e| panic!("{file} {text:?}: {e}"))
+    }
+
+    /// `value` read between `before` and `after` readings of the same file.
+    #[track_caller]
+    fn between(what: &str, value: u64, before: u64, after: u64) {
+        let (lo, hi) = (before.min(after), before.max(after));
+        assert!((lo..=hi).contains(&value), "{what}: metrics say {value}, the file said {before} then {after}");
+    }
+
+    #[test]
+    fn v2_metrics_match_cpu_stat_and_memory_current() {
+        skip_if!(needs::cgroup_v2(&["cpu", "memory", "pids"]));
+        let busy = Busy::new();
+        let dir = Path::new("/sys/fs/cgroup").join(format!("rustpod-metrics-test-{}", std::process::id()));
+        let files = |(): ()| {
+            let cpu = ["usage_usec", "user_usec", "system_usec", "nr_periods", "nr_throttled", "throttled_usec"]
+                .map(|k| keyed(&dir, "cpu.stat", k));
+            (cpu, single(&dir, "memory.current"), single(&dir, "pids.current"))
+        };
+        let before = files(());
+        let m = metrics_v2(&busy.manager.stats().expect("stats"));
+        let after = files(());
+        let cpu = m.cpu.as_ref().expect("cpu");
+        let got = [cpu.usage_usec, cpu.user_usec, cpu.system_usec, cpu.nr_periods, cpu.nr_throttled, cpu.throttled_usec];
+        for (i, name) in ["usage_usec", "user_usec", "system_usec", "nr_periods", "nr_throttled", "throttled_usec"].iter().enumerate() {
+            between(&format!("cpu.stat {name}"), got[i], before.0[i], after.0[i]);
+        }
+        assert!(cpu.usage_usec >= 1000, "the burner used no CPU? {}", cpu.usage_usec);
+        between("memory.current", m.memory.usage, before.1, after.1);
+        assert_eq!(m.pids.current, before.2, "pids.current");
+    }
+
+    #[test]
+    fn v1_metrics_match_cpuacct_and_memory_usage() {
+        for controller in ["cpu", "memory", "pids"] {
+            skip_if!(needs::cgroup_v1(controller));
+        }
+        let busy = Busy::new();
+        let rel = format!("rustpod-metrics-test-{}", std::process::id());
+        let dir = |c: &str| Path::new("/sys/fs/cgroup").join(c).join(&rel);
+        let files = |(): ()| {
+            (single(&dir("cpuacct"), "cpuacct.usage"), single(&dir("memory"), "memory.usage_in_bytes"), single(&dir("pids"), "pids.current"))
+        };
+        let before = files(());
+        let m = metrics_v1(&busy.manager.stats().expect("stats"));
+        let after = files(());
+        let usage = m.cpu.usage.as_ref().expect("cpu usage");
+        between("cpuacct.usage (ns)", usage.total, before.0, after.0);
+        assert!(usage.total >= 1_000_000, "the burner used no CPU? {}", usage.total);
+        between("memory.usage_in_bytes", m.memory.usage.usage, before.1, after.1);
+        assert_eq!(m.pids.current, before.2, "pids.current");
+    }
 
     #[test]
     fn type_urls_are_the_protobuf_full_names() {
