@@ -239,6 +239,21 @@ impl Drop for ShimContainerd {
     }
 }
 
+/// Process `pid`'s cgroup file: `v1_file` of its v1 `controller` where it has one, else
+/// `v2_file` of its cgroup v2 dir; panics when neither exists, so that no check passes unseen.
+pub fn cgroup_file(pid: i32, controller: &str, v1_file: &str, v2_file: &str) -> PathBuf {
+    if let Some(file) = cgroup_v1_file(pid, controller, v1_file) {
+        return file;
+    }
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    let file = cgroups
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(|rel| Path::new("/sys/fs/cgroup").join(rel.trim_start_matches('/')).join(v2_file))
+        .filter(|f| f.exists());
+    file.unwrap_or_else(|| panic!("process {pid} has neither v1 {controller}/{v1_file} nor v2 {v2_file}: {cgroups}"))
+}
+
 /// `<mount>/<path>/<file>` of process `pid`'s cgroup v1 `controller`, if it has one.
 pub fn cgroup_v1_file(pid: i32, controller: &str, file: &str) -> Option<PathBuf> {
     let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;

@@ -101,10 +101,10 @@ fn shim_pause_resume_ps_metrics_kill() {
 
     ctd.ctr(&["task", "pause", "ctl"]).ok();
     ctd.wait_task("ctl", "PAUSED");
-    if let Some(freezer) = rustpod_tests::shim::cgroup_v1_file(pid, "freezer", "freezer.state") {
-        let state = std::fs::read_to_string(&freezer).unwrap_or_default();
-        assert_eq!(state.trim(), "FROZEN", "{}", freezer.display());
-    }
+    let freezer = rustpod_tests::shim::cgroup_file(pid, "freezer", "freezer.state", "cgroup.freeze");
+    let frozen = if freezer.ends_with("freezer.state") { "FROZEN" } else { "1" };
+    let state = std::fs::read_to_string(&freezer).unwrap_or_default();
+    assert_eq!(state.trim(), frozen, "{}", freezer.display());
     ctd.ctr(&["task", "resume", "ctl"]).ok();
     ctd.wait_task("ctl", "RUNNING");
 

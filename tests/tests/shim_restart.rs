@@ -75,7 +75,8 @@ fn shim_killed_shim_is_cleaned_up_by_containerd() {
     let (pid, _) = ctd.task("orphan").expect("orphan listed");
     let shims = ctd.shim_pids();
     assert_eq!(shims.len(), 1, "expected one shim, found {shims:?}");
-    let memory_cgroup = rustpod_tests::shim::cgroup_v1_file(pid, "memory", "memory.limit_in_bytes").and_then(|p| p.parent().map(|d| d.to_path_buf()));
+    let cgroup_file = rustpod_tests::shim::cgroup_file(pid, "memory", "memory.limit_in_bytes", "cgroup.procs");
+    let cgroup = cgroup_file.parent().expect("a cgroup dir").to_path_buf();
 
     leftovers::kill_pids(shims.iter().copied());
     assert!(wait::eventually(|| !alive(shims[0])), "the shim did not die");
@@ -85,9 +86,7 @@ fn shim_killed_shim_is_cleaned_up_by_containerd() {
     assert!(wait::eventually(|| !alive(pid)), "container process {pid} survived");
     let state = ctd.state_root().join("orphan");
     assert!(wait::eventually(|| !state.exists()), "state left at {}", state.display());
-    if let Some(dir) = memory_cgroup {
-        assert!(wait::eventually(|| !dir.exists()), "cgroup left at {}", dir.display());
-    }
+    assert!(wait::eventually(|| !cgroup.exists()), "cgroup left at {}", cgroup.display());
     let bundle_dir = format!("{}/state/io.containerd.runtime.v2.task/{}/orphan", ctd.dir(), ctd.namespace);
     assert!(wait::eventually(|| leftovers::mount_points_under(&bundle_dir).is_empty()), "mounts left: {:?}", leftovers::mount_points_under(&bundle_dir));
 }
