@@ -27,4 +27,13 @@ if [[ -s $RUSTPOD_SKIP_LOG ]]; then
 	echo "== skipped tests (could not run on this machine) =="
 	sort -u "$RUSTPOD_SKIP_LOG"
 fi
+
+# The cgroup v2 tests, in a QEMU guest (this host is cgroup v1). RUSTPOD_GUESTS=0 leaves it out.
+echo
+if [[ ${RUSTPOD_GUESTS:-1} == 0 ]]; then
+	echo "== SKIP the cgroup v2 guest suite: RUSTPOD_GUESTS=0 =="
+else
+	echo "== cgroup v2 guest suite (hack/guest-v2.sh) =="
+	"$hack/guest-v2.sh" --no-build || status=1
+fi
 exit "$status"

@@ -45,6 +45,13 @@ pub enum Error {
     #[error("{op}: {err}")]
     Sys { op: &'static str, err: nix::Error },
 
+    #[error("{op} {path}: {err}")]
+    Bpf {
+        op: &'static str,
+        path: PathBuf,
+        err: nix::Error,
+    },
+
     #[error("cgroup {path}: {reason}")]
     Cgroup { path: PathBuf, reason: String },
 

@@ -48,6 +48,7 @@ mod console;
 mod create;
 mod cwd;
 mod delete;
+mod device_filter;
 mod events;
 mod exec;
 mod executor;

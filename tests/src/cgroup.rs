@@ -19,18 +19,30 @@ fn parent(id: &str) -> String {
 
 /// Removes the (empty) per-container parent the runtime made for `id`'s cgroup.
 pub fn remove_parent(id: &str) {
-    let Ok(hierarchies) = fs::read_dir(CGROUP_FS) else { return };
-    for h in hierarchies.flatten() {
-        let _ = fs::remove_dir(h.path().join(parent(id).trim_start_matches('/')));
+    for h in hierarchies() {
+        let _ = fs::remove_dir(h.join(parent(id).trim_start_matches('/')));
     }
+}
+
+/// Every hierarchy's root: the v1 ones under /sys/fs/cgroup, and /sys/fs/cgroup itself, which
+/// is the one hierarchy of a pure cgroup v2 host.
+fn hierarchies() -> Vec<PathBuf> {
+    let v1 = fs::read_dir(CGROUP_FS).into_iter().flatten().flatten().map(|h| h.path());
+    std::iter::once(PathBuf::from(CGROUP_FS)).chain(v1).collect()
 }
 
 /// The content (trimmed) of `/sys/fs/cgroup/<controller>/rustpod-test-<id>/<id>/<file>`.
 pub fn v1_file(controller: &str, id: &str, file: &str) -> String {
-    let path = Path::new(CGROUP_FS)
-        .join(controller)
-        .join(cgroups_path(id).trim_start_matches('/'))
-        .join(file);
+    read_in(&Path::new(CGROUP_FS).join(controller), id, file)
+}
+
+/// The content (trimmed) of `/sys/fs/cgroup/rustpod-test-<id>/<id>/<file>` on a cgroup v2 host.
+pub fn v2_file(id: &str, file: &str) -> String {
+    read_in(Path::new(CGROUP_FS), id, file)
+}
+
+fn read_in(hierarchy: &Path, id: &str, file: &str) -> String {
+    let path = hierarchy.join(cgroups_path(id).trim_start_matches('/')).join(file);
     fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
         .trim()
@@ -40,15 +52,12 @@ pub fn v1_file(controller: &str, id: &str, file: &str) -> String {
 /// Existing cgroup dirs for `/rustpod-test-<id>/<id>` or `/rustpod/<id>` under any hierarchy.
 pub fn dirs(id: &str) -> Vec<PathBuf> {
     let relative = [cgroups_path(id), format!("/rustpod/{id}")];
-    let Ok(hierarchies) = fs::read_dir(CGROUP_FS) else {
-        return vec![];
-    };
-    hierarchies
-        .flatten()
+    hierarchies()
+        .into_iter()
         .flat_map(|h| {
             relative
                 .iter()
-                .map(move |rel| h.path().join(rel.trim_start_matches('/')))
+                .map(move |rel| h.join(rel.trim_start_matches('/')))
         })
         .filter(|dir| dir.is_dir())
         .collect()

@@ -25,6 +25,25 @@ pub fn cgroup_v1(controller: &str) -> Option<String> {
     })
 }
 
+/// A pure cgroup v2 hierarchy at /sys/fs/cgroup offering each of `controllers` to children.
+pub fn cgroup_v2(controllers: &[&str]) -> Option<String> {
+    containers().or_else(|| {
+        let unified = nix::sys::statfs::statfs("/sys/fs/cgroup")
+            .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC);
+        if !unified {
+            return Some(
+                "/sys/fs/cgroup is not a cgroup v2 hierarchy (a v1 or hybrid host; \
+                 hack/guest-v2.sh runs this test in a v2 guest)"
+                    .into(),
+            );
+        }
+        let offered = std::fs::read_to_string("/sys/fs/cgroup/cgroup.subtree_control").unwrap_or_default();
+        let missing: Vec<&str> =
+            controllers.iter().copied().filter(|c| !offered.split_whitespace().any(|o| o == *c)).collect();
+        (!missing.is_empty()).then(|| format!("cgroup v2 controllers not enabled for children: {}", missing.join(" ")))
+    })
+}
+
 /// A program that must exist on this machine.
 pub fn program(path: &Path) -> Option<String> {
     (!path.exists()).then(|| format!("{} is not installed", path.display()))

@@ -1,0 +1,133 @@
+// Resources on a pure cgroup v2 host, where this host (v1 hybrid) cannot run them and
+// hack/guest-v2.sh does: linux.resources as the v2 files show them, `update` flags and JSON
+// changing them live, hugetlb, and pause/resume through cgroup.freeze. Each scenario runs on
+// runc too, and rustpod must write the same values.
+
+use rustpod_tests::cgroup::v2_file;
+use rustpod_tests::{env, json, needs, skip_if, Bundle, Runtime, Value, SLEEP};
+
+const MIB: i64 = 1024 * 1024;
+
+fn blocker(controllers: &[&str]) -> Option<String> {
+    needs::cgroup_v2(controllers).or_else(|| needs::program(&env::runc_bin()))
+}
+
+/// `files` of a container started by `rt` with `resources`, after `then` ran on it.
+fn files_after(rt: &Runtime, resources: &Value, files: &[&str], then: impl Fn(&Runtime, &str)) -> Vec<String> {
+    let mut bundle = Bundle::new(SLEEP);
+    bundle.set("/linux/resources", resources.clone());
+    let id = rt.new_id("v2");
+    rt.start_container(&id, &bundle);
+    then(rt, &id);
+    let values = files.iter().map(|f| format!("{f}={}", v2_file(&id, f))).collect();
+    rt.cmd(&["delete", "--force", &id]).ok();
+    rt.assert_nothing_left(&id, bundle.path());
+    values
+}
+
+/// The same scenario on runc and on rustpod: rustpod must write `expected`, and runc the same
+/// but for `runc_differs` (see tests/RUNC_DIFFERENCES.md).
+#[track_caller]
+fn assert_files(
+    resources: Value,
+    expected: &[(&str, &str)],
+    runc_differs: &[(&str, &str)],
+    then: impl Fn(&Runtime, &str),
+) {
+    let files: Vec<&str> = expected.iter().map(|(f, _)| *f).collect();
+    let line = |(f, v): &(&str, &str)| {
+        let v = runc_differs.iter().find(|(d, _)| d == f).map_or(*v, |(_, runc)| *runc);
+        format!("{f}={v}")
+    };
+    let runc_expected: Vec<String> = expected.iter().map(line).collect();
+    let runc = files_after(&Runtime::runc(), &resources, &files, &then);
+    assert_eq!(runc, runc_expected, "runc's cgroup v2 files");
+    let ours = files_after(&Runtime::under_test(), &resources, &files, &then);
+    let expected: Vec<String> = expected.iter().map(|(f, v)| format!("{f}={v}")).collect();
+    assert_eq!(ours, expected, "rustpod's cgroup v2 files");
+}
+
+/// runc 1.1.5 maps cpu shares to cpu.weight linearly (1024 shares, the default, becomes 39);
+/// runc 1.3.2+, crun and libcgroups map 1024 to 100, the default weight.
+const RUNC_1_1_WEIGHT_OF_512: (&str, &str) = ("cpu.weight", "20");
+const RUNC_1_1_WEIGHT_OF_1024: (&str, &str) = ("cpu.weight", "39");
+
+#[test]
+fn v2_limits_from_the_config() {
+    skip_if!(blocker(&["memory", "cpu", "cpuset", "pids"]));
+    let resources = json!({
+        "memory": {"limit": 64 * MIB, "reservation": 32 * MIB},
+        "cpu": {"shares": 512, "quota": 20000, "period": 100000, "cpus": "0", "mems": "0"},
+        "pids": {"limit": 64}
+    });
+    let expected = [
+        ("memory.max", "67108864"),
+        ("memory.low", "33554432"),
+        ("cpu.weight", "59"),
+        ("cpu.max", "20000 100000"),
+        ("cpuset.cpus", "0"),
+        ("cpuset.mems", "0"),
+        ("pids.max", "64"),
+    ];
+    assert_files(resources, &expected, &[RUNC_1_1_WEIGHT_OF_512], |_, _| {});
+}
+
+#[test]
+fn v2_update_flags_change_limits_live() {
+    skip_if!(blocker(&["memory", "cpu", "cpuset", "pids"]));
+    let flags = [
+        "--memory", "96M", "--pids-limit", "50", "--cpu-share", "1024", "--cpu-quota", "50000",
+        "--cpu-period", "100000", "--cpuset-cpus", "0",
+    ];
+    let expected = [
+        ("memory.max", "100663296"),
+        ("pids.max", "50"),
+        ("cpu.weight", "100"),
+        ("cpu.max", "50000 100000"),
+        ("cpuset.cpus", "0"),
+    ];
+    assert_files(json!({}), &expected, &[RUNC_1_1_WEIGHT_OF_1024], |rt, id| {
+        rt.cmd(&[&["update"][..], &flags, &[id]].concat()).ok();
+    });
+}
+
+#[test]
+fn v2_update_resources_json_changes_limits_live() {
+    skip_if!(blocker(&["memory", "pids"]));
+    let update = json!({"memory": {"limit": 128 * MIB}, "pids": {"limit": 32}}).to_string();
+    let expected = [("memory.max", "134217728"), ("pids.max", "32")];
+    assert_files(json!({"memory": {"limit": 64 * MIB}}), &expected, &[], |rt, id| {
+        rt.cmd_stdin(&["update", "--resources", "-", id], update.as_bytes()).ok();
+    });
+}
+
+#[test]
+fn v2_hugetlb_limit() {
+    skip_if!(blocker(&["hugetlb"]));
+    let resources = json!({"hugepageLimits": [{"pageSize": "2MB", "limit": 4 * 2 * MIB}]});
+    assert_files(resources, &[("hugetlb.2MB.max", "8388608")], &[], |_, _| {});
+}
+
+#[test]
+fn v2_pause_freezes_the_cgroup_and_resume_thaws_it() {
+    skip_if!(blocker(&[]));
+    let status = |rt: &Runtime, id: &str| rt.status(id);
+    for rt in [Runtime::runc(), Runtime::under_test()] {
+        let bundle = Bundle::new(SLEEP);
+        let id = rt.new_id("frz");
+        rt.start_container(&id, &bundle);
+        rt.cmd(&["pause", &id]).ok();
+        let frozen = (status(&rt, &id), v2_file(&id, "cgroup.freeze"), v2_file(&id, "cgroup.events"));
+        rt.cmd(&["resume", &id]).ok();
+        let thawed = (status(&rt, &id), v2_file(&id, "cgroup.freeze"), v2_file(&id, "cgroup.events"));
+        let bin = rt.bin().display().to_string();
+        assert_eq!(frozen.0, "paused", "{bin}");
+        assert_eq!(frozen.1, "1", "{bin}");
+        assert!(frozen.2.lines().any(|l| l == "frozen 1"), "{bin}: {}", frozen.2);
+        assert_eq!(thawed.0, "running", "{bin}");
+        assert_eq!(thawed.1, "0", "{bin}");
+        assert!(thawed.2.lines().any(|l| l == "frozen 0"), "{bin}: {}", thawed.2);
+        rt.cmd(&["delete", "--force", &id]).ok();
+        rt.assert_nothing_left(&id, bundle.path());
+    }
+}
