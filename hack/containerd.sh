@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# Usage: containerd.sh start DIR [--cri] [--shim-dir PATHDIR] | stop DIR | kill DIR | restart DIR
+# Usage: containerd.sh start DIR [--cri [--systemd-cgroup]] [--shim-dir PATHDIR] | stop DIR | kill DIR | restart DIR
 # Run a private containerd (apt's) rooted at DIR; it never touches the system containerd.
+# --systemd-cgroup: `SystemdCgroup = true` in both CRI handlers' options, as on a node whose
+# kubelet uses the systemd cgroup driver.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-usage="usage: containerd.sh start DIR [--cri] [--shim-dir PATHDIR] | stop DIR | kill DIR | restart DIR"
+usage="usage: containerd.sh start DIR [--cri [--systemd-cgroup]] [--shim-dir PATHDIR] | stop DIR | kill DIR | restart DIR"
 (($# >= 2)) || die "$usage"
 action=$1 dir=$(abspath "$2")
 shift 2
-cri= shimdir=
+cri= shimdir= systemd_cgroup=false
 if [[ $action == start ]]; then
 	while (($#)); do
 		case $1 in
 		--cri) cri=1 ;;
+		--systemd-cgroup) systemd_cgroup=true ;;
 		--shim-dir) (($# >= 2)) || die "$usage"; shimdir=$(abspath "$2"); shift ;;
 		*) die "$usage" ;;
 		esac
@@ -50,8 +53,12 @@ cri_toml() {
 		    default_runtime_name = "runc"
 		    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
 		      runtime_type = "io.containerd.runc.v2"
+		      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+		        SystemdCgroup = $systemd_cgroup
 		    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.rustpod]
 		      runtime_type = "io.containerd.rustpod.v1"
+		      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.rustpod.options]
+		        SystemdCgroup = $systemd_cgroup
 	TOML
 }
 

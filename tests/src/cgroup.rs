@@ -79,3 +79,89 @@ pub fn remove_dirs(id: &str) -> Vec<PathBuf> {
     });
     dirs(id)
 }
+
+/// The usage counters of a process's cgroup, read from the files that statistics must match:
+/// v2's cpu.stat and memory.current, or v1's cpuacct.usage and memory.usage_in_bytes.
+pub struct Counters {
+    cpu: PathBuf,
+    memory: PathBuf,
+}
+
+/// Memory the kernel charges to and reclaims from an idle cgroup on its own (slab, page tables
+/// of the probes' execs) between two reads; far below what a wrong unit would be off by.
+pub const MEMORY_SLACK: u64 = 1024 * 1024;
+
+impl Counters {
+    /// Process `pid`'s cgroup's counters.
+    #[track_caller]
+    pub fn of(pid: i32) -> Self {
+        Counters {
+            cpu: crate::shim::cgroup_dir(pid, "cpuacct"),
+            memory: crate::shim::cgroup_dir(pid, "memory"),
+        }
+    }
+
+    pub fn v2(&self) -> bool {
+        self.cpu.join("cpu.stat").exists() && !self.cpu.join("cpuacct.usage").exists()
+    }
+
+    fn read(dir: &Path, file: &str) -> String {
+        let path = dir.join(file);
+        fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+    }
+
+    /// CPU time in its file's unit: v2 cpu.stat usage_usec (µs), v1 cpuacct.usage (ns).
+    pub fn cpu_native(&self) -> u64 {
+        if !self.v2() {
+            return number(&Self::read(&self.cpu, "cpuacct.usage"));
+        }
+        let stat = Self::read(&self.cpu, "cpu.stat");
+        let usage = stat.lines().find_map(|l| l.strip_prefix("usage_usec "));
+        usage
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no usage_usec in cpu.stat: {stat}"))
+    }
+
+    pub fn cpu_ns(&self) -> u64 {
+        self.cpu_native() * if self.v2() { 1000 } else { 1 }
+    }
+
+    /// Memory in use, in bytes.
+    pub fn memory(&self) -> u64 {
+        let file = if self.v2() { "memory.current" } else { "memory.usage_in_bytes" };
+        number(&Self::read(&self.memory, file))
+    }
+}
+
+fn number(text: &str) -> u64 {
+    text.trim().parse().unwrap_or_else(|e| panic!("not a number ({e}): {text:?}"))
+}
+
+/// `value` of a counter that only grows was read between `before` and `after`.
+#[track_caller]
+pub fn assert_between(what: &str, before: u64, value: u64, after: u64) {
+    assert!(before > 0, "{what}: the cgroup file says 0 before the read; nothing to compare");
+    assert!(
+        before <= value && value <= after,
+        "{what} = {value}, but the cgroup file said {before} just before and {after} just after"
+    );
+}
+
+/// `value` is the memory in use read between `before` and `after` (which may move a little).
+#[track_caller]
+pub fn assert_memory(what: &str, before: u64, value: u64, after: u64) {
+    let (low, high) = (before.min(after), before.max(after));
+    assert!(
+        low.saturating_sub(MEMORY_SLACK) <= value && value <= high + MEMORY_SLACK,
+        "{what} = {value}, but the cgroup file said {before} just before and {after} just after"
+    );
+}
+
+/// Why the systemd cgroup driver cannot be tried here, if it cannot.
+pub fn systemd_blocker() -> Option<String> {
+    (!Path::new("/run/systemd/system").is_dir()).then(|| {
+        "systemd cgroup driver: systemd is not PID 1 here (/run/systemd/system is missing); \
+         hack/guest-systemd.sh runs this in a guest where it is"
+            .to_string()
+    })
+}

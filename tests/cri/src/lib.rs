@@ -23,6 +23,23 @@ pub fn handler() -> String {
     std::env::var("RUSTPOD_CRI_HANDLER").unwrap_or_else(|_| "rustpod".into())
 }
 
+/// Whether pods are run as kubelet's systemd cgroup driver runs them (`SystemdCgroup = true` in
+/// the handlers' options, each pod's `cgroup_parent` a slice): where systemd is PID 1, unless
+/// `RUSTPOD_CRI_CGROUP_DRIVER=cgroupfs`.
+pub fn systemd_driver() -> bool {
+    match std::env::var("RUSTPOD_CRI_CGROUP_DRIVER").as_deref() {
+        Ok("cgroupfs") => false,
+        Ok("systemd") => true,
+        _ => Path::new("/run/systemd/system").is_dir(),
+    }
+}
+
+/// The slice kubelet's systemd driver gives a BestEffort pod (dashes in the uid become
+/// underscores, as a dash would nest slices).
+pub fn pod_slice(uid: &str) -> String {
+    format!("kubepods-besteffort-pod{}.slice", uid.replace('-', "_"))
+}
+
 pub const BUSYBOX: &str = "docker.io/library/busybox:latest";
 /// An image whose entrypoint does not exist.
 pub const NO_ENTRYPOINT: &str = "docker.io/library/rustpod-no-entrypoint:latest";
@@ -72,6 +89,8 @@ pub struct Cri {
     images: ImageServiceClient<Channel>,
     /// The runtime handler pods are run with.
     pub handler: String,
+    /// The systemd slices of the pods run (stopped on Drop).
+    slices: std::cell::RefCell<Vec<String>>,
 }
 
 /// A channel to containerd's CRI socket.
@@ -115,6 +134,9 @@ impl Cri {
             "--shim-dir",
             bin.to_str().expect("UTF-8"),
         ]);
+        if systemd_driver() {
+            cmd.arg("--systemd-cgroup");
+        }
         if let Some(pause) = pause_bin() {
             cmd.env("RUSTPOD_PAUSE_BIN", pause);
         }
@@ -139,6 +161,7 @@ impl Cri {
             runtime: RuntimeServiceClient::new(channel.clone()),
             images: ImageServiceClient::new(channel),
             handler: handler(),
+            slices: Default::default(),
         })
     }
 
@@ -214,6 +237,10 @@ impl Cri {
         config: &cri::PodSandboxConfig,
         handler: &str,
     ) -> Result<String, Status> {
+        let slice = config.linux.as_ref().map_or("", |l| l.cgroup_parent.as_str());
+        if slice.ends_with(".slice") {
+            self.slices.borrow_mut().push(slice.to_string());
+        }
         let mut c = self.runtime.clone();
         let req = cri::RunPodSandboxRequest {
             config: Some(config.clone()),
@@ -418,6 +445,14 @@ impl Cri {
         self.rpc(c.update_container_resources(req)).map(drop)
     }
 
+    pub fn container_stats(&self, id: &str) -> Result<cri::ContainerStats, Status> {
+        let mut c = self.runtime.clone();
+        self.rpc(c.container_stats(cri::ContainerStatsRequest {
+            container_id: id.into(),
+        }))
+        .map(|r| r.stats.unwrap_or_default())
+    }
+
     pub fn reopen_log(&self, id: &str) -> Result<(), Status> {
         let mut c = self.runtime.clone();
         self.rpc(c.reopen_container_log(cri::ReopenContainerLogRequest {
@@ -545,6 +580,10 @@ impl Drop for Cri {
                 let _ = nix::mount::umount2(m.as_str(), nix::mount::MntFlags::MNT_DETACH);
             }
         }
+        // The pods' slices, which systemd made for their scopes (kubelet would stop them).
+        for slice in self.slices.borrow().iter() {
+            let _ = process::run(Path::new("/bin/systemctl"), &["stop", slice.as_str()], b"");
+        }
         // Shared by every CRI containerd on the machine: removed only once empty.
         let root = Path::new(shim::STATE_ROOT).join(NAMESPACE);
         let _ = std::fs::remove_dir(root.join("@engine"));
@@ -570,9 +609,11 @@ fn info_pid(info: &HashMap<String, String>) -> i32 {
         .unwrap_or_else(|| panic!("no pid in verbose info {raw}")) as i32
 }
 
-/// A kubelet-like pod: host network, pod PID and IPC namespaces, a fresh uid.
+/// A kubelet-like pod: host network, pod PID and IPC namespaces, a fresh uid; with the systemd
+/// driver, in its own BestEffort slice as kubelet puts it.
 pub fn pod_config(name: &str) -> cri::PodSandboxConfig {
     let uid = unique_name("uid");
+    let cgroup_parent = if systemd_driver() { pod_slice(&uid) } else { String::new() };
     cri::PodSandboxConfig {
         metadata: Some(cri::PodSandboxMetadata {
             name: name.into(),
@@ -581,6 +622,7 @@ pub fn pod_config(name: &str) -> cri::PodSandboxConfig {
             attempt: 0,
         }),
         linux: Some(cri::LinuxPodSandboxConfig {
+            cgroup_parent,
             security_context: Some(cri::LinuxSandboxSecurityContext {
                 namespace_options: Some(namespaces(cri::NamespaceMode::Pod)),
                 ..Default::default()
