@@ -87,8 +87,8 @@ stripped() {
 	dest=$cache/bin/$sum-${1##*/}
 	if [[ ! -e $dest ]]; then
 		mkdir -p "$cache/bin"
-		objcopy --strip-debug "$1" "$dest.tmp"
-		mv "$dest.tmp" "$dest"
+		objcopy --strip-debug "$1" "$dest.$$.tmp"
+		mv "$dest.$$.tmp" "$dest"
 	fi
 	echo "$dest"
 }
@@ -148,10 +148,11 @@ initramfs() {
 	key=$(sha256sum <"$stage.manifest" | cut -c1-24)
 	path=$cache/initramfs-$key.cpio
 	if [[ ! -e $path ]]; then
-		(cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --quiet) >"$path.tmp"
-		mv "$path.tmp" "$path"
-		# Keep the two newest.
-		ls -t "$cache"/initramfs-*.cpio | tail -n +3 | xargs -r rm -f
+		(cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --quiet) >"$path.$$.tmp"
+		mv "$path.$$.tmp" "$path"
+		# Keep the four newest images, and stripped binaries used in the last two days.
+		ls -t "$cache"/initramfs-*.cpio | tail -n +5 | xargs -r rm -f
+		find "$cache/bin" -type f -mtime +1 -delete
 	fi
 	rm -rf "$stage" "$stage.manifest"
 	trap - EXIT
@@ -207,11 +208,12 @@ initrd=$(initramfs)
 t1=$(date +%s)
 qemu=(qemu-system-x86_64 -nodefaults -no-user-config -display none -serial stdio -no-reboot -m 2048 -smp 2)
 read -ra accel_args <<<"$(accel "$kernel" "$initrd")"
-log=$cache/console.log
+log=$(mktemp "$cache/console.XXXXXX")
 echo "guest-v2: $kernel, initramfs $initrd ($(du -h "$initrd" | cut -f1), $((t1 - t0))s), ${accel_args[*]}"
 status=0
 timeout --kill-after=10 "$timeout_s" "${qemu[@]}" "${accel_args[@]}" -kernel "$kernel" -initrd "$initrd" \
 	-append "console=ttyS0 quiet loglevel=3 panic=-1 cgroup_no_v1=all" </dev/null |
 	tr -d '\r' | tee "$log" || status=$?
 echo "guest-v2: guest ran $(($(date +%s) - t1))s, qemu exit status $status"
-report "$log"
+report "$log" || exit 1
+rm -f "$log"

@@ -23,7 +23,10 @@ pub(crate) fn kill(dir: &ContainerDir, container: &mut Container, signal: Signal
             wanted: "created, running or paused",
         });
     }
-    container
-        .kill(signal, all)
-        .map_err(|e| Error::engine("kill", id, &e))
+    match container.kill(signal, all) {
+        // After signalling, the engine saves the status; a foreground `run` (or a delete) may
+        // have removed the state dir by then because the signal ended the container.
+        Err(_) if !dir.path().exists() => Ok(()),
+        result => result.map_err(|e| Error::engine("kill", id, &e)),
+    }
 }
