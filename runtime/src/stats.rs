@@ -56,7 +56,7 @@ pub fn read(container: &Container) -> Result<ContainerStats> {
             let cpuset = read_file(&dir, "cgroup.controllers")?
                 .split_whitespace()
                 .any(|c| c == "cpuset")
-                .then(|| read_cpuset(&dir, ".effective", &[]))
+                .then(|| read_cpuset(&dir, ".effective", &[]).map(with_zero_v1_flags))
                 .transpose()?;
             Ok(ContainerStats { cgroup: read_v2(&dir)?, cpuset })
         }
@@ -70,6 +70,13 @@ pub fn read(container: &Container) -> Result<ContainerStats> {
             Ok(ContainerStats { cgroup, cpuset })
         }
     }
+}
+
+/// runc prints v1's cpuset flags on v2 too, as zeros (its struct has no
+/// omitempty there).
+fn with_zero_v1_flags(mut cpuset: Cpuset) -> Cpuset {
+    cpuset.flags = CPUSET_FLAGS.iter().map(|f| (*f, 0)).collect();
+    cpuset
 }
 
 /// `cpuset.cpus<suffix>`, `cpuset.mems<suffix>` and the `flags` files.
@@ -178,6 +185,10 @@ fn read_hugetlb(dir: &Path) -> Result<HashMap<String, HugeTlbStats>> {
         let Some(size) = name.strip_prefix("hugetlb.").and_then(|s| s.strip_suffix(".current")) else {
             continue;
         };
+        // `hugetlb.<size>.rsvd.current` is the reservation of the same size.
+        if size.ends_with(".rsvd") {
+            continue;
+        }
         let events = flat_keyed(&read_file(dir, &format!("hugetlb.{size}.events")).unwrap_or_default());
         sizes.insert(
             size.to_string(),
