@@ -56,7 +56,7 @@ pub fn read(container: &Container) -> Result<ContainerStats> {
             let cpuset = read_file(&dir, "cgroup.controllers")?
                 .split_whitespace()
                 .any(|c| c == "cpuset")
-                .then(|| read_cpuset(&dir, ".effective", &[]).map(with_zero_v1_flags))
+                .then(|| Ok::<_, Error>(v2_cpuset()))
                 .transpose()?;
             Ok(ContainerStats { cgroup: read_v2(&dir)?, cpuset })
         }
@@ -72,11 +72,10 @@ pub fn read(container: &Container) -> Result<ContainerStats> {
     }
 }
 
-/// runc prints v1's cpuset flags on v2 too, as zeros (its struct has no
-/// omitempty there).
-fn with_zero_v1_flags(mut cpuset: Cpuset) -> Cpuset {
-    cpuset.flags = CPUSET_FLAGS.iter().map(|f| (*f, 0)).collect();
-    cpuset
+/// What runc 1.1 prints for a v2 cpuset: v1's flags as zeros (its struct
+/// has no omitempty there) and no cpu or memory lists.
+fn v2_cpuset() -> Cpuset {
+    Cpuset { cpus: Vec::new(), mems: Vec::new(), flags: CPUSET_FLAGS.iter().map(|f| (*f, 0)).collect() }
 }
 
 /// `cpuset.cpus<suffix>`, `cpuset.mems<suffix>` and the `flags` files.
@@ -307,7 +306,7 @@ pub fn runc_shape(all: &ContainerStats) -> Value {
 }
 
 fn cpuset_shape(cpuset: &Cpuset) -> Value {
-    let mut shape = json!({"cpus": cpuset.cpus, "mems": cpuset.mems});
+    let mut shape = nonzero(json!({"cpus": cpuset.cpus, "mems": cpuset.mems}), &[]);
     for (name, value) in &cpuset.flags {
         shape[*name] = json!(value);
     }
