@@ -26,23 +26,24 @@ pub fn kill(root: &Path, id: &str, signal: Signal, all: bool) -> Result<()> {
             wanted: "created, running or paused",
         });
     }
-    match container.kill(signal, all) {
-        // systemd removes a scope's cgroup once its last process is gone: nothing is left to
-        // signal, as runc says (`Stopped && !cgroupManager.Exists()`), and containerd's
-        // WithProcessKill would otherwise retry the exit forever.
-        Err(e) if all && !alive && cgroup_gone(&e) => Ok(()),
-        result => result.map_err(|e| Error::engine("kill", id, &e)),
+    // systemd removes a scope's cgroup once its last process is gone: nothing is left to
+    // signal, and runc says so (`Stopped && !cgroupManager.Exists()`); containerd's
+    // WithProcessKill sends this after every exit and would retry a failure forever.
+    if all && !alive && cgroup_gone(&container)? {
+        return Ok(());
     }
+    container
+        .kill(signal, all)
+        .map_err(|e| Error::engine("kill", id, &e))
 }
 
-/// Whether the engine failed because a file it read (the cgroup's) does not exist.
-fn cgroup_gone(error: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cause = Some(error);
-    while let Some(e) = cause {
-        if e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound) {
-            return true;
-        }
-        cause = e.source();
-    }
-    false
+/// Whether the container's cgroup no longer exists (listing its processes finds no directory).
+fn cgroup_gone(container: &libcontainer::container::Container) -> Result<bool> {
+    use libcgroups::common::{AnyManagerError as Any, CgroupManager, WrappedIoError};
+    let not_found = |w: &WrappedIoError| w.inner().kind() == std::io::ErrorKind::NotFound;
+    Ok(match crate::cgroup::manager_for(container)?.get_all_pids() {
+        Err(Any::Systemd(libcgroups::systemd::manager::SystemdManagerError::WrappedIo(w))) => not_found(&w),
+        Err(Any::V2(libcgroups::v2::manager::V2ManagerError::WrappedIo(w))) => not_found(&w),
+        _ => false,
+    })
 }
