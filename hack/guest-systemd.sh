@@ -193,6 +193,7 @@ write_plan() {
 	local -A targets=()
 	while read -r line; do
 		[[ $line == \#* || -z $line ]] && continue
+		while [[ $line =~ ^[A-Z_]+=[^\ ]*\ +(.*)$ ]]; do line=${BASH_REMATCH[1]}; done
 		read -r pkg test _ <<<"$line"
 		targets["$pkg"]+=" --test $test"
 	done <"$list"
@@ -214,6 +215,7 @@ write_plan() {
 		RUSTPOD_PAUSE_BIN=$pause
 		RUNC_BIN=/usr/sbin/runc
 		RUSTPOD_TEST_THREADS=${RUSTPOD_GUEST_TEST_THREADS:-2}
+		RUSTPOD_GUEST_FILE_TIMEOUT=${RUSTPOD_GUEST_FILE_TIMEOUT:-600}
 	EOF
 	printf '#!/bin/sh\nexec %q %q\n' "$(abspath "$here/guest/systemd-tests.sh")" /mnt/rustpod-out >"$out/run"
 	chmod 755 "$out/run"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: install dependencies, build, then run
 # the unit tests and the integration tests against real containers and containerd.
-# Tests that cannot run here are listed at the end with their reasons.
+# Tests that cannot run here are listed at the end with their reasons. Then the QEMU guest
+# suites run what this host cannot (pure cgroup v2; systemd as PID 1 on cgroup v2).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_root
@@ -28,12 +29,16 @@ if [[ -s $RUSTPOD_SKIP_LOG ]]; then
 	sort -u "$RUSTPOD_SKIP_LOG"
 fi
 
-# The cgroup v2 tests, in a QEMU guest (this host is cgroup v1). RUSTPOD_GUESTS=0 leaves it out.
+# The guest suites (this host is cgroup v1 without systemd): pure cgroup v2, then
+# systemd 252 on cgroup v2. RUSTPOD_GUESTS=0 leaves them out, loudly.
 echo
 if [[ ${RUSTPOD_GUESTS:-1} == 0 ]]; then
-	echo "== SKIP the cgroup v2 guest suite: RUSTPOD_GUESTS=0 =="
+	echo "== SKIP the QEMU guest suites (cgroup v2, systemd): RUSTPOD_GUESTS=0; CI runs them ==" >&2
 else
 	echo "== cgroup v2 guest suite (hack/guest-v2.sh) =="
 	"$hack/guest-v2.sh" --no-build || status=1
+	echo
+	echo "== systemd guest suite (hack/guest-systemd.sh) =="
+	"$hack/guest-systemd.sh" --no-build || status=1
 fi
 exit "$status"

@@ -19,21 +19,42 @@ echo "guest booted to its test unit in $(cut -d' ' -f1 /proc/uptime) s" >"$out/t
 		"(controllers: $(cat /sys/fs/cgroup/cgroup.subtree_control)); $(containerd --version | cut -d' ' -f1,3); $(runc --version | head -n1)"
 } >"$out/summary"
 
+# A hung file is stopped after this long; what was running and what containerd said are logged.
+file_timeout=${RUSTPOD_GUEST_FILE_TIMEOUT:-600}
+diagnose() {
+	echo "=== $1 did not finish within $file_timeout s: processes, units, containerd logs ==="
+	ps -eo pid,ppid,stat,etime,args --forest | grep -v ' \[' | cut -c1-200
+	systemctl list-units --no-pager --type=scope,slice | cut -c1-160
+	local log
+	for log in $(ls -t /var/tmp/rustpod-tests/*/containerd.log 2>/dev/null | head -n 2); do
+		echo "--- $log"
+		tail -n 60 "$log" | cut -c1-1500
+	done
+}
+
 passed=0 failed=0 status=0
-while read -r pkg test filters; do
-	[[ -z $pkg || $pkg == \#* ]] && continue
+while read -r line; do
+	[[ -z $line || $line == \#* ]] && continue
+	# Leading VAR=value words are the file's environment (RUSTPOD_CRI_HANDLER=runc …).
+	envs=()
+	while [[ $line =~ ^([A-Z_]+=[^ ]*)\ +(.*)$ ]]; do
+		envs+=("${BASH_REMATCH[1]}") line=${BASH_REMATCH[2]}
+	done
+	read -r pkg test filters <<<"$line"
+	name=$test${envs[*]:+ (${envs[*]})}
 	bin=$(awk -v t="$test" '$1 == t {print $2; exit}' "$out/binaries")
 	if [[ ! -x $bin ]]; then
-		echo "$test: no test binary (cargo test --no-run did not build it)" >>"$out/summary"
+		echo "$name: no test binary (cargo test --no-run did not build it)" >>"$out/summary"
 		status=1
 		continue
 	fi
 	dir=$REPO/tests
 	[[ $pkg == rustpod-cri-tests ]] && dir=$REPO/tests/cri
-	log=$out/logs/$test.log
+	log=$out/logs/$test${envs[*]:+-${envs[*]//[^A-Za-z0-9]/_}}.log
 	# shellcheck disable=SC2086
-	(cd "$dir" && "$bin" --test-threads="$RUSTPOD_TEST_THREADS" $filters) >"$log" 2>&1
+	(cd "$dir" && exec timeout -k 10 "$file_timeout" env "${envs[@]}" "$bin" --test-threads="$RUSTPOD_TEST_THREADS" $filters) >"$log" 2>&1
 	rc=$?
+	((rc != 124)) || diagnose "$test" >>"$log" 2>&1
 	result=$(grep -E '^test result:' "$log" | tail -n1)
 	p=$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$result")
 	f=$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$result")
@@ -41,12 +62,12 @@ while read -r pkg test filters; do
 	if ((rc != 0)); then
 		status=1
 		[[ $result ]] || failed=$((failed + 1))
-		echo "$test: ${p:-0} passed, ${f:-?} failed (exit $rc; log: logs/$test.log)" >>"$out/summary"
+		echo "$name: ${p:-0} passed, ${f:-?} failed (exit $rc; log: logs/${log##*/})" >>"$out/summary"
 		grep -E '^test .* FAILED$' "$log" | sed 's/^/    /' >>"$out/summary"
 		# The first lines of each failure's panic message.
 		grep -A3 -E "^---- .* stdout ----$" "$log" | grep -vE '^(--|\s*$)' | cut -c1-300 | head -n 40 | sed 's/^/    /' >>"$out/summary"
 	else
-		echo "$test: ${p:-0} passed, 0 failed" >>"$out/summary"
+		echo "$name: ${p:-0} passed, 0 failed" >>"$out/summary"
 	fi
 done <"$out/tests.list"
 

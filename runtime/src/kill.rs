@@ -23,10 +23,27 @@ pub(crate) fn kill(dir: &ContainerDir, container: &mut Container, signal: Signal
             wanted: "created, running or paused",
         });
     }
+    // systemd removes a scope's cgroup once its last process is gone: nothing is left to
+    // signal, and runc says so (`Stopped && !cgroupManager.Exists()`); containerd's
+    // WithProcessKill sends this after every exit and would retry a failure forever.
+    if all && !alive && cgroup_gone(container)? {
+        return Ok(());
+    }
     match container.kill(signal, all) {
         // After signalling, the engine saves the status; a foreground `run` (or a delete) may
         // have removed the state dir by then because the signal ended the container.
         Err(_) if !dir.path().exists() => Ok(()),
         result => result.map_err(|e| Error::engine("kill", id, &e)),
     }
+}
+
+/// Whether the container's cgroup no longer exists (listing its processes finds no directory).
+fn cgroup_gone(container: &Container) -> Result<bool> {
+    use libcgroups::common::{AnyManagerError as Any, CgroupManager, WrappedIoError};
+    let not_found = |w: &WrappedIoError| w.inner().kind() == std::io::ErrorKind::NotFound;
+    Ok(match crate::cgroup::manager_for(container)?.get_all_pids() {
+        Err(Any::Systemd(libcgroups::systemd::manager::SystemdManagerError::WrappedIo(w))) => not_found(&w),
+        Err(Any::V2(libcgroups::v2::manager::V2ManagerError::WrappedIo(w))) => not_found(&w),
+        _ => false,
+    })
 }
