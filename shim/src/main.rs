@@ -3,6 +3,7 @@
 //! hooks, told apart by argv[0].
 
 mod binary_logger;
+mod bootstrap;
 mod cgroup_warmup;
 mod container;
 mod error;

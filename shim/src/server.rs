@@ -163,3 +163,29 @@ fn signal_started() {
     // SAFETY: dup2 between our own standard descriptors.
     unsafe { libc::dup2(libc::STDERR_FILENO, libc::STDOUT_FILENO) };
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Unimplemented;
+    impl Task for Unimplemented {}
+
+    /// containerd 2.x (and 2.3's `BootstrapResult` version 3) calls
+    /// `containerd.task.v3`, 1.6 `containerd.task.v2`: every method under both.
+    #[test]
+    fn task_methods_answer_to_v2_and_v3_names() {
+        let service: Arc<dyn Task + Send + Sync> = Arc::new(Unimplemented);
+        let methods = task_methods(&service);
+        for method in ["Create", "Start", "Delete", "Exec", "Kill", "Pause", "Resume", "Stats", "Wait", "State", "Connect", "Shutdown"] {
+            for version in ["v2", "v3"] {
+                let name = format!("/containerd.task.{version}.Task/{method}");
+                assert!(methods.contains_key(&name), "{name} is not registered");
+            }
+        }
+        let v3 = methods.keys().filter(|k| k.starts_with("/containerd.task.v3.Task/")).count();
+        let v2 = methods.keys().filter(|k| k.starts_with("/containerd.task.v2.Task/")).count();
+        assert_eq!(v2, v3, "{methods:?}", methods = methods.keys().collect::<Vec<_>>());
+        assert_eq!(crate::bootstrap::TASK_API_VERSION, 3, "what start tells 2.3 must be served");
+    }
+}

@@ -86,21 +86,14 @@ fn info() -> i32 {
 
 /// `start`: prints the address of the group's server (spawning it first if
 /// none answers) after writing it to `<bundle>/address`. The working
-/// directory is the bundle. The address goes out plain, which every
-/// containerd accepts.
+/// directory is the bundle. containerd 2.3 sends `BootstrapParams` on stdin
+/// and gets a `BootstrapResult` back; older ones get the plain address.
 fn start_command(flags: &Flags) -> Result<(), String> {
-    let opts = StartOpts {
-        id: flags.id.clone(),
-        publish_binary: flags.publish_binary.clone(),
-        address: flags.address.clone(),
-        ttrpc_address: std::env::var("TTRPC_ADDRESS").unwrap_or_default(),
-        namespace: flags.namespace.clone(),
-        debug: flags.debug,
-        ..Default::default()
-    };
+    let input = crate::bootstrap::read_stdin()?;
+    let (opts, reply) = crate::bootstrap::start_opts(&input, flags, std::env::var("TTRPC_ADDRESS").unwrap_or_default());
     let address = start(opts).map_err(|e| e.to_string())?;
-    print!("{address}");
-    Ok(())
+    let bytes = crate::bootstrap::encode_reply(&address, reply)?;
+    std::io::stdout().write_all(&bytes).map_err(|e| format!("write reply: {e}"))
 }
 
 fn start(opts: StartOpts) -> Result<String, Error> {
