@@ -48,6 +48,25 @@ pub fn blocker() -> Option<String> {
         .or_else(|| needs::program(&script("make-oci-image.sh")))
 }
 
+/// Column `n` (0: ID, 1: PID, 2: STATUS) of task `id`'s row in `ctr task ls` output.
+pub fn task_column(ls: &Output, id: &str, n: usize) -> Option<String> {
+    ls.stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|cols| cols.first() == Some(&id))
+        .and_then(|cols| cols.get(n).map(|s| s.to_string()))
+}
+
+/// Kills, deletes and removes every container `ctr` lists, errors ignored (cleanup).
+pub fn remove_all_containers(ctr: impl Fn(&[&str]) -> Output) {
+    let listed = ctr(&["containers", "ls", "-q"]);
+    for id in listed.stdout.split_whitespace() {
+        let _ = ctr(&["task", "kill", "-s", "SIGKILL", id]);
+        let _ = ctr(&["task", "delete", "--force", id]);
+        let _ = ctr(&["containers", "delete", id]);
+    }
+}
+
 impl Containerd {
     /// Starts a private containerd and imports the busybox image into a fresh namespace.
     pub fn start() -> Self {
@@ -80,12 +99,7 @@ impl Containerd {
 
     /// The STATUS column of `ctr task ls` for task `id`, if listed.
     pub fn task_status(&self, id: &str) -> Option<String> {
-        let out = self.ctr(&["task", "ls"]).ok();
-        out.stdout
-            .lines()
-            .map(|l| l.split_whitespace().collect::<Vec<_>>())
-            .find(|cols| cols.first() == Some(&id))
-            .and_then(|cols| cols.get(2).map(|s| s.to_string()))
+        task_column(&self.ctr(&["task", "ls"]), id, 2)
     }
 
     /// Polls (bounded) until task `id` has `status` (RUNNING, STOPPED…).
@@ -96,12 +110,7 @@ impl Containerd {
     }
 
     fn remove_all_containers(&self) {
-        let listed = self.ctr(&["containers", "ls", "-q"]);
-        for id in listed.stdout.split_whitespace() {
-            let _ = self.ctr(&["task", "kill", "-s", "SIGKILL", id]);
-            let _ = self.ctr(&["task", "delete", "--force", id]);
-            let _ = self.ctr(&["containers", "delete", id]);
-        }
+        remove_all_containers(|args| self.ctr(args));
     }
 
     fn stop(&self) {

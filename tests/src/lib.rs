@@ -8,6 +8,7 @@ pub mod checker;
 pub mod clients;
 pub mod console;
 pub mod containerd;
+pub mod containerd2;
 pub mod docker;
 pub mod env;
 pub mod fixture;

@@ -35,6 +35,15 @@ pub fn blocker() -> Option<String> {
         .or_else(|| needs::program(&script("make-oci-image.sh")))
 }
 
+/// Pids of our shim servers serving the containerd at `socket` (their command line names it).
+pub fn shim_pids_for(socket: &str) -> Vec<i32> {
+    leftovers::pids_under(socket)
+        .into_iter()
+        .filter(|(_, what)| what.contains(SHIM_NAME) && what.contains(" -socket "))
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
 /// Why terminal tests cannot run (they run ctr under `script` for a pty).
 pub fn pty_blocker() -> Option<String> {
     needs::program(Path::new(SCRIPT))
@@ -152,12 +161,9 @@ impl ShimContainerd {
 
     /// The PID and STATUS columns of `ctr task ls` for task `id`, if listed.
     pub fn task(&self, id: &str) -> Option<(i32, String)> {
-        let out = self.ctr(&["task", "ls"]);
-        out.stdout
-            .lines()
-            .map(|l| l.split_whitespace().collect::<Vec<_>>())
-            .find(|cols| cols.first() == Some(&id))
-            .and_then(|cols| Some((cols.get(1)?.parse().ok()?, cols.get(2)?.to_string())))
+        let ls = self.ctr(&["task", "ls"]);
+        let pid = crate::containerd::task_column(&ls, id, 1)?.parse().ok()?;
+        Some((pid, crate::containerd::task_column(&ls, id, 2)?))
     }
 
     pub fn task_status(&self, id: &str) -> Option<String> {
@@ -189,11 +195,7 @@ impl ShimContainerd {
 
     /// Pids of our shim processes serving this containerd.
     pub fn shim_pids(&self) -> Vec<i32> {
-        leftovers::pids_under(&self.socket)
-            .into_iter()
-            .filter(|(_, what)| what.contains(SHIM_NAME) && what.contains(" -socket "))
-            .map(|(pid, _)| pid)
-            .collect()
+        shim_pids_for(&self.socket)
     }
 
     /// The pid of containerd, from its pid file.
@@ -217,12 +219,7 @@ impl ShimContainerd {
     }
 
     fn remove_all_containers(&self) {
-        let listed = self.ctr(&["containers", "ls", "-q"]);
-        for id in listed.stdout.split_whitespace() {
-            let _ = self.ctr(&["task", "kill", "-s", "SIGKILL", id]);
-            let _ = self.ctr(&["task", "delete", "--force", id]);
-            let _ = self.ctr(&["containers", "delete", id]);
-        }
+        crate::containerd::remove_all_containers(|args| self.ctr(args));
     }
 
     fn stop(&self) {
