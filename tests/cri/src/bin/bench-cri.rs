@@ -1,7 +1,10 @@
 //! Benchmark driver of hack/bench-cri: pod start (RunPodSandbox + CreateContainer +
-//! StartContainer) and ExecSync latency through containerd's CRI, handler `rustpod` vs `runc`.
+//! StartContainer) and ExecSync latency through containerd's CRI, handler `rustpod` vs `runc`;
+//! and how soon ContainerStatus shows what a call or an exit did, which a poller such as
+//! critest (once a second) pays for in whole intervals.
 
-use rustpod_cri_tests::{blocker, pod_config, sleeper, Cri};
+use rustpod_cri_tests::cri::ContainerState;
+use rustpod_cri_tests::{blocker, container, pod_config, sleeper, Cri};
 use serde_json::{json, Value};
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,6 +35,20 @@ struct Samples {
     start: Vec<f64>,
     pod_start: Vec<f64>,
     exec: Vec<f64>,
+    /// From StartContainer's return to the first ContainerStatus that says RUNNING.
+    running_seen: Vec<f64>,
+    /// From a process's exit (the status's finished_at) to the first ContainerStatus that
+    /// says EXITED, polled every millisecond.
+    exited_seen: Vec<f64>,
+    /// StopContainer of a sleeper that dies of the TERM.
+    stop: Vec<f64>,
+    /// StopContainer calls after which ContainerStatus did not say EXITED yet.
+    stop_lagged: usize,
+    /// From StartContainer's call to a busybox httpd in the container accepting a connection.
+    server_ready: Vec<f64>,
+    /// Of those, the ones that accepted at the first try, made as StartContainer returned:
+    /// critest's first probe of a web server, whose miss costs its 1 s poll interval.
+    server_ready_at_return: usize,
 }
 
 /// One row of the result table: a figure, how to get its samples, and its goal if it has one.
@@ -42,7 +59,7 @@ struct Figure {
     goal: Option<f64>,
 }
 
-const FIGURES: [Figure; 5] = [
+const FIGURES: [Figure; 9] = [
     Figure {
         key: "pod_start",
         label: "pod start: RunPodSandbox + CreateContainer + StartContainer",
@@ -73,7 +90,36 @@ const FIGURES: [Figure; 5] = [
         samples: |s| &s.exec,
         goal: Some(0.5),
     },
+    Figure {
+        key: "running_seen",
+        label: "StartContainer return → RUNNING in ContainerStatus",
+        samples: |s| &s.running_seen,
+        goal: None,
+    },
+    Figure {
+        key: "exited_seen",
+        label: "process exit → EXITED in ContainerStatus",
+        samples: |s| &s.exited_seen,
+        goal: None,
+    },
+    Figure {
+        key: "stop",
+        label: "StopContainer (dies of TERM)",
+        samples: |s| &s.stop,
+        goal: None,
+    },
+    Figure {
+        key: "server_ready",
+        label: "StartContainer call → httpd in it accepts",
+        samples: |s| &s.server_ready,
+        goal: None,
+    },
 ];
+
+/// How often the state figures poll ContainerStatus.
+const STATE_POLL: Duration = Duration::from_millis(1);
+/// A state that takes longer than this to show is an error, not a sample.
+const STATE_LIMIT: Duration = Duration::from_secs(30);
 
 fn main() {
     let args = match parse_args(std::env::args().skip(1)) {
@@ -231,7 +277,7 @@ impl Bench<'_> {
             start.as_secs_f64(),
             (start + took).as_secs_f64()
         ));
-        Ok((r, took.as_secs_f64() * 1000.0))
+        Ok((r, ms(took)))
     }
 
     /// One pod with one sleeper container on `handler`: the pod start calls, then `execs`
@@ -245,6 +291,9 @@ impl Bench<'_> {
             c.create_container(&pod, &ctr_cfg, &pod_cfg)
         })?;
         let ((), start) = self.timed(tag("StartContainer"), |c| c.start_container(&ctr))?;
+        let since_return = Instant::now();
+        self.poll_state(&ctr, ContainerState::ContainerRunning)?;
+        into.running_seen.push(ms(since_return.elapsed()));
         into.run_pod.push(run);
         into.create.push(create);
         into.start.push(start);
@@ -259,8 +308,98 @@ impl Bench<'_> {
                 ));
             }
         }
+        let ((), stop) = self.timed(tag("StopContainer"), |c| c.stop_container(&ctr, 10))?;
+        into.stop.push(stop);
+        if self.state(&ctr)? != ContainerState::ContainerExited {
+            into.stop_lagged += 1;
+        }
+        into.exited_seen
+            .push(self.exit_lag((handler, name), &pod, &pod_cfg)?);
+        self.server_ready((handler, name), &pod, &pod_cfg, into)?;
         self.timed(tag("StopPodSandbox"), |c| c.stop_pod(&pod))?;
         self.timed(tag("RemovePodSandbox"), |c| c.remove_pod(&pod))?;
+        Ok(())
+    }
+
+    fn state(&self, id: &str) -> Result<ContainerState, String> {
+        let status = self
+            .cri
+            .container_status(id)
+            .map_err(|e| format!("ContainerStatus {id}: {e}"))?;
+        let state = status.status.map_or(0, |s| s.state);
+        ContainerState::try_from(state).map_err(|e| format!("ContainerStatus {id}: {e}"))
+    }
+
+    /// Polls ContainerStatus every `STATE_POLL` until container `id` is in `state`.
+    fn poll_state(&self, id: &str, state: ContainerState) -> Result<(), String> {
+        let began = Instant::now();
+        while self.state(id)? != state {
+            if began.elapsed() > STATE_LIMIT {
+                return Err(format!(
+                    "container {id} not {state:?} after {STATE_LIMIT:?}"
+                ));
+            }
+            std::thread::sleep(STATE_POLL);
+        }
+        Ok(())
+    }
+
+    /// Starts a container that exits at once and returns how long after its exit (as its
+    /// status's finished_at has it) ContainerStatus first said EXITED, in ms.
+    fn exit_lag(
+        &mut self,
+        (handler, name): (&str, &str),
+        pod: &str,
+        pod_cfg: &rustpod_cri_tests::cri::PodSandboxConfig,
+    ) -> Result<f64, String> {
+        let cfg = container("exiter", "exit 0");
+        let tag = |call: &'static str| (handler, name, call);
+        let (id, _) = self.timed(tag("CreateContainer"), |c| {
+            c.create_container(pod, &cfg, pod_cfg)
+        })?;
+        self.timed(tag("StartContainer"), |c| c.start_container(&id))?;
+        self.poll_state(&id, ContainerState::ContainerExited)?;
+        let seen = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let status = self
+            .cri
+            .container_status(&id)
+            .map_err(|e| format!("ContainerStatus {id}: {e}"))?;
+        let finished = status.status.map_or(0, |s| s.finished_at);
+        Ok((seen.as_nanos() as i64 - finished) as f64 / 1e6)
+    }
+
+    /// Starts a busybox httpd on a free port (the pod has the host's network) and records how
+    /// long after StartContainer's call it accepted, and whether it did at StartContainer's
+    /// return.
+    fn server_ready(
+        &mut self,
+        (handler, name): (&str, &str),
+        pod: &str,
+        pod_cfg: &rustpod_cri_tests::cri::PodSandboxConfig,
+        into: &mut Samples,
+    ) -> Result<(), String> {
+        let tag = |call: &'static str| (handler, name, call);
+        let port = free_port()?;
+        let cfg = container("httpd", &format!("exec httpd -f -p 127.0.0.1:{port}"));
+        let (id, _) = self.timed(tag("CreateContainer"), |c| {
+            c.create_container(pod, &cfg, pod_cfg)
+        })?;
+        let called = Instant::now();
+        self.timed(tag("StartContainer"), |c| c.start_container(&id))?;
+        let accepts = || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+        if accepts() {
+            into.server_ready_at_return += 1;
+        } else {
+            while !accepts() {
+                if called.elapsed() > STATE_LIMIT {
+                    return Err(format!("httpd ({handler}, {name}) not listening on {port}"));
+                }
+                std::thread::sleep(STATE_POLL);
+            }
+        }
+        into.server_ready.push(ms(called.elapsed()));
         Ok(())
     }
 
@@ -280,6 +419,20 @@ impl Bench<'_> {
         }
         Ok(samples)
     }
+}
+
+/// A TCP port on 127.0.0.1 that nothing listens on now.
+fn free_port() -> Result<u16, String> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
+        .map_err(|e| format!("bind a free port: {e}"))?;
+    listener
+        .local_addr()
+        .map(|a| a.port())
+        .map_err(|e| format!("bind a free port: {e}"))
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
 }
 
 /// `pair n/total`, overwritten in place on a terminal.
@@ -395,7 +548,8 @@ fn report_json(meta: Value, samples: &[Samples; 2]) -> Value {
             }),
         );
     }
-    json!({"meta": meta, "figures": figures})
+    let [a, b] = [0, 1].map(|i| at_return(&samples[i]));
+    json!({"meta": meta, "figures": figures, "at_return": {"rustpod": a, "runc": b}})
 }
 
 fn cell(s: &Stats) -> String {
@@ -437,5 +591,25 @@ fn markdown(meta: &Value, samples: &[Samples; 2]) -> String {
             cell(&b)
         );
     }
+    let [a, b] = [0, 1].map(|i| at_return(&samples[i]));
+    let n = |v: &Value, k: &str| v[k].as_str().unwrap_or("?").to_string();
+    md += &format!(
+        "\nAt the call's return: container EXITED in the first ContainerStatus after \
+         StopContainer, rustpod {}, runc {}; httpd accepting as StartContainer returned, \
+         rustpod {}, runc {}.\n",
+        n(&a, "exited_after_stop"),
+        n(&b, "exited_after_stop"),
+        n(&a, "httpd_accepting"),
+        n(&b, "httpd_accepting"),
+    );
     md
+}
+
+/// How many calls found the state done at their return, as `n/total`: StopContainer whose
+/// container was EXITED in the next ContainerStatus, StartContainer whose httpd accepted.
+fn at_return(s: &Samples) -> Value {
+    json!({
+        "exited_after_stop": format!("{}/{}", s.stop.len() - s.stop_lagged, s.stop.len()),
+        "httpd_accepting": format!("{}/{}", s.server_ready_at_return, s.server_ready.len()),
+    })
 }
