@@ -20,7 +20,7 @@ use crate::container::Container;
 use crate::error::{Error, Result};
 use crate::events::{timestamp, Publisher};
 use crate::helper::{self, Kind};
-use crate::io::{self, ConsoleSocket};
+use crate::io;
 use crate::mount::MountSpec;
 use crate::io::Stdio;
 use crate::process::{ExitCell, ExitStatus, Process, Status};
@@ -272,10 +272,10 @@ impl TaskService {
     fn spawn(&self, kind: Kind, mut req: helper::Request, stdio: &Stdio) -> std::result::Result<(i32, io::ProcessIo), String> {
         crate::cgroup_warmup::start();
         if stdio.terminal {
-            let console = ConsoleSocket::new(&self.shared.root.join("pty"))?;
+            let console = rustpod::ConsoleSocket::bind(&self.shared.root.join("pty")).map_err(|e| e.to_string())?;
             req.console_socket = Some(console.path().to_path_buf());
-            let pid = helper::run(kind, &req, io::ChildStdio::default())?;
-            let master = console.receive()?;
+            let pid = helper::run(kind, &req, rustpod::Stdio::default())?;
+            let master = console.receive_master().map_err(|e| e.to_string())?;
             return Ok((pid, io::attach_console(stdio, master)?));
         }
         let namespace = self.shared.root.file_name().and_then(|n| n.to_str()).unwrap_or_default();
@@ -460,6 +460,25 @@ impl TaskService {
             .map_err(|e| Error::Failed(format!("signal exec {exec_id} of {id} (pid {}): kill: {e}", p.pid)))
     }
 
+    /// Pause (freeze) or resume container `id`, then publish it. Not under
+    /// the shim's lock: a freeze can wait on the container's tasks, and the
+    /// reaper needs that lock meanwhile.
+    fn set_frozen(&self, id: &str, frozen: bool) -> Result<()> {
+        let (what, call): (_, fn(&mut rustpod::Container) -> rustpod::Result<()>) = match frozen {
+            true => ("pause", rustpod::Container::pause),
+            false => ("resume", rustpod::Container::resume),
+        };
+        self.shared.with_handle(id, call)?.map_err(Error::runtime(format!("{what} {id}")))?;
+        if let Some(c) = self.shared.lock().containers.get_mut(id) {
+            c.paused = frozen;
+        }
+        match frozen {
+            true => self.shared.events.paused(id),
+            false => self.shared.events.resumed(id),
+        }
+        Ok(())
+    }
+
     fn shutdown_if_idle(&self) {
         let inner = self.shared.lock();
         if inner.containers.is_empty() && inner.creating == 0 {
@@ -589,26 +608,12 @@ impl containerd_shim::Task for TaskService {
     }
 
     fn pause(&self, _ctx: &TtrpcContext, req: api::PauseRequest) -> TtrpcResult<Empty> {
-        // Not under the shim's lock: a freeze can wait on the container's
-        // tasks, and the reaper needs that lock meanwhile.
-        self.shared
-            .with_handle(&req.id, |c| c.pause())?
-            .map_err(Error::runtime(format!("pause {}", req.id)))?;
-        if let Some(c) = self.shared.lock().containers.get_mut(&req.id) {
-            c.paused = true;
-        }
-        self.shared.events.paused(&req.id);
+        self.set_frozen(&req.id, true)?;
         Ok(Empty::new())
     }
 
     fn resume(&self, _ctx: &TtrpcContext, req: api::ResumeRequest) -> TtrpcResult<Empty> {
-        self.shared
-            .with_handle(&req.id, |c| c.resume())?
-            .map_err(Error::runtime(format!("resume {}", req.id)))?;
-        if let Some(c) = self.shared.lock().containers.get_mut(&req.id) {
-            c.paused = false;
-        }
-        self.shared.events.resumed(&req.id);
+        self.set_frozen(&req.id, false)?;
         Ok(Empty::new())
     }
 
