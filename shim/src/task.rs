@@ -755,3 +755,7 @@ impl TaskService {
 pub fn state_root(namespace: &str) -> PathBuf {
     Path::new("/run/containerd/rustpod").join(namespace)
 }
+
+#[cfg(test)]
+#[path = "task_tests.rs"]
+mod tests;
