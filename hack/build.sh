@@ -51,6 +51,7 @@ if [[ " $* " == *" --release "* ]]; then
 	total=$(sort -u "$order" | wc -l)
 	found=$(comm -12 <(nm --defined-only "$dir/containerd-shim-rustpod-v1" | awk '{print $3}' | sort -u) <(sort -u "$order") | wc -l)
 	percent=$((total ? found * 100 / total : 100))
+	echo "build.sh: $found of $total names in $order ($percent%) are in this build" >&2
 	if ((percent < 80)); then
 		echo "build.sh: warning: only $found of $total names in $order ($percent%) are in this build;" \
 			"the shim's pages are laid out by a stale list: run hack/shim-symbol-order.sh" >&2

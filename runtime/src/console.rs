@@ -1,11 +1,14 @@
-//! A terminal for foreground `run`/`exec` of a `terminal: true` process, as
-//! runc gives one: we take the pty master over our own console socket and
-//! copy it to and from our stdio until the process exits.
+//! A terminal for a `terminal: true` process: the console socket the engine
+//! sends the pty master over (for the CLI's foreground `run`/`exec`, as runc
+//! gives one, and for the shim), and the CLI's copying between that master
+//! and our stdio until the process exits.
 
 use std::io::IoSliceMut;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use nix::cmsg_space;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -19,6 +22,10 @@ use nix::unistd::Pid;
 use crate::error::{Error, Result};
 use crate::wait;
 
+/// How long the engine has to send a new process's pty master once the
+/// process exists.
+const MASTER_WAIT: Duration = Duration::from_secs(10);
+
 /// A unix socket the engine connects to and sends the pty master over.
 pub struct ConsoleSocket {
     path: PathBuf,
@@ -26,10 +33,13 @@ pub struct ConsoleSocket {
 }
 
 impl ConsoleSocket {
-    /// Listens on a fresh socket in `dir`.
+    /// Listens on a fresh socket in `dir` (one of several a process, such
+    /// as the shim, may have at once).
     pub fn bind(dir: &Path) -> Result<Self> {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
         std::fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
-        let path = dir.join(format!("console-{}.sock", std::process::id()));
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let path = dir.join(format!("console-{}-{n}.sock", std::process::id()));
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).map_err(|e| Error::io("listen on", &path, e))?;
         Ok(ConsoleSocket { path, listener })
@@ -39,8 +49,15 @@ impl ConsoleSocket {
         &self.path
     }
 
-    /// Accepts the engine's connection and takes the pty master from it.
+    /// Accepts the engine's connection and takes the pty master from it;
+    /// called once the process exists, so the engine has connected by then
+    /// or soon (bounded: a process that never sends one fails here).
     pub fn receive_master(&self) -> Result<OwnedFd> {
+        let waited = wait::wait_readable(self.listener.as_fd(), MASTER_WAIT).map_err(|e| Error::sys("poll console socket", e))?;
+        if !waited {
+            let timed_out = std::io::Error::new(std::io::ErrorKind::TimedOut, "no pty master was sent");
+            return Err(Error::io("wait on console socket", &self.path, timed_out));
+        }
         let (stream, _) = self
             .listener
             .accept()

@@ -46,6 +46,13 @@ impl Container {
         crate::state::describe(&self.dir, &self.engine)
     }
 
+    /// The caller reaped the init (a subreaper holding the handle): the
+    /// container is stopped, whatever a process that took its pid since
+    /// would make `refresh` say. Kept in memory only.
+    pub fn set_stopped(&mut self) {
+        self.engine.set_status(ContainerStatus::Stopped);
+    }
+
     /// Looks again at whether the init still runs.
     pub fn refresh(&mut self) -> Result<()> {
         self.engine

@@ -8,6 +8,7 @@
 mod container;
 mod runtime;
 
+pub use console::ConsoleSocket;
 pub use container::Container;
 pub use create::CreateOptions;
 pub use error::{Error, Result};
@@ -18,6 +19,7 @@ pub use runtime::Runtime;
 pub use state::State;
 pub use stats::ContainerStats;
 pub use update::{parse_resources, parse_size, ResourceFlags};
+pub use wait::wait_readable;
 
 /// Where container state lives unless `--root` says otherwise.
 pub const DEFAULT_ROOT: &str = "/run/rustpod";

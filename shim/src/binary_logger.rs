@@ -124,7 +124,7 @@ fn above_targets(fd: &OwnedFd) -> Result<OwnedFd, String> {
 }
 
 fn wait_ready(ready: &OwnedFd) -> Result<(), String> {
-    match crate::wait::wait_readable(ready.as_fd(), READY_WAIT) {
+    match rustpod::wait_readable(ready.as_fd(), READY_WAIT) {
         Ok(true) => Ok(()),
         Ok(false) => Err(format!("not ready within {READY_WAIT:?} (it must close or write to fd 5)")),
         Err(e) => Err(format!("wait until ready: {e}")),

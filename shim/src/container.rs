@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use containerd_shim::protos::types::task::Status as TaskStatus;
 
@@ -12,9 +13,11 @@ pub struct Container {
     pub bundle: String,
     /// Its init's end must kill the rest of it (no PID namespace of its own).
     pub kill_all_on_exit: bool,
-    /// Held across each runtime call on it: the engine rewrites `state.json`
-    /// in place, and a call that reads it meanwhile would find it empty.
-    pub state_lock: std::sync::Arc<std::sync::Mutex<()>>,
+    /// The library's handle on it, loaded on first use and then kept
+    /// between requests (its state is read once, not per request); None
+    /// until then and once deleted. Held across each runtime call on it: the
+    /// engine rewrites `state.json` in place and takes `&mut` for it.
+    pub handle: Arc<Mutex<Option<rustpod::Container>>>,
     /// `<bundle>/rootfs` if the shim mounted containerd's rootfs there.
     pub mounted_rootfs: Option<PathBuf>,
     pub init: Process,

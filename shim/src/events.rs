@@ -32,10 +32,29 @@ struct Queue {
     ready: Condvar,
 }
 
+impl Queue {
+    fn new() -> Arc<Queue> {
+        Arc::new(Queue { events: Mutex::new(VecDeque::new()), ready: Condvar::new() })
+    }
+}
+
+#[cfg(test)]
+impl Publisher {
+    /// A publisher without a forwarding thread: its events stay queued.
+    pub fn unforwarded() -> Publisher {
+        Publisher { namespace: "test".into(), queue: Queue::new() }
+    }
+
+    /// The events queued so far, oldest first.
+    pub fn queued(&self) -> Vec<Envelope> {
+        self.queue.events.lock().unwrap().iter().cloned().collect()
+    }
+}
+
 impl Publisher {
     /// Starts the forwarding thread for containerd at `address` (TTRPC_ADDRESS).
     pub fn start(address: String, namespace: String) -> Publisher {
-        let queue = Arc::new(Queue { events: Mutex::new(VecDeque::new()), ready: Condvar::new() });
+        let queue = Queue::new();
         let worker = Arc::clone(&queue);
         std::thread::Builder::new()
             .name("events".into())

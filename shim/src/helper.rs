@@ -20,7 +20,6 @@ use std::time::Duration;
 use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
 use serde::{Deserialize, Serialize};
 
-use crate::io::ChildStdio;
 use crate::mount::MountSpec;
 
 const CREATE_ARGV0: &str = "containerd-shim-rustpod-v1-create";
@@ -57,7 +56,7 @@ pub enum Kind {
 
 /// Runs a helper for `req` and returns the container process's pid. The
 /// helper's own exit is reaped (and ignored) by the shim's reaper.
-pub fn run(kind: Kind, req: &Request, stdio: ChildStdio) -> Result<i32, String> {
+pub fn run(kind: Kind, req: &Request, stdio: rustpod::Stdio) -> Result<i32, String> {
     let (ours, theirs) = UnixStream::pair().map_err(|e| format!("create helper socket: {e}"))?;
     let argv0 = match kind {
         Kind::Create => CREATE_ARGV0,
@@ -83,7 +82,7 @@ pub fn run(kind: Kind, req: &Request, stdio: ChildStdio) -> Result<i32, String> 
 
 /// Sends the request, with the container's stdio descriptors attached to its
 /// first bytes, then ends our side of the stream.
-fn send_request(sock: &UnixStream, req: &Request, stdio: ChildStdio) -> Result<(), String> {
+fn send_request(sock: &UnixStream, req: &Request, stdio: rustpod::Stdio) -> Result<(), String> {
     let data = serde_json::to_vec(req).map_err(|e| format!("encode helper request: {e}"))?;
     let fds: Vec<RawFd> = [&stdio.stdin, &stdio.stdout, &stdio.stderr]
         .into_iter()
@@ -118,7 +117,7 @@ fn helper_binary() -> PathBuf {
 }
 
 fn read_answer(sock: &UnixStream) -> Result<Answer, String> {
-    match crate::wait::wait_readable(sock.as_fd(), HELPER_TIMEOUT) {
+    match rustpod::wait_readable(sock.as_fd(), HELPER_TIMEOUT) {
         Ok(true) => {}
         Ok(false) => return Err(format!("helper did not answer within {HELPER_TIMEOUT:?}")),
         Err(e) => return Err(format!("wait for helper: {e}")),

@@ -1,14 +1,12 @@
 //! A process's stdio: the shim holds both ends of containerd's FIFOs and
 //! copies through pipes (or a pty) it owns, so a container never sees
 //! SIGPIPE or EOF because containerd went away; it only blocks once the
-//! FIFO's buffer is full. Also the console socket that receives a pty master.
+//! FIFO's buffer is full.
 
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::net::UnixListener;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,8 +25,6 @@ pub struct Stdio {
 
 const BUF_SIZE: usize = 32 * 1024;
 const COPY_STACK: usize = 64 * 1024;
-/// How long the engine has to send a new process's pty master.
-const CONSOLE_WAIT: Duration = Duration::from_secs(10);
 /// ^D: what closing stdin means on a terminal.
 const EOT: u8 = 4;
 
@@ -95,14 +91,6 @@ impl Drop for CopierRunning {
     }
 }
 
-/// The container's ends of the stdio pipes, handed to the helper.
-#[derive(Default)]
-pub struct ChildStdio {
-    pub stdin: Option<OwnedFd>,
-    pub stdout: Option<OwnedFd>,
-    pub stderr: Option<OwnedFd>,
-}
-
 impl ProcessIo {
     /// CloseIO: the process sees EOF on stdin (^D on a terminal) once what
     /// is already in the FIFO has been passed on.
@@ -144,10 +132,10 @@ impl ProcessIo {
 /// Opens containerd's stdio and makes pipes for the container; starts the
 /// copiers, or for a `binary://` URI the logging program (which then reads
 /// the output pipes itself). `owner` is the container's id and namespace.
-/// Returns the shim's handles and the container's pipe ends.
-pub fn open_pipes(stdio: &Stdio, owner: (&str, &str)) -> Result<(ProcessIo, ChildStdio), String> {
+/// Returns the shim's handles and the container's pipe ends (for the helper).
+pub fn open_pipes(stdio: &Stdio, owner: (&str, &str)) -> Result<(ProcessIo, rustpod::Stdio), String> {
     let logger = crate::binary_logger::for_output(&stdio.stdout, &stdio.stderr)?;
-    let mut child = ChildStdio::default();
+    let mut child = rustpod::Stdio::default();
     let mut stdin_close = None;
     let output = OutputCopiers::new()?;
     if !stdio.stdin.is_empty() {
@@ -349,61 +337,4 @@ fn set_nonblocking(fd: RawFd) -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
-}
-
-/// A unix socket the engine connects to, to hand over a pty master.
-pub struct ConsoleSocket {
-    listener: UnixListener,
-    path: PathBuf,
-}
-
-impl ConsoleSocket {
-    pub fn new(dir: &Path) -> Result<ConsoleSocket, String> {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let path = dir.join(format!("pty-{}-{n}.sock", std::process::id()));
-        let _ = std::fs::remove_file(&path);
-        let listener = UnixListener::bind(&path).map_err(|e| format!("listen on console socket {}: {e}", path.display()))?;
-        Ok(ConsoleSocket { listener, path })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// The pty master the engine sent (it has already connected by the time
-    /// the helper answered).
-    pub fn receive(&self) -> Result<OwnedFd, String> {
-        let what = |e: &dyn std::fmt::Display| format!("console socket {}: {e}", self.path.display());
-        if !crate::wait::wait_readable(self.listener.as_fd(), CONSOLE_WAIT).map_err(|e| what(&e))? {
-            return Err(what(&"no terminal was sent"));
-        }
-        let (stream, _) = self.listener.accept().map_err(|e| what(&e))?;
-        recv_fd(stream.as_raw_fd()).map_err(|e| what(&e))
-    }
-}
-
-impl Drop for ConsoleSocket {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-fn recv_fd(sock: RawFd) -> Result<OwnedFd, String> {
-    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
-    let mut payload = [0u8; 4096];
-    let mut iov = [std::io::IoSliceMut::new(&mut payload)];
-    let mut space = nix::cmsg_space!([RawFd; 1]);
-    let msg = recvmsg::<()>(sock, &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC).map_err(|e| e.to_string())?;
-    for cmsg in msg.cmsgs().map_err(|e| e.to_string())? {
-        if let ControlMessageOwned::ScmRights(fds) = cmsg {
-            if let Some(&fd) = fds.first() {
-                // SAFETY: the kernel just gave us this descriptor.
-                return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
-            }
-        }
-    }
-    Err("no file descriptor in the message".into())
 }

@@ -20,7 +20,6 @@ mod runtime_options;
 mod server;
 mod service;
 mod task;
-mod wait;
 
 /// containerd's name for this runtime.
 pub const RUNTIME_ID: &str = "io.containerd.rustpod.v1";

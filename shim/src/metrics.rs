@@ -2,7 +2,7 @@
 //! `Metrics` or, on a unified hierarchy, v2 `Metrics`, in an Any. CPU times
 //! come in nanoseconds on both (libcgroups' v1 stats, rustpod's v2 reader).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use containerd_shim::protos::cgroups::metrics as v1;
 use containerd_shim::protos::cgroups_v2::metrics as v2;
@@ -29,8 +29,8 @@ enum Cgroup {
 }
 
 impl Source {
-    pub fn open(root: &Path, id: &str) -> Result<Source, String> {
-        let container = rustpod::Runtime::new(root).load(id).map_err(|e| e.to_string())?;
+    pub fn open(container: &rustpod::Container) -> Result<Source, String> {
+        let id = container.id();
         let unified = matches!(libcgroups::common::get_cgroup_setup(), Ok(CgroupSetup::Unified));
         let cgroup = match (unified, container.pid()) {
             (true, Some(pid)) => Cgroup::V2(rustpod::stats::v2_dir_of(pid).map_err(|e| e.to_string())?),

@@ -20,7 +20,7 @@ use crate::container::Container;
 use crate::error::{Error, Result};
 use crate::events::{timestamp, Publisher};
 use crate::helper::{self, Kind};
-use crate::io::{self, ConsoleSocket};
+use crate::io;
 use crate::mount::MountSpec;
 use crate::io::Stdio;
 use crate::process::{ExitCell, ExitStatus, Process, Status};
@@ -130,17 +130,60 @@ impl Shared {
         }
     }
 
-    /// Runs `call` on container `id`'s runtime state, one call at a time,
+    /// Runs `call` on container `id`'s library handle, one call at a time,
     /// without holding the shim's lock (a call may wait, e.g. on a freeze).
-    fn with_state<T>(&self, id: &str, call: impl FnOnce() -> T) -> Result<T> {
-        let state = Arc::clone(&self.lock().container(id)?.state_lock);
-        let _one_at_a_time = state.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(call())
+    /// The handle is loaded on first use and kept; once we reaped the init
+    /// it says stopped, as we know it is.
+    fn with_handle<T>(
+        &self,
+        id: &str,
+        call: impl FnOnce(&mut rustpod::Container) -> rustpod::Result<T>,
+    ) -> Result<rustpod::Result<T>> {
+        let (handle, init_exited) = self.handle_of(id)?;
+        let mut slot = handle.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(self.loaded(id, &mut slot).and_then(|c| {
+            if init_exited {
+                c.set_stopped();
+            }
+            call(c)
+        }))
+    }
+
+    /// Container `id`'s handle slot, and whether we reaped its init.
+    fn handle_of(&self, id: &str) -> Result<(Arc<Mutex<Option<rustpod::Container>>>, bool)> {
+        let mut inner = self.lock();
+        let c = inner.container(id)?;
+        Ok((Arc::clone(&c.handle), c.init.exited().is_some()))
+    }
+
+    /// The kept handle, or one loaded now (after create, which ran in a helper).
+    fn loaded<'a>(&self, id: &str, slot: &'a mut Option<rustpod::Container>) -> rustpod::Result<&'a mut rustpod::Container> {
+        if slot.is_none() {
+            *slot = Some(self.runtime().load(id)?);
+        }
+        Ok(slot.as_mut().expect("loaded above"))
+    }
+
+    /// Deletes container `id` (force) through its handle, taking it out for
+    /// good; without one (its state never loaded) by id, which also clears a
+    /// create that died half-way.
+    fn delete_container(&self, id: &str) -> Result<rustpod::Result<()>> {
+        let (handle, init_exited) = self.handle_of(id)?;
+        let mut slot = handle.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(match slot.take() {
+            Some(mut c) => {
+                if init_exited {
+                    c.set_stopped();
+                }
+                c.delete(true)
+            }
+            None => self.runtime().delete(id, true),
+        })
     }
 
     /// SIGKILLs every process left in container `cid`'s cgroup.
     fn kill_rest(&self, cid: &str) {
-        let killed = self.with_state(cid, || self.runtime().load(cid).and_then(|mut c| c.kill(Signal::SIGKILL, true)));
+        let killed = self.with_handle(cid, |c| c.kill(Signal::SIGKILL, true));
         if let Ok(Err(e)) = killed {
             log::warn!("container {cid}: kill the processes its init left: {e}");
         }
@@ -229,10 +272,10 @@ impl TaskService {
     fn spawn(&self, kind: Kind, mut req: helper::Request, stdio: &Stdio) -> std::result::Result<(i32, io::ProcessIo), String> {
         crate::cgroup_warmup::start();
         if stdio.terminal {
-            let console = ConsoleSocket::new(&self.shared.root.join("pty"))?;
+            let console = rustpod::ConsoleSocket::bind(&self.shared.root.join("pty")).map_err(|e| e.to_string())?;
             req.console_socket = Some(console.path().to_path_buf());
-            let pid = helper::run(kind, &req, io::ChildStdio::default())?;
-            let master = console.receive()?;
+            let pid = helper::run(kind, &req, rustpod::Stdio::default())?;
+            let master = console.receive_master().map_err(|e| e.to_string())?;
             return Ok((pid, io::attach_console(stdio, master)?));
         }
         let namespace = self.shared.root.file_name().and_then(|n| n.to_str()).unwrap_or_default();
@@ -276,7 +319,7 @@ impl TaskService {
         }
         // start waits for its poststart hooks: keep their status from the reaper.
         let hold = crate::reaper::hold();
-        let result = self.shared.with_state(id, || self.shared.runtime().load(id).and_then(|mut c| c.start())).and_then(|r| {
+        let result = self.shared.with_handle(id, |c| c.start()).and_then(|r| {
             r.map_err(Error::runtime(format!("start {id}")))
         });
         drop(hold);
@@ -381,7 +424,7 @@ impl TaskService {
         // Force: a created init is killed, and a half-dead container goes.
         // delete waits for the poststop hooks: keep their status from the reaper.
         let hold = crate::reaper::hold();
-        let deleted = self.shared.with_state(id, || self.shared.runtime().delete(id, true))?;
+        let deleted = self.shared.delete_container(id)?;
         drop(hold);
         let exit = if was_created { cell.wait_timeout(DELETE_EXIT_WAIT) } else { cell.get() };
         let mut inner = self.shared.lock();
@@ -415,6 +458,25 @@ impl TaskService {
         }
         nix::sys::signal::kill(Pid::from_raw(p.pid), signal)
             .map_err(|e| Error::Failed(format!("signal exec {exec_id} of {id} (pid {}): kill: {e}", p.pid)))
+    }
+
+    /// Pause (freeze) or resume container `id`, then publish it. Not under
+    /// the shim's lock: a freeze can wait on the container's tasks, and the
+    /// reaper needs that lock meanwhile.
+    fn set_frozen(&self, id: &str, frozen: bool) -> Result<()> {
+        let (what, call): (_, fn(&mut rustpod::Container) -> rustpod::Result<()>) = match frozen {
+            true => ("pause", rustpod::Container::pause),
+            false => ("resume", rustpod::Container::resume),
+        };
+        self.shared.with_handle(id, call)?.map_err(Error::runtime(format!("{what} {id}")))?;
+        if let Some(c) = self.shared.lock().containers.get_mut(id) {
+            c.paused = frozen;
+        }
+        match frozen {
+            true => self.shared.events.paused(id),
+            false => self.shared.events.resumed(id),
+        }
+        Ok(())
     }
 
     fn shutdown_if_idle(&self) {
@@ -471,7 +533,7 @@ impl containerd_shim::Task for TaskService {
             init.pid = pid;
             init.io = Some(pio);
             let c = Container {
-                state_lock: Arc::default(),
+                handle: Arc::default(),
                 kill_all_on_exit: crate::container::kill_all_on_exit(Path::new(&req.bundle)),
                 bundle: req.bundle.clone(),
                 mounted_rootfs,
@@ -526,7 +588,7 @@ impl containerd_shim::Task for TaskService {
     fn pids(&self, _ctx: &TtrpcContext, req: api::PidsRequest) -> TtrpcResult<api::PidsResponse> {
         let pids = self
             .shared
-            .with_state(&req.id, || self.shared.runtime().load(&req.id).and_then(|c| c.processes()))?
+            .with_handle(&req.id, |c| c.processes())?
             .map_err(Error::runtime(format!("pids of {}", req.id)))?;
         let mut inner = self.shared.lock();
         let c = inner.container(&req.id)?;
@@ -546,26 +608,12 @@ impl containerd_shim::Task for TaskService {
     }
 
     fn pause(&self, _ctx: &TtrpcContext, req: api::PauseRequest) -> TtrpcResult<Empty> {
-        // Not under the shim's lock: a freeze can wait on the container's
-        // tasks, and the reaper needs that lock meanwhile.
-        self.shared
-            .with_state(&req.id, || self.shared.runtime().load(&req.id).and_then(|mut c| c.pause()))?
-            .map_err(Error::runtime(format!("pause {}", req.id)))?;
-        if let Some(c) = self.shared.lock().containers.get_mut(&req.id) {
-            c.paused = true;
-        }
-        self.shared.events.paused(&req.id);
+        self.set_frozen(&req.id, true)?;
         Ok(Empty::new())
     }
 
     fn resume(&self, _ctx: &TtrpcContext, req: api::ResumeRequest) -> TtrpcResult<Empty> {
-        self.shared
-            .with_state(&req.id, || self.shared.runtime().load(&req.id).and_then(|mut c| c.resume()))?
-            .map_err(Error::runtime(format!("resume {}", req.id)))?;
-        if let Some(c) = self.shared.lock().containers.get_mut(&req.id) {
-            c.paused = false;
-        }
-        self.shared.events.resumed(&req.id);
+        self.set_frozen(&req.id, false)?;
         Ok(Empty::new())
     }
 
@@ -582,7 +630,7 @@ impl containerd_shim::Task for TaskService {
                 return Err(Error::Finished(format!("container {}", req.id)).into());
             }
         }
-        let killed = self.shared.with_state(&req.id, || self.shared.runtime().load(&req.id).and_then(|mut c| c.kill(signal, req.all)))?;
+        let killed = self.shared.with_handle(&req.id, |c| c.kill(signal, req.all))?;
         killed.map_err(|e| match e {
             // runc's "container not running": the Go shim says NotFound.
             rustpod::Error::WrongStatus { .. } => Error::Finished(format!("container {}", req.id)),
@@ -638,7 +686,7 @@ impl containerd_shim::Task for TaskService {
             .map_err(|e| Error::InvalidArgument(format!("update {}: {e}", req.id)))?;
         let flags = rustpod::ResourceFlags::default();
         self.shared
-            .with_state(&req.id, || self.shared.runtime().load(&req.id).and_then(|c| c.update(Some(resources), &flags)))?
+            .with_handle(&req.id, |c| c.update(Some(resources), &flags))?
             .map_err(Error::runtime(format!("update {}", req.id)))?;
         Ok(Empty::new())
     }
@@ -663,7 +711,8 @@ impl containerd_shim::Task for TaskService {
         let source = match cached {
             Some(source) => source,
             None => {
-                let source = Arc::new(crate::metrics::Source::open(&self.shared.root, &req.id).map_err(Error::Failed)?);
+                let source = self.shared.with_handle(&req.id, |c| Ok(crate::metrics::Source::open(c)));
+                let source = Arc::new(source?.map_err(Error::runtime(format!("stats of {}", req.id)))?.map_err(Error::Failed)?);
                 if source.cacheable() {
                     if let Some(c) = self.shared.lock().containers.get_mut(&req.id) {
                         c.metrics = Some(Arc::clone(&source));
@@ -706,3 +755,7 @@ impl TaskService {
 pub fn state_root(namespace: &str) -> PathBuf {
     Path::new("/run/containerd/rustpod").join(namespace)
 }
+
+#[cfg(test)]
+#[path = "task_tests.rs"]
+mod tests;
