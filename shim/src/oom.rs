@@ -72,16 +72,29 @@ fn watch_v2(dir: PathBuf, on_oom: impl Fn() + Send + 'static) -> Result<(), Stri
     if unsafe { libc::inotify_add_watch(ifd.as_raw_fd(), path.as_ptr(), libc::IN_MODIFY) } < 0 {
         return Err(format!("watch {}: {}", events.display(), std::io::Error::last_os_error()));
     }
+    // The parent's oom_kill is hierarchical: it still counts our kill once systemd has removed
+    // our emptied scope, which can happen before we read our own file (containerd#12714).
+    let parent = dir.parent().map(|p| p.join("memory.events"));
+    let parent_kills = move || parent.as_deref().and_then(oom_kills);
     spawn(move || {
+        // The parent first: a kill between the two reads is then missed by neither.
+        let mut last_parent = parent_kills();
         let mut last = oom_kills(&events).unwrap_or(0);
         let mut inotify = fs::File::from(ifd);
         let mut buf = [0u8; 4096];
         while inotify.read(&mut buf).is_ok_and(|n| n > 0) {
-            let Some(now) = oom_kills(&events) else { return };
+            let parent_now = parent_kills();
+            let Some(now) = oom_kills(&events) else {
+                // Our cgroup is gone: a kill since our last look, counted by the parent only.
+                if parent_now.zip(last_parent).is_some_and(|(now, before)| now > before) {
+                    on_oom();
+                }
+                return;
+            };
             if now > last {
                 on_oom();
             }
-            last = now;
+            (last, last_parent) = (now, parent_now);
         }
     })
 }

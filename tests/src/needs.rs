@@ -44,6 +44,13 @@ pub fn cgroup_v2(controllers: &[&str]) -> Option<String> {
     })
 }
 
+/// `controller` in its own cgroup v1 hierarchy, or offered to children on a pure v2 hierarchy.
+pub fn cgroup_controller(controller: &str) -> Option<String> {
+    let v1 = cgroup_v1(controller)?;
+    let v2 = cgroup_v2(&[controller])?;
+    Some(format!("{v1}; {v2}"))
+}
+
 /// A program that must exist on this machine.
 pub fn program(path: &Path) -> Option<String> {
     (!path.exists()).then(|| format!("{} is not installed", path.display()))

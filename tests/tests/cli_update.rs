@@ -127,8 +127,11 @@ fn events_stats_have_runcs_shape() {
         let event: Value = serde_json::from_str(out.stdout.trim()).expect("one JSON event");
         let mut paths = std::collections::BTreeSet::new();
         json_paths(&event, "", &mut paths);
-        // Counters that are zero in one run and not in another are left out by both.
-        paths.retain(|p| !p.contains("throttling") && !p.contains("blkio") && !p.contains("/max"));
+        // Counters that are zero in one run and not in another are left out by both; on v2 the
+        // page cache of busybox is charged to the container that read it first (memory.cache).
+        paths.retain(|p| {
+            !p.contains("throttling") && !p.contains("blkio") && !p.contains("/max") && p != "/data/memory/cache"
+        });
         (paths, event["data"]["memory"]["usage"]["limit"].clone(), event["data"]["pids"]["limit"].clone())
     };
     let runc = shape(&Runtime::runc());

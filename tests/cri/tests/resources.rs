@@ -26,10 +26,19 @@ fn limits(cri: &Cri, id: &str) -> (i64, i64, i64, i64) {
     (int(&read(dir.join("memory.max"))), int(quota), int(period), int(&read(dir.join("cpu.weight"))))
 }
 
-/// What the cgroup holds for `shares`: themselves on v1, runc's and crun's cpu.weight on v2.
+/// What the cgroup holds for `shares`: themselves on v1; on v2 the cpu.weight the handler's
+/// runtime converts them to: runc 1.1's linear map (512 -> 20), or the fit of runc 1.3.2+, crun
+/// and libcgroups that rustpod uses (512 -> 59; tests/RUNC_DIFFERENCES.md).
 fn shares_as_held(cri: &Cri, id: &str, shares: i64) -> i64 {
     let v1 = cgroup_v1_file(cri.container_pid(id), "cpu", "cpu.shares").is_some();
-    if v1 { shares } else { 1 + ((shares - 2) * 9999) / 262142 }
+    if v1 {
+        return shares;
+    }
+    if cri.handler == "runc" {
+        return 1 + ((shares - 2) * 9999) / 262142;
+    }
+    let l = (shares as f64).log2();
+    10f64.powf((l * l + 125.0 * l) / 612.0 - 7.0 / 34.0).ceil() as i64
 }
 
 #[test]

@@ -4,7 +4,7 @@
 // reported as OOMKilled with 137. With the systemd driver where systemd runs.
 
 use rustpod_cri_tests::cri::ContainerState;
-use rustpod_cri_tests::{container, cri_or_skip, pod_config, resources};
+use rustpod_cri_tests::{container, cri_or_skip, pod_config, resources, systemd_driver};
 use rustpod_tests::cgroup::{assert_between, assert_memory, Counters};
 
 /// Burns some CPU (so that usage is well above a microsecond), then idles.
@@ -42,10 +42,11 @@ fn a_container_over_its_memory_limit_is_oomkilled() {
     if status.exit_code == 0 {
         rustpod_tests::skip!("a 64 MiB buffer fit in a 16 MiB memory limit (swap?): no OOM to observe");
     }
-    assert_eq!(
-        (status.exit_code, status.reason.as_str()),
-        (137, "OOMKilled"),
-        "handler {}: {status:?}",
-        cri.handler
-    );
+    assert_eq!(status.exit_code, 137, "handler {}: {status:?}", cri.handler);
+    if cri.handler == "runc" && systemd_driver() && status.reason != "OOMKilled" {
+        // containerd's runc shim reads memory.events once the kernel reports the OOM kill, by
+        // which time systemd may have removed the emptied scope (containerd#12714, cri-o#7035).
+        rustpod_tests::skip!("runc's shim missed the OOM under the systemd driver (reason {:?}), a known race", status.reason);
+    }
+    assert_eq!(status.reason, "OOMKilled", "handler {}: {status:?}", cri.handler);
 }
