@@ -1098,16 +1098,21 @@ class Bench:
                 procs = self.shim_procs()
                 rss = pss = 0
                 threads = 0
+                split = {"RssFile:": 0, "RssAnon:": 0}  # the binary's own pages vs heap and stacks
                 for p in procs:
                     st = open(f"/proc/{p}/status").read()
                     rss += int(next(l.split()[1] for l in st.splitlines() if l.startswith("VmRSS:")))
                     threads += int(next(l.split()[1] for l in st.splitlines() if l.startswith("Threads:")))
+                    for k in split:
+                        split[k] += int(next(l.split()[1] for l in st.splitlines() if l.startswith(k)))
                     sm = open(f"/proc/{p}/smaps_rollup").read()
                     pss += int(next(l.split()[1] for l in sm.splitlines() if l.startswith("Pss:")))
                 res["runtimes"][name] = {"shim_processes": len(procs), "shims_per_pod": len(procs) / pods,
                                          "threads": threads,
                                          "rss_kib_total": rss, "pss_kib_total": pss,
-                                         "rss_kib_per_pod": rss / pods, "pss_kib_per_pod": pss / pods}
+                                         "rss_kib_per_pod": rss / pods, "pss_kib_per_pod": pss / pods,
+                                         "rss_file_kib_per_pod": split["RssFile:"] / pods, "rss_anon_kib_per_pod": split["RssAnon:"] / pods,
+                                         "threads_per_pod": threads / pods}
                 log(f"  {name}: {len(procs)} shim processes, RSS {rss / pods / 1024:.1f} MiB/pod, PSS {pss / pods / 1024:.1f} MiB/pod")
             finally:
                 for cid in ids:

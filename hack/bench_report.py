@@ -60,10 +60,15 @@ def why_shim_rss(F):
     rt = _g(F, "shim_memory", "runtimes", "rustpod")
     if not rt:
         return "not measured"
-    return (f"{rt['rss_kib_per_pod'] / 1024:.1f} MiB RSS per pod (PSS {rt['pss_kib_per_pod'] / 1024:.1f} MiB), "
-            f"{rt['rss_kib_per_pod'] / 1024 - 4:.1f} MiB over: mostly the shim's own binary pages (64 KiB fault-around "
-            "per touched page); shim/symbol-order.txt packs the server's code, and must match the binary "
-            "(hack/build.sh --release prints how much does); then fewer threads per container")
+    out = (f"{rt['rss_kib_per_pod'] / 1024:.1f} MiB RSS per pod (PSS {rt['pss_kib_per_pod'] / 1024:.1f} MiB), "
+           f"{rt['rss_kib_per_pod'] / 1024 - 4:.1f} MiB over")
+    if "rss_file_kib_per_pod" not in rt:
+        return out
+    return (out + f": {rt['rss_file_kib_per_pod'] / 1024:.1f} MiB of it the shim's own binary (64 KiB fault-around per "
+            f"page touched; shim/symbol-order.txt packs the server's code and must match the binary, which a release "
+            f"hack/build.sh reports), {rt['rss_anon_kib_per_pod'] / 1024:.1f} MiB anon (heap, stacks of "
+            f"{rt['threads_per_pod']:g} threads per pod). Left: fewer threads per container (one poll loop for stdio "
+            "and OOM events), and code the server runs packed tighter")
 
 
 def why_memlimit(F):
