@@ -252,6 +252,32 @@ def process_table(res, op="run"):
     return hdr, rows
 
 
+def fmt_goal(g):
+    """The measured value; with more digits where two would round a miss onto the target."""
+    if g["value"] is None:
+        return None
+    d = 2
+    while d < 4 and g["met"] is False and round(g["value"], d) <= g["target"]:
+        d += 1
+    return f"{g['value']:.{d}f}" + ("×" if g["unit"] == "x" else f" {g['unit']}")
+
+
+def left_texts(goals):
+    """Each goal's "left, and why", with a reason already given for an earlier goal said as "as above"."""
+    said, out = [], []
+    for g in goals:
+        t = g.get("left", "")
+        for p in said:
+            if t == p:
+                t = "As above."
+            elif p in t:
+                t = t.replace(p, "Otherwise as above.")
+        if g.get("left"):
+            said.append(g["left"])
+        out.append(t)
+    return out
+
+
 def md_table(hdr, rows):
     return ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)] + ["| " + " | ".join(r) + " |" for r in rows]
 
@@ -271,12 +297,11 @@ def markdown(res):
         if h:
             lines += [""] + md_table(h, r)
     lines += ["", "| goal | measured | target | met | left, and why |", "|---|---|---|---|---|"]
-    for g in res["goals"]:
-        v = "not measured" + (f" ({g['note']})" if g["note"] else "") if g["value"] is None else (
-            f"{g['value']:.2f}×" if g["unit"] == "x" else f"{g['value']:.2f} {g['unit']}")
+    for g, left in zip(res["goals"], left_texts(res["goals"])):
+        v = "not measured" + (f" ({g['note']})" if g["note"] else "") if g["value"] is None else fmt_goal(g)
         t = f"≤ {g['target']:g}" + ("×" if g["unit"] == "x" else f" {g['unit']}")
         met = "–" if g["met"] is None else ("yes" if g["met"] else "**no**")
-        lines.append(f"| {g['goal']} | {v} | {t} | {met} | {g.get('left', '')} |")
+        lines.append(f"| {g['goal']} | {v} | {t} | {met} | {left} |")
     return "\n".join(lines) + "\n"
 
 
@@ -292,11 +317,11 @@ def text_table(res):
     for h, r in (floor_table(res), syscall_table(res), process_table(res), process_table(res, "exec")):
         if h:
             out += text_rows(h, r)
-    for g in res["goals"]:
-        v = "not measured" if g["value"] is None else f"{g['value']:.2f}{'x' if g['unit'] == 'x' else ' ' + g['unit']}"
+    for g, left in zip(res["goals"], left_texts(res["goals"])):
+        v = "not measured" if g["value"] is None else fmt_goal(g).replace("×", "x")
         out.append(f"{'MET ' if g['met'] else ('--  ' if g['met'] is None else 'MISS')}  {g['goal']}: {v}")
-        if g.get("left"):
-            out.append(f"      left, and why: {g['left']}")
+        if left:
+            out.append(f"      left, and why: {left}")
     return "\n".join(out)
 
 
