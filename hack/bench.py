@@ -28,6 +28,7 @@ import json
 import os
 import platform
 import random
+import re
 import resource
 import shutil
 import signal
@@ -313,6 +314,86 @@ def parse_strace(path):
             per[f[-1]] = calls
     return {"calls": total, "errors": errors,
             "by_syscall": dict(sorted(per.items(), key=lambda kv: -kv[1]))}
+
+
+SYSCALL_RE = re.compile(r"^([a-z0-9_]+)\(")
+# a successful execve/execveat: the path (empty for execveat(fd, "")) and argv
+EXEC_RE = re.compile(r'^(execve|execveat)\((?:\d+, )?"([^"]*)", \[(.*?)\], .*\) = 0$')
+# clone/clone3 of a thread: the new tid, in strace's PID namespace where --decode-pids=pidns gives it
+THREAD_RE = re.compile(r"^clone3?\(.*CLONE_THREAD.*\) = (\d+)(?: /\* (\d+) in strace's PID NS \*/)?$")
+CHILD_RE = re.compile(r"^(?:clone3?|fork|vfork)\(.*\) = (\d+)(?: /\* (\d+) in strace's PID NS \*/)?$")
+OPEN_RE = re.compile(r'^(?:open|openat|openat2)\((?:[^,]+, )?"([^"]*)".*\) = \d+')
+PROC_SELF_FILE = {"mountinfo": re.compile(r"(^|/)mountinfo$"),
+                  "cgroup": re.compile(r"(^|/proc/)?((self|thread-self|\d+)/)?cgroup$")}
+
+
+def split_strace_ff(prefix, runtime_bin, program_argv):
+    """`strace -ff -o PREFIX` files of one command, per process class.
+
+    cli: the process strace started (no other file forked it); reexec: a
+    process whose exec is of the runtime itself (/proc/self/exe, its path, or
+    execveat of a file descriptor, as runc and crun do from a sealed memfd);
+    init: the process that execs the container program (counted up to that
+    execve; what the program does after it is `program`); intermediate: the
+    runtime's other processes. Threads count with their process."""
+    d, base = os.path.dirname(prefix), os.path.basename(prefix) + "."
+    files = {int(f[len(base):]): os.path.join(d, f) for f in os.listdir(d) if f.startswith(base) and f[len(base):].isdigit()}
+    calls, leader, children, execs = {}, {}, set(), {}
+    for pid, path in files.items():
+        lines = [l.rstrip("\n") for l in open(path, errors="replace")]
+        calls[pid] = [l for l in lines if SYSCALL_RE.match(l)]  # not `+++ exited`, `--- SIG`
+        for l in calls[pid]:
+            m = THREAD_RE.match(l)
+            if m:
+                leader[int(m.group(2) or m.group(1))] = pid
+            m = CHILD_RE.match(l)
+            if m:
+                children.add(int(m.group(2) or m.group(1)))
+    root = lambda p: root(leader[p]) if p in leader and leader[p] != p else p
+    prog = ", ".join(json.dumps(a) for a in program_argv)
+    real_bin = os.path.realpath(runtime_bin)
+    cls, out = {}, {}
+    for pid in sorted(files):
+        if pid in leader:
+            continue
+        c = calls[pid]
+        kind, cut = ("cli" if pid not in children else "intermediate"), len(c)
+        for i, l in enumerate(c):
+            m = EXEC_RE.match(l)
+            if not m:
+                continue
+            if m.group(3) == prog:
+                kind, cut = "init", i + 1
+                break
+            if kind != "cli" and (m.group(1) == "execveat" or m.group(2) == "/proc/self/exe" or os.path.realpath(m.group(2)) == real_bin):
+                kind = "reexec"
+        cls[pid] = kind
+        execs[pid] = cut
+    for pid, c in calls.items():
+        top = root(pid)
+        kind = cls.get(top, "intermediate")
+        parts = [(kind, c[:execs[pid]] if pid == top else c)]
+        if pid == top and kind == "init":
+            parts.append(("program", c[execs[pid]:]))
+        for k, cs in parts:
+            o = out.setdefault(k, {"processes": 0, "threads": 0, "calls": 0, "by_syscall": {}, "opens": {n: 0 for n in PROC_SELF_FILE},
+                                   "statx_fstatfs": 0})
+            o["processes" if pid == top else "threads"] += 1
+            o["calls"] += len(cs)
+            for l in cs:
+                name = SYSCALL_RE.match(l).group(1)
+                o["by_syscall"][name] = o["by_syscall"].get(name, 0) + 1
+                m = OPEN_RE.match(l)
+                if m:
+                    for n, rx in PROC_SELF_FILE.items():
+                        if rx.search(m.group(1)) and not m.group(1).startswith("/sys/"):
+                            o["opens"][n] += 1
+            o["statx_fstatfs"] = o["by_syscall"].get("statx", 0) + o["by_syscall"].get("fstatfs", 0)
+    for o in out.values():
+        o["by_syscall"] = dict(sorted(o["by_syscall"].items(), key=lambda kv: -kv[1]))
+        o["top"] = list(o["by_syscall"].items())[:3]
+    order = ("cli", "reexec", "intermediate", "init", "program")
+    return {k: out[k] for k in order if k in out}
 
 
 # ---------------------------------------------------------------- statistics
@@ -663,14 +744,23 @@ class Bench:
         run(Argv(["strace", "-f", "-c", "-o", out] + argv, getattr(argv, "ns", None)), timeout=60)
         return parse_strace(out)
 
+    def strace_ff(self, r, argv, tag):
+        """Run argv under `strace -ff` (a file per process); returns its calls per process class."""
+        d = f"{self.work}/strace-ff-{tag}"
+        os.makedirs(d, exist_ok=True)
+        run(Argv(["strace", "-ff", "--decode-pids=pidns", "-o", f"{d}/t"] + argv, getattr(argv, "ns", None)), timeout=60)
+        return split_strace_ff(f"{d}/t", shutil.which(r.argv[0]) or r.argv[0], ["/bin/true"])
+
     def fig_syscalls(self):
-        log("== figure 7: syscalls (strace -f -c) of one run, one delete and one exec of /bin/true")
+        log("== figure 7: syscalls (strace -f -c) of one run, one delete and one exec of /bin/true; run and exec again under strace -ff, per process")
         out = {}
         for name in self.order:
             r = self.rt[name]
             res = {}
             # run: the foreground run deletes the container on exit, in all three runtimes
             res["run"] = self.strace(r.cmd("run", "--bundle", self.b_true, self.cid("st")), f"{name}-run")
+            reap_ready()
+            res["run_by_process"] = self.strace_ff(r, r.cmd("run", "--bundle", self.b_true, self.cid("st")), f"{name}-run")
             reap_ready()
             # delete alone, of a container whose /bin/true has exited
             cid = self.cid("st")
@@ -685,13 +775,17 @@ class Bench:
             run(r.cmd("run", "-d", "--bundle", self.b_sleep, cid))
             self.live.append((name, cid))
             res["exec"] = self.strace(r.cmd("exec", cid, "/bin/true"), f"{name}-exec")
+            res["exec_by_process"] = self.strace_ff(r, r.cmd("exec", cid, "/bin/true"), f"{name}-exec")
             self.teardown([(name, cid)])
             out[name] = res
         out["floor"] = {"run": self.strace([self.floor_bin, self.rootfs, f"/sys/fs/cgroup/memory/{self.cid('floor')}"], "floor")}
         reap_ready()
         self.res["figures"]["syscalls"] = {"runtimes": out}
         for name, res in out.items():
-            log(f"  {name:8} " + ", ".join(f"{k} {v['calls']} calls ({v['errors']} failed)" for k, v in res.items()))
+            log(f"  {name:8} " + ", ".join(f"{k} {v['calls']} calls ({v['errors']} failed)" for k, v in res.items() if "errors" in v))
+            if "run_by_process" in res:
+                for op in ("run", "exec"):
+                    log(f"  {'':8} {op} by process: " + ", ".join(f"{k} {v['calls']}" for k, v in res[f"{op}_by_process"].items()))
 
     # --- figure 6: smallest memory limit
     def fig_memlimit(self):
@@ -731,8 +825,31 @@ class Bench:
             out[name] = {"min_limit_kib": best // 1024 if best else None, "upper_bound": hi0 // 1024,
                          "lower_bound": lo0 // 1024, "step_kib": step // 1024,
                          "tries": [{"limit_kib": l // 1024, "exit": c} for l, c in tries]}
-            log(f"  {name}: {out[name]['min_limit_kib']} KiB ({len(tries)} tries)")
+            out[name]["charged_after_create"] = self.charged_after_create(r)
+            log(f"  {name}: {out[name]['min_limit_kib']} KiB ({len(tries)} tries); charged after create: {out[name]['charged_after_create']}")
         self.res["figures"]["memlimit"] = out
+
+    def charged_after_create(self, r):
+        """What the container's v1 memory cgroup is charged once `create` returns (init waiting to exec), in KiB:
+        kernel memory (now, and the peak since the cgroup was made), anon and page cache."""
+        cg = f"/rpb-charge-{r.name}-{self.seq}"
+        d = f"/sys/fs/cgroup/memory{cg}"
+        b = make_bundle(f"{self.work}/b-charge-{r.name}", self.rootfs, ["/bin/true"], cgroups_path=cg)
+        cid = self.cid("charge")
+        run(r.cmd("create", "--bundle", b, cid))
+        self.live.append((r.name, cid))
+        try:
+            time.sleep(1)  # memory.stat's per-CPU counters are flushed lazily
+            kib = lambda f: int(open(f"{d}/{f}").read()) // 1024
+            st = {l.split()[0]: int(l.split()[1]) // 1024 for l in open(f"{d}/memory.stat")}
+            return {"kmem_kib": kib("memory.kmem.usage_in_bytes"), "kmem_peak_kib": kib("memory.kmem.max_usage_in_bytes"),
+                    "anon_kib": st["rss"], "cache_kib": st["cache"]}
+        except (OSError, KeyError, ValueError) as e:
+            return {"not_measured": str(e)}
+        finally:
+            r.force_delete(cid)
+            self.live.remove((r.name, cid))
+            reap_ready()
 
     # --- figure 5: scale
     def fig_scale(self):
@@ -981,16 +1098,21 @@ class Bench:
                 procs = self.shim_procs()
                 rss = pss = 0
                 threads = 0
+                split = {"RssFile:": 0, "RssAnon:": 0}  # the binary's own pages vs heap and stacks
                 for p in procs:
                     st = open(f"/proc/{p}/status").read()
                     rss += int(next(l.split()[1] for l in st.splitlines() if l.startswith("VmRSS:")))
                     threads += int(next(l.split()[1] for l in st.splitlines() if l.startswith("Threads:")))
+                    for k in split:
+                        split[k] += int(next(l.split()[1] for l in st.splitlines() if l.startswith(k)))
                     sm = open(f"/proc/{p}/smaps_rollup").read()
                     pss += int(next(l.split()[1] for l in sm.splitlines() if l.startswith("Pss:")))
                 res["runtimes"][name] = {"shim_processes": len(procs), "shims_per_pod": len(procs) / pods,
                                          "threads": threads,
                                          "rss_kib_total": rss, "pss_kib_total": pss,
-                                         "rss_kib_per_pod": rss / pods, "pss_kib_per_pod": pss / pods}
+                                         "rss_kib_per_pod": rss / pods, "pss_kib_per_pod": pss / pods,
+                                         "rss_file_kib_per_pod": split["RssFile:"] / pods, "rss_anon_kib_per_pod": split["RssAnon:"] / pods,
+                                         "threads_per_pod": threads / pods}
                 log(f"  {name}: {len(procs)} shim processes, RSS {rss / pods / 1024:.1f} MiB/pod, PSS {pss / pods / 1024:.1f} MiB/pod")
             finally:
                 for cid in ids:
