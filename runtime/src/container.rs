@@ -49,8 +49,21 @@ impl Container {
     /// The caller reaped the init (a subreaper holding the handle): the
     /// container is stopped, whatever a process that took its pid since
     /// would make `refresh` say. Kept in memory only.
-    pub fn set_stopped(&mut self) {
+    fn set_stopped(&mut self) {
         self.engine.set_status(ContainerStatus::Stopped);
+    }
+
+    /// Brings a kept handle's status up to date before an operation, for a
+    /// caller that reaps the init itself: stopped once it reaped it, else as
+    /// the init is now (an earlier `kill` leaves the handle saying stopped
+    /// while a TERM-ignoring init still runs).
+    pub fn settle(&mut self, init_reaped: bool) -> Result<()> {
+        if init_reaped {
+            self.set_stopped();
+            Ok(())
+        } else {
+            self.refresh()
+        }
     }
 
     /// Looks again at whether the init still runs.

@@ -142,9 +142,7 @@ impl Shared {
         let (handle, init_exited) = self.handle_of(id)?;
         let mut slot = handle.lock().unwrap_or_else(|p| p.into_inner());
         Ok(self.loaded(id, &mut slot).and_then(|c| {
-            if init_exited {
-                c.set_stopped();
-            }
+            c.settle(init_exited)?;
             call(c)
         }))
     }
@@ -171,12 +169,7 @@ impl Shared {
         let (handle, init_exited) = self.handle_of(id)?;
         let mut slot = handle.lock().unwrap_or_else(|p| p.into_inner());
         Ok(match slot.take() {
-            Some(mut c) => {
-                if init_exited {
-                    c.set_stopped();
-                }
-                c.delete(true)
-            }
+            Some(mut c) => c.settle(init_exited).and_then(|()| c.delete(true)),
             None => self.runtime().delete(id, true),
         })
     }

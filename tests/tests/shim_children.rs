@@ -189,3 +189,29 @@ fn error_codes_reach_containerd_as_the_go_shims() {
         assert!(gone.stderr.contains("not found"), "{path}: delete of a deleted task: {}", gone.describe());
     }
 }
+
+/// A signal the init ignores leaves it running, so the next one must still reach it: kubelet's
+/// StopContainer sends TERM, then KILL after the grace period. The shim keeps one handle per
+/// container, and the engine marks a handle stopped after any kill; a stale "stopped" made the
+/// KILL answer NotFound and containerd waited for an exit forever.
+#[test]
+fn a_signal_after_an_ignored_one_still_reaches_the_init() {
+    skip_if!(blocker());
+    let ctd = ShimContainerd::start();
+    let dir = ScratchDir::new("termspec");
+    let rootfs = Bundle::new(SLEEP);
+    let stubborn = |spec: &mut Value| spec["process"]["args"] = json!(["sh", "-c", "trap '' TERM; while :; do sleep 1; done"]);
+    for (path, flags) in paths() {
+        let config = spec_file(&ctd, &dir, path, &rootfs.rootfs(), json!({}), stubborn);
+        run(&ctd, &config, &flags, path).ok();
+        ctd.wait_task(path, "RUNNING");
+        let (init, _) = ctd.task(path).expect("task listed");
+        ctd.ctr(&["task", "kill", "-s", "SIGTERM", path]).ok();
+        assert_eq!(ctd.task_status(path).as_deref(), Some("RUNNING"), "{path}: the init ignores TERM");
+        let kill = ctd.ctr(&["task", "kill", "-s", "SIGKILL", path]);
+        assert!(kill.success(), "{path}: KILL after an ignored TERM: {}", kill.describe());
+        ctd.wait_task(path, "STOPPED");
+        assert!(!alive(init), "{path}: the init {init} survived KILL");
+        assert_eq!(ctd.delete_task(path), 137, "{path}: the init's exit status");
+    }
+}
