@@ -200,11 +200,15 @@ fn a_signal_after_an_ignored_one_still_reaches_the_init() {
     let ctd = ShimContainerd::start();
     let dir = ScratchDir::new("termspec");
     let rootfs = Bundle::new(SLEEP);
-    let stubborn = |spec: &mut Value| spec["process"]["args"] = json!(["sh", "-c", "trap '' TERM; while :; do sleep 1; done"]);
     for (path, flags) in paths() {
+        // The marker says the trap is set, so the TERM below cannot come before it.
+        let marker = format!("/trapped-{path}");
+        let script = format!("trap '' TERM; touch {marker}; while :; do sleep 1; done");
+        let stubborn = |spec: &mut Value| spec["process"]["args"] = json!(["sh", "-c", script]);
         let config = spec_file(&ctd, &dir, path, &rootfs.rootfs(), json!({}), stubborn);
         run(&ctd, &config, &flags, path).ok();
-        ctd.wait_task(path, "RUNNING");
+        let on_host = Path::new(&rootfs.rootfs()).join(marker.trim_start_matches('/'));
+        wait::wait_for(&format!("{path}: the init to set its trap"), || on_host.exists().then_some(()));
         let (init, _) = ctd.task(path).expect("task listed");
         ctd.ctr(&["task", "kill", "-s", "SIGTERM", path]).ok();
         assert_eq!(ctd.task_status(path).as_deref(), Some("RUNNING"), "{path}: the init ignores TERM");
