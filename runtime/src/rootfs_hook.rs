@@ -15,10 +15,21 @@ use crate::{cgroup_mount_flags, mount_propagation};
 pub const HOOK_ARG0: &str = "rustpod-rootfs";
 
 /// The hook applying `entries` (destination, options) in order inside
-/// `rootfs`; None when there is nothing to apply.
+/// `rootfs`, none when there is nothing to apply: it re-executes the running
+/// binary (`/proc/self/exe`) as `HOOK_ARG0 <rootfs> (<destination> <options>)…`.
 pub fn hook<'a>(rootfs: &Path, entries: impl IntoIterator<Item = (&'a Path, &'a [String])>) -> Option<Hook> {
-    let hook = rootfs_hook(HOOK_ARG0, rootfs, entries);
-    (hook.args().as_ref().is_some_and(|a| a.len() > 2)).then_some(hook)
+    let mut args = vec![HOOK_ARG0.to_string(), rootfs.display().to_string()];
+    for (destination, options) in entries {
+        args.push(destination.display().to_string());
+        args.push(options.join(","));
+    }
+    if args.len() == 2 {
+        return None;
+    }
+    let mut hook = Hook::default();
+    hook.set_path(PathBuf::from("/proc/self/exe"));
+    hook.set_args(Some(args));
+    Some(hook)
 }
 
 /// The hook's body: `<rootfs> (<destination> <options>)…`; returns the
@@ -50,21 +61,7 @@ fn apply(root: &OwnedFd, destination: PathBuf, options: Vec<String>) -> Result<(
     }
 }
 
-/// An OCI hook that re-executes the running binary (`/proc/self/exe`) as
-/// `arg0 <rootfs> (<destination> <options>)…`.
-fn rootfs_hook<'a>(arg0: &str, rootfs: &Path, entries: impl IntoIterator<Item = (&'a Path, &'a [String])>) -> Hook {
-    let mut args = vec![arg0.to_string(), rootfs.display().to_string()];
-    for (destination, options) in entries {
-        args.push(destination.display().to_string());
-        args.push(options.join(","));
-    }
-    let mut hook = Hook::default();
-    hook.set_path(PathBuf::from("/proc/self/exe"));
-    hook.set_args(Some(args));
-    hook
-}
-
-/// Parses [`rootfs_hook`]'s arguments: the rootfs, opened `O_PATH`, and
+/// Parses [`hook`]'s arguments: the rootfs, opened `O_PATH`, and
 /// each (destination, options).
 fn parse_rootfs_hook_args(args: Vec<OsString>) -> Result<(OwnedFd, Vec<(PathBuf, Vec<String>)>), String> {
     let (rootfs, pairs) = args.split_first().ok_or("missing rootfs argument")?;
