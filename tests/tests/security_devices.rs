@@ -2,10 +2,13 @@
 // container whose config lists /dev/kmsg as a node but allows it no access must not write it,
 // and a container with CAP_MKNOD (which containerd and kubelet grant by default) must not make a
 // node for an unlisted device, the node's own disk, and read it. Each run is compared with runc
-// in the same test; with --systemd-cgroup where systemd runs (hack/guest-systemd.sh's guest).
+// in the same test; with --systemd-cgroup where systemd runs (hack/guest-systemd.sh's guest), and
+// through containerd with our shim next to containerd's runc shim driving runc.
 
 use rustpod_tests::cgroup::systemd_blocker;
-use rustpod_tests::{json, needs, skip_if, Bundle, Runtime};
+use rustpod_tests::scratch::ScratchDir;
+use rustpod_tests::shim::{self, ShimContainerd, RUNTIME};
+use rustpod_tests::{json, needs, skip_if, Bundle, Runtime, Value};
 use std::path::Path;
 
 /// The attack, from inside: each line says whether the step was `denied`.
@@ -42,23 +45,12 @@ fn blocker() -> Option<String> {
 
 /// The attack's report under `rt`, systemd's driver or cgroupfs.
 fn attack(rt: &Runtime, systemd: bool) -> String {
-    let (major, minor) = a_disk().expect("a disk");
-    let mut bundle = Bundle::new(&["sh", "-c", ATTACK]);
-    bundle.add_env(&[&format!("MAJOR={major}"), &format!("MINOR={minor}")]);
-    // The node exists in the container, but the device rules (deny all, then runc's defaults
-    // for null, zero, tty…) give it no access.
-    bundle.set(
-        "/linux/devices",
-        json!([{"path": "/dev/kmsg", "type": "c", "major": 1, "minor": 11, "fileMode": 0o644, "uid": 0, "gid": 0}]),
-    );
-    bundle.set("/linux/resources/devices", json!([{"allow": false, "access": "rwm"}]));
-    for set in ["bounding", "effective", "permitted"] {
-        let pointer = format!("/process/capabilities/{set}");
-        let mut caps = bundle.config().pointer(&pointer).cloned().unwrap_or_else(|| json!([]));
-        caps.as_array_mut().expect("a capability list").push(json!("CAP_MKNOD"));
-        bundle.set(&pointer, caps);
+    let mut bundle = Bundle::new(&["true"]);
+    let mut config = bundle.config().clone();
+    arm(&mut config);
+    for section in ["process", "linux", "root"] {
+        bundle.set(&format!("/{section}"), config[section].clone());
     }
-    bundle.set("/root/readonly", json!(false));
     let id = rt.new_id("dev");
     if systemd {
         bundle.clear_cgroups_path();
@@ -69,14 +61,48 @@ fn attack(rt: &Runtime, systemd: bool) -> String {
     out.stdout
 }
 
+/// The attack's config edits: /dev/kmsg listed as a node with no access, CAP_MKNOD, the disk.
+fn arm(config: &mut Value) {
+    let (major, minor) = a_disk().expect("a disk");
+    config["process"]["args"] = json!(["sh", "-c", ATTACK]);
+    append(&mut config["process"]["env"], [json!(format!("MAJOR={major}")), json!(format!("MINOR={minor}"))]);
+    // The node exists in the container, but the device rules (deny all, then the runtime's
+    // defaults for null, zero, tty…) give it no access.
+    config["linux"]["devices"] =
+        json!([{"path": "/dev/kmsg", "type": "c", "major": 1, "minor": 11, "fileMode": 0o644, "uid": 0, "gid": 0}]);
+    config["linux"]["resources"]["devices"] = json!([{"allow": false, "access": "rwm"}]);
+    for set in ["bounding", "effective", "permitted"] {
+        append(&mut config["process"]["capabilities"][set], [json!("CAP_MKNOD")]);
+    }
+    config["root"]["readonly"] = json!(false);
+}
+
+/// Appends `items` missing from the list at `list` (made a list if absent).
+fn append<const N: usize>(list: &mut Value, items: [Value; N]) {
+    if !list.is_array() {
+        *list = json!([]);
+    }
+    let list = list.as_array_mut().expect("made a list above");
+    for item in items {
+        if !list.contains(&item) {
+            list.push(item);
+        }
+    }
+}
+
+/// runc's report and ours, each with every denial, and the same.
+fn assert_same_denials(ours: &str, runc: &str, path: &str) {
+    let denied = |report: &str| DENIED.iter().all(|d| report.lines().any(|l| l == *d));
+    assert!(denied(runc), "runc itself let the attack through, the test is wrong here: {runc:?}");
+    assert!(denied(ours), "{path}: the container reached a device its config denies: {ours:?} (runc: {runc:?})");
+    assert_eq!(ours, runc, "{path}: the attack's report differs from runc's");
+}
+
 fn same_as_runc(systemd: bool) {
     let globals: &[&str] = if systemd { &["--systemd-cgroup"] } else { &[] };
     let runc = attack(&Runtime::runc().with_globals(globals), systemd);
-    let denied = |report: &str| DENIED.iter().all(|d| report.lines().any(|l| l == *d));
-    assert!(denied(&runc), "runc itself let the attack through, the test is wrong here: {runc:?}");
     let ours = attack(&Runtime::under_test().with_globals(globals), systemd);
-    assert!(denied(&ours), "the container reached a device its config denies: {ours:?} (runc: {runc:?})");
-    assert_eq!(ours, runc, "the attack's report differs from runc's");
+    assert_same_denials(&ours, &runc, "CLI");
 }
 
 #[test]
@@ -89,4 +115,29 @@ fn denied_devices_stay_denied() {
 fn denied_devices_stay_denied_with_systemd() {
     skip_if!(blocker().or_else(systemd_blocker));
     same_as_runc(true);
+}
+
+/// The same attack through containerd: our shim (which creates in-process through the library)
+/// and containerd's runc shim driving runc, the reference, with the same spec.
+#[test]
+fn denied_devices_stay_denied_through_the_shims() {
+    skip_if!(blocker().or_else(shim::blocker));
+    let ctd = ShimContainerd::start();
+    let dir = ScratchDir::new("devspec");
+    let runc = rustpod_tests::env::runc_bin().to_string_lossy().into_owned();
+    let report = |name: &str, flags: &[&str]| {
+        // A rootfs each: the attack leaves its node in /tmp.
+        let rootfs = Bundle::new(&["true"]);
+        let mut config = ctd.oci_spec(name, &rootfs.rootfs());
+        arm(&mut config);
+        let file = dir.join_str(&format!("{name}.json"));
+        std::fs::write(&file, config.to_string()).expect("write spec");
+        let mut args = vec!["run", "--rm", "--config", file.as_str()];
+        args.extend_from_slice(flags);
+        args.push(name);
+        ctd.ctr(&args).ok().stdout
+    };
+    let theirs = report("runc-shim-runc", &["--runc-binary", runc.as_str()]);
+    let ours = report("rustpod-shim", &["--runtime", RUNTIME]);
+    assert_same_denials(&ours, &theirs, "rustpod-shim");
 }
