@@ -26,6 +26,7 @@ pub fn load(bundle: &Path) -> Result<Bundle> {
     check_version(&config, &spec)?;
     crate::validate::check(&config, &spec)?;
     let rootfs = resolve_rootfs(&path, &config, &spec)?;
+    crate::validate::check_in_rootfs(&config, &spec, &rootfs)?;
     check_process(&config, &spec)?;
     crate::cwd::check_in_rootfs(&config, &spec, &rootfs)?;
     Ok(Bundle { path, spec, rootfs })

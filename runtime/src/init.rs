@@ -90,7 +90,11 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
         spec: Rc::new(spec),
     };
     let cgroup_config = args.cgroup_config.clone();
-    let pid = match libcontainer::process::container_main_process::container_main_process(&args) {
+    // Held across the fork only: the init must not inherit our caller's CPUs.
+    let all_cpus = crate::cpu_affinity::all_cpus_for_children()?;
+    let spawned = libcontainer::process::container_main_process::container_main_process(&args);
+    drop(all_cpus);
+    let pid = match spawned {
         Ok(pid) => pid,
         Err(e) => {
             remove_cgroup(cgroup_config);

@@ -172,8 +172,12 @@ pub fn spawn(
         pid_file: None,
         spec: Rc::new(spec),
     };
-    let pid = libcontainer::process::container_main_process::container_main_process(&args)
-        .map_err(|e| engine_err("exec in")(&e))?;
+    // Every CPU the container's cpuset allows, not our caller's; the engine
+    // then applies `process.execCPUAffinity` over it.
+    let all_cpus = crate::cpu_affinity::all_cpus_for_children()?;
+    let spawned = libcontainer::process::container_main_process::container_main_process(&args);
+    drop(all_cpus);
+    let pid = spawned.map_err(|e| engine_err("exec in")(&e))?;
     crate::start::notify_socket(&dir.path(), &sockets.notify)?;
     drop(errors_write);
     read_exec_error(errors_read).map_err(|reason| Error::Engine { op: "exec in", id: dir.id.clone(), reason })?;

@@ -28,7 +28,20 @@ pub fn check(config: &Path, spec: &Spec) -> Result<()> {
     duplicate_namespaces(linux).map_err(bad)?;
     namespaces(linux).map_err(bad)?;
     devices(linux).map_err(bad)?;
+    intel_rdt(linux).map_err(bad)?;
     memory(linux).map_err(bad)
+}
+
+/// The checks that look into the rootfs (at `rootfs`): where each mount
+/// would land once the image's symlinks are followed, and the device nodes
+/// the engine would make in the image's own /dev.
+pub fn check_in_rootfs(config: &Path, spec: &Spec, rootfs: &Path) -> Result<()> {
+    let bad = |reason: String| Error::Config {
+        path: config.to_path_buf(),
+        reason,
+    };
+    proc_mounts(spec, rootfs).map_err(bad)?;
+    crate::dev_nodes::check(spec, rootfs).map_err(bad)
 }
 
 /// The checks of a process an exec runs (`--process FILE`, or argv with
@@ -198,6 +211,85 @@ fn namespace_file(path: &Path, typ: LinuxNamespaceType) -> Check {
     Ok(())
 }
 
+/// `linux.intelRdt` is never applied: the engine sets up resctrl groups only
+/// in its own builder, which we do not use. Refused rather than ignored, in
+/// runc ≥ 1.2's words where the host has no resctrl.
+fn intel_rdt(linux: &oci_spec::runtime::Linux) -> Check {
+    if linux.intel_rdt().is_none() {
+        return Ok(());
+    }
+    if !resctrl_mounted() {
+        return Err("linux.intelRdt: intelRdt is specified in config, but Intel RDT is not supported or enabled".into());
+    }
+    Err("linux.intelRdt: not supported by rustpod (it makes no resctrl group); remove it".into())
+}
+
+/// A resctrl filesystem is mounted on this host (runc's test for RDT).
+fn resctrl_mounted() -> bool {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .is_ok_and(|text| text.lines().any(|line| line.split(" - ").nth(1).is_some_and(|fs| fs.starts_with("resctrl "))))
+}
+
+/// The files under /proc that runc ≥ 1.2 lets a mount cover (lxcfs emulates
+/// them); every other place inside /proc is refused.
+const PROC_FILES_LXCFS_EMULATES: &[&str] = &[
+    "/proc/cpuinfo",
+    "/proc/diskstats",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/proc/swaps",
+    "/proc/uptime",
+    "/proc/loadavg",
+    "/proc/slabinfo",
+    "/proc/net/dev",
+    "/proc/sys/kernel/ns_last_pid",
+    "/proc/sys/crypto/fips_enabled",
+];
+
+/// runc ≥ 1.2's checkProcMount: no mount inside /proc (a container that can
+/// write through one over /proc/sys or /proc/sysrq-trigger changes the
+/// host, CVE-2025-52565's class) but the files lxcfs emulates, and on /proc
+/// itself only a procfs. Judged where the mount would land: the destination
+/// with the image's symlinks followed inside the rootfs.
+fn proc_mounts(spec: &Spec, rootfs: &Path) -> Check {
+    for (index, mount) in spec.mounts().iter().flatten().enumerate() {
+        let dest = mount.destination();
+        let field = format!("mounts[{index}].destination {}", dest.display());
+        let landing = crate::rootfs_path::resolve(rootfs, dest).map_err(|e| format!("{field}: {e}"))?;
+        let Err(why) = proc_mount(mount, &landing) else { continue };
+        let via = if landing != crate::rootfs_path::lexical(dest) {
+            format!(" (the rootfs's symlinks lead it to {})", landing.display())
+        } else {
+            String::new()
+        };
+        let host = crate::rootfs_path::on_host(rootfs, &landing);
+        return Err(format!("{field}{via}: {:?} cannot be mounted because {why}", host.display().to_string()));
+    }
+    Ok(())
+}
+
+/// Why `mount` may not land at `landing` (absolute, resolved), if it may not.
+fn proc_mount(mount: &oci_spec::runtime::Mount, landing: &Path) -> Check {
+    let Ok(inside) = landing.strip_prefix("/proc") else { return Ok(()) };
+    if inside.as_os_str().is_empty() {
+        return if is_procfs(mount)? { Ok(()) } else { Err("it is not of type proc".into()) };
+    }
+    if PROC_FILES_LXCFS_EMULATES.iter().any(|file| Path::new(file) == landing) {
+        return Ok(());
+    }
+    Err("it is inside /proc".into())
+}
+
+/// A fresh procfs, or a bind of a path on a procfs.
+fn is_procfs(mount: &oci_spec::runtime::Mount) -> std::result::Result<bool, String> {
+    if !crate::engine_bundle::is_bind(mount) {
+        return Ok(mount.typ().as_deref() == Some("proc"));
+    }
+    let Some(source) = mount.source() else { return Ok(false) };
+    let fs = nix::sys::statfs::statfs(source).map_err(|e| format!("statfs {}: {e}", source.display()))?;
+    Ok(fs.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC)
+}
+
 /// Memory limits are byte counts, or -1 for unlimited; the kernel rejects
 /// other negative values only when the engine writes them, mid-create.
 fn memory(linux: &oci_spec::runtime::Linux) -> Check {
@@ -250,6 +342,25 @@ fn hooks(spec: &Spec) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn mount(dest: &str, typ: &str, source: &str) -> oci_spec::runtime::Mount {
+        serde_json::from_value(serde_json::json!({"destination": dest, "type": typ, "source": source})).unwrap()
+    }
+
+    #[test]
+    fn only_lxcfs_files_and_a_procfs_may_go_on_proc() {
+        let inside = |dest: &str, typ: &str, source: &str| proc_mount(&mount(dest, typ, source), Path::new(dest));
+        for dest in ["/proc/sys/kernel/core_pattern", "/proc/sysrq-trigger", "/proc/sys", "/proc/self"] {
+            assert_eq!(inside(dest, "bind", "/etc/hostname"), Err("it is inside /proc".into()), "{dest}");
+        }
+        for dest in ["/proc/cpuinfo", "/proc/meminfo", "/proc/loadavg", "/proc/net/dev", "/procfs", "/etc/proc"] {
+            assert_eq!(inside(dest, "bind", "/etc/hostname"), Ok(()), "{dest}");
+        }
+        assert_eq!(inside("/proc", "proc", "proc"), Ok(()));
+        assert_eq!(inside("/proc", "bind", "/proc"), Ok(()));
+        assert_eq!(inside("/proc", "tmpfs", "tmpfs"), Err("it is not of type proc".into()));
+        assert_eq!(inside("/proc", "bind", "/etc"), Err("it is not of type proc".into()));
+    }
 
     #[test]
     fn relative_paths_that_climb_out_escape() {

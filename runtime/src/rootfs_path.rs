@@ -1,0 +1,116 @@
+//! Where a path of the container lands in its rootfs before anything is
+//! mounted: the image's symlinks are followed inside the rootfs (an absolute
+//! target from its top, `..` stopping there), as runc's SecureJoin and the
+//! engine resolve a mount destination or a device path. Checks of where a
+//! mount or node would go judge this path, not the one the config spells.
+
+use std::ffi::OsString;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+/// Symlinks followed before giving up, as the kernel's ELOOP bound for a
+/// whole lookup.
+const MAX_LINKS: usize = 40;
+
+/// `path` resolved in `rootfs`, as an absolute path inside the container.
+/// Parts that do not exist are taken as spelled.
+pub fn resolve(rootfs: &Path, path: &Path) -> io::Result<PathBuf> {
+    // A stack: the next part on top.
+    let mut pending: Vec<OsString> = parts(path).into_iter().rev().collect();
+    let mut resolved = PathBuf::from("/");
+    let mut links = 0;
+    while let Some(part) = pending.pop() {
+        if part == ".." {
+            resolved.pop();
+            continue;
+        }
+        let next = resolved.join(&part);
+        let Some(target) = symlink_target(&on_host(rootfs, &next))? else {
+            resolved = next;
+            continue;
+        };
+        links += 1;
+        if links > MAX_LINKS {
+            return Err(io::Error::from_raw_os_error(libc::ELOOP));
+        }
+        if target.is_absolute() {
+            resolved = PathBuf::from("/");
+        }
+        pending.extend(parts(&target).into_iter().rev());
+    }
+    Ok(resolved)
+}
+
+/// `path` of the container (absolute) as a path on the host, under `rootfs`.
+pub fn on_host(rootfs: &Path, path: &Path) -> PathBuf {
+    rootfs.join(path.strip_prefix("/").unwrap_or(path))
+}
+
+/// `path` with `.` and repeated `/` dropped (`..` kept: the caller refuses it).
+pub fn lexical(path: &Path) -> PathBuf {
+    path.components().collect()
+}
+
+/// What the symlink at `host` points to; None if it is not a symlink or is
+/// not there (a missing part is taken as spelled).
+fn symlink_target(host: &Path) -> io::Result<Option<PathBuf>> {
+    match std::fs::symlink_metadata(host) {
+        Ok(meta) if meta.file_type().is_symlink() => std::fs::read_link(host)
+            .map(Some)
+            .map_err(|e| io::Error::new(e.kind(), format!("readlink {}: {e}", host.display()))),
+        Ok(_) => Ok(None),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => Ok(None),
+        Err(e) => Err(io::Error::new(e.kind(), format!("lstat {}: {e}", host.display()))),
+    }
+}
+
+/// The names and `..` of `path`, in order.
+fn parts(path: &Path) -> Vec<OsString> {
+    path.components()
+        .filter_map(|c| match c {
+            Component::Normal(name) => Some(name.to_os_string()),
+            Component::ParentDir => Some(OsString::from("..")),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn rootfs() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("rustpod-rootfs-path-{}-{:?}", std::process::id(), std::thread::current().id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("proc")).unwrap();
+        std::fs::create_dir_all(dir.join("etc")).unwrap();
+        dir
+    }
+
+    #[test]
+    fn symlinks_are_followed_inside_the_rootfs() {
+        let root = rootfs();
+        symlink("/proc/sys/kernel", root.join("evil")).unwrap();
+        symlink("../../../../proc/sys", root.join("etc/up")).unwrap();
+        symlink("sub/../../proc", root.join("etc/rel")).unwrap();
+        let r = |p: &str| resolve(&root, Path::new(p)).unwrap();
+        assert_eq!(r("/evil/core_pattern"), Path::new("/proc/sys/kernel/core_pattern"));
+        assert_eq!(r("/etc/up/vm"), Path::new("/proc/sys/vm"));
+        assert_eq!(r("/etc/rel/sysrq-trigger"), Path::new("/proc/sysrq-trigger"));
+        assert_eq!(r("//proc/./sys/"), Path::new("/proc/sys"));
+        assert_eq!(r("/../../proc/sys"), Path::new("/proc/sys"));
+        assert_eq!(r("/data/x"), Path::new("/data/x"));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_symlink_loop_is_eloop() {
+        let root = rootfs();
+        symlink("/b", root.join("a")).unwrap();
+        symlink("/a", root.join("b")).unwrap();
+        let err = resolve(&root, Path::new("/a/x")).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ELOOP));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}
