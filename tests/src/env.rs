@@ -32,6 +32,11 @@ pub fn repo_root() -> PathBuf {
 
 /// Both runtimes are the same file (the suite is being validated against runc).
 pub fn testing_runc_itself() -> bool {
-    let canon = |p: PathBuf| p.canonicalize().unwrap_or(p);
-    canon(rustpod_bin()) == canon(runc_bin())
+    is_runc(&rustpod_bin())
+}
+
+/// `bin` is the runc binary (`$RUNC_BIN`), by the file it resolves to.
+pub fn is_runc(bin: &Path) -> bool {
+    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    canon(bin) == canon(&runc_bin())
 }

@@ -75,10 +75,6 @@ fn assert_reset(who: &str, out: &Output) {
     assert_eq!(process, cpuset, "{who}: the process kept its caller's CPU affinity instead of its cpuset's");
 }
 
-fn is_runc(bin: &Path) -> bool {
-    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-    canon(bin) == canon(&env::runc_bin())
-}
 
 /// The init of `run` and a process of `exec`, each started from a thread pinned to CPU 0.
 fn cli_reports(rt: &Runtime) -> (Output, Output) {
@@ -105,7 +101,7 @@ fn a_pinned_caller_does_not_pin_the_container_through_the_cli() {
         eprintln!("runc (for the record; 1.1.5 inherits the pin, ≥ 1.2.7 resets it): init {:?}, exec {:?}", report("runc", &init), report("runc", &exec));
     }
     let rt = Runtime::under_test();
-    if is_runc(rt.bin()) {
+    if env::is_runc(rt.bin()) {
         skip!("runc differs (see tests/RUNC_DIFFERENCES.md): 1.1.5 lets the container inherit its caller's CPU affinity");
     }
     let (init, exec) = cli_reports(&rt);
@@ -119,7 +115,7 @@ fn a_pinned_caller_does_not_pin_the_container_through_the_cli() {
 fn exec_cpu_affinity_is_honoured_for_exec() {
     skip_if!(blocker());
     let rt = Runtime::under_test();
-    if is_runc(rt.bin()) {
+    if env::is_runc(rt.bin()) {
         skip!("runc differs (see tests/RUNC_DIFFERENCES.md): 1.1.5 does not know process.execCPUAffinity");
     }
     pin_this_thread();
@@ -180,7 +176,7 @@ fn a_pinned_containerd_does_not_pin_the_container_through_the_shims() {
         eprintln!("runc shim + runc (for the record): init {:?}, exec {:?}", report("runc", &init), report("runc", &exec));
     }
     let rustpod = env::rustpod_bin().to_string_lossy().into_owned();
-    if !is_runc(Path::new(&rustpod)) {
+    if !env::is_runc(Path::new(&rustpod)) {
         let (init, exec) = ctr_reports(&ctd, "aff-rp", &["--runc-binary", &rustpod]);
         assert_reset("runc shim + rustpod, init", &init);
         assert_reset("runc shim + rustpod, exec", &exec);

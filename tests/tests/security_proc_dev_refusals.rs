@@ -130,11 +130,6 @@ fn assert_untouched(scratch: &str, path: &str, attack: &Attack) {
     assert_eq!(now, UNTOUCHED, "{path}: {}: the container wrote through the mount", attack.name);
 }
 
-/// The runtime at `rt` is runc itself (as the oracle, or the suite validated against runc).
-fn is_runc(bin: &Path) -> bool {
-    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-    canon(bin) == canon(&env::runc_bin())
-}
 
 #[track_caller]
 fn assert_refused(path: &str, runc: bool, attack: &Attack, out: &Output) {
@@ -155,7 +150,7 @@ fn proc_and_dev_attacks_are_refused_through_the_cli() {
     skip_if!(blocker());
     for attack in ATTACKS {
         for rt in Runtime::runc_and_under_test() {
-            let runc = is_runc(rt.bin());
+            let runc = env::is_runc(rt.bin());
             if runc && attack.runc_115.is_none() {
                 eprintln!("{}: not run on runc: 1.1.5 accepts it, runc ≥ 1.2 refuses (tests/RUNC_DIFFERENCES.md)", attack.name);
                 continue;
@@ -211,8 +206,8 @@ fn proc_and_dev_attacks_are_refused_through_the_shims() {
         if attack.runc_115.is_some() && needs::program(Path::new(&runc)).is_none() {
             paths.push(("runc-shim-runc", vec!["--runc-binary", runc.as_str()], true));
         }
-        if !is_runc(Path::new(&rustpod)) || attack.runc_115.is_some() {
-            paths.push(("runc-shim-rustpod", vec!["--runc-binary", rustpod.as_str()], is_runc(Path::new(&rustpod))));
+        if !env::is_runc(Path::new(&rustpod)) || attack.runc_115.is_some() {
+            paths.push(("runc-shim-rustpod", vec!["--runc-binary", rustpod.as_str()], env::is_runc(Path::new(&rustpod))));
         }
         paths.push(("rustpod-shim", vec!["--runtime", RUNTIME], false));
         for (tag, flags, runc_words) in paths {
