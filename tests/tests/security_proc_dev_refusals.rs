@@ -9,12 +9,13 @@
 //   a bind reaching /proc through a symlink in the image, a tmpfs on /proc (runc's checkProcMount);
 // - /dev/null in the image a symlink to /proc/sys/kernel/core_pattern (CVE-2025-31133's shape: masked
 //   paths are bind-mounted from /dev/null), and /dev itself a symlink into /proc;
-// - `linux.intelRdt` on a host without resctrl (it used to be silently ignored).
+// - `linux.intelRdt` on a host without resctrl (it used to be silently ignored while `features`
+//   claimed it: the claim must now hold or be absent).
 
 use rustpod_tests::assertions::assert_one_line_error;
 use rustpod_tests::scratch::ScratchDir;
 use rustpod_tests::shim::{self, ShimContainerd, RUNTIME};
-use rustpod_tests::{env, json, leftovers, needs, skip_if, Bundle, Output, Runtime, Value};
+use rustpod_tests::{env, json, leftovers, needs, skip, skip_if, Bundle, Output, Runtime, Value};
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::Path;
@@ -261,4 +262,28 @@ fn what_runc_allows_under_proc_still_runs() {
     }
     let after = fs::read_to_string("/proc/sys/kernel/core_pattern").expect("read core_pattern");
     assert_eq!(after, before, "the host's core_pattern changed");
+}
+
+/// `features` claims intelRdt only if a config with it runs and gets its resctrl group: on a host
+/// without resctrl (or with rustpod, which never applies it) the claim must be absent.
+#[test]
+fn intel_rdt_is_claimed_only_where_it_works() {
+    skip_if!(needs::containers());
+    let rt = Runtime::under_test();
+    if env::testing_runc_itself() {
+        skip!("runc differs (see tests/RUNC_DIFFERENCES.md): 1.1.5 ignores a closID-only intelRdt without resctrl");
+    }
+    let claims = rt.cmd(&["features"]).ok().stdout_json();
+    if claims["linux"]["intelRdt"]["enabled"] != json!(true) {
+        // Not claimed: create refuses it (the intelRdt attack above).
+        return;
+    }
+    let mut bundle = Bundle::new(&["true"]);
+    bundle.set("/linux/intelRdt", json!({"closID": "rustpod-test-claim"}));
+    let id = rt.new_id("rdt");
+    rt.create(&id, &bundle);
+    let group = Path::new("/sys/fs/resctrl/rustpod-test-claim");
+    let applied = group.join("tasks").exists();
+    rt.delete(&id);
+    assert!(applied, "features claims intelRdt, but create accepted it and made no resctrl group {}", group.display());
 }
