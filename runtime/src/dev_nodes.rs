@@ -25,7 +25,7 @@ pub fn check(spec: &Spec, rootfs: &Path) -> Result<(), String> {
         return Ok(());
     }
     for (path, syscall) in made_in_dev(spec) {
-        let landing = rootfs_path::resolve(rootfs, &path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let landing = rootfs_path::resolve(rootfs, &[], &path).map_err(|e| format!("{}: {e}", path.display()))?;
         let host = rootfs_path::on_host(rootfs, &landing);
         if landing != rootfs_path::lexical(&path) {
             return Err(format!(

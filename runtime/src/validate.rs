@@ -250,15 +250,19 @@ const PROC_FILES_LXCFS_EMULATES: &[&str] = &[
 /// write through one over /proc/sys or /proc/sysrq-trigger changes the
 /// host, CVE-2025-52565's class) but the files lxcfs emulates, and on /proc
 /// itself only a procfs. Judged where the mount would land: the destination
-/// with the image's symlinks followed inside the rootfs.
+/// with the symlinks followed inside the rootfs, through the image and what
+/// the mounts before it show (a bind's source).
 fn proc_mounts(spec: &Spec, rootfs: &Path) -> Check {
+    let mut layers = Vec::new();
     for (index, mount) in spec.mounts().iter().flatten().enumerate() {
         let dest = mount.destination();
         let field = format!("mounts[{index}].destination {}", dest.display());
-        let landing = crate::rootfs_path::resolve(rootfs, dest).map_err(|e| format!("{field}: {e}"))?;
+        let landing = crate::rootfs_path::resolve(rootfs, &layers, dest).map_err(|e| format!("{field}: {e}"))?;
+        let source = crate::engine_bundle::is_bind(mount).then(|| mount.source().clone()).flatten();
+        layers.push(crate::rootfs_path::Layer { at: landing.clone(), source });
         let Err(why) = proc_mount(mount, &landing) else { continue };
         let via = if landing != crate::rootfs_path::lexical(dest) {
-            format!(" (the rootfs's symlinks lead it to {})", landing.display())
+            format!(" (symlinks on the way lead it to {})", landing.display())
         } else {
             String::new()
         };

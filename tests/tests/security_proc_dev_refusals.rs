@@ -6,7 +6,8 @@
 // (tests/RUNC_DIFFERENCES.md). If a mount over a /proc file were accepted, the attack's write
 // would land in a scratch file, which must stay untouched.
 // - a bind over /proc/sys/kernel/core_pattern or /proc/sysrq-trigger, a tmpfs on `//proc/sys`,
-//   a bind reaching /proc through a symlink in the image, a tmpfs on /proc (runc's checkProcMount);
+//   a bind reaching /proc through a symlink in the image or in an earlier bind's source, a tmpfs
+//   on /proc (runc's checkProcMount);
 // - /dev/null in the image a symlink to /proc/sys/kernel/core_pattern (CVE-2025-31133's shape: masked
 //   paths are bind-mounted from /dev/null), and /dev itself a symlink into /proc;
 // - `linux.intelRdt` on a host without resctrl (it used to be silently ignored while `features`
@@ -76,6 +77,18 @@ const ATTACKS: &[Attack] = &[
             bind_over(c, "/data/core_pattern", scratch);
         },
         words: &["destination /data/core_pattern", "lead it to /proc/sys/kernel/core_pattern", INSIDE_PROC],
+        runc_115: Some(INSIDE_PROC),
+    },
+    Attack {
+        name: "bind through a symlink in an earlier bind's source into /proc",
+        arm: |c, _, scratch| {
+            let host = Path::new(scratch).with_file_name("bound-dir");
+            fs::create_dir_all(&host).expect("make the host dir");
+            symlink("/proc/sys/kernel", host.join("x")).expect("plant x in the host dir");
+            add_mount(c, json!({"destination": "/mnt", "type": "bind", "source": host, "options": ["rbind"]}));
+            bind_over(c, "/mnt/x/core_pattern", scratch);
+        },
+        words: &["destination /mnt/x/core_pattern", "lead it to /proc/sys/kernel/core_pattern", INSIDE_PROC],
         runc_115: Some(INSIDE_PROC),
     },
     Attack {
