@@ -17,6 +17,13 @@ RUSTPOD_PAUSE_BIN=$("$hack/build-pause.sh"); export RUSTPOD_PAUSE_BIN
 export RUSTPOD_BIN=$CARGO_TARGET_DIR/debug/rustpod
 export RUSTPOD_SHIM_BIN=$CARGO_TARGET_DIR/debug/containerd-shim-rustpod-v1
 export RUNC_BIN=${RUNC_BIN:-$(command -v runc)}
+# containerd 2.x from sid (hack/install-deps.sh fetched it) for shim_containerd2.rs, beside
+# the host's containerd 1.6 that every other test uses.
+if [[ -z ${RUSTPOD_CONTAINERD:-} ]]; then
+	containerd2=$("$hack/sid-packages.sh" containerd)
+	containerd2=${containerd2##* }
+	export RUSTPOD_CONTAINERD=$containerd2/usr/bin/containerd RUSTPOD_CTR=$containerd2/usr/bin/ctr
+fi
 export RUSTPOD_SKIP_LOG=$(mktemp /var/tmp/rustpod-skips.XXXXXX)
 trap 'rm -f "$RUSTPOD_SKIP_LOG"' EXIT
 
