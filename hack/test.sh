@@ -30,6 +30,17 @@ trap 'rm -f "$RUSTPOD_SKIP_LOG"' EXIT
 status=0
 cargo test --locked --workspace --no-fail-fast -- --test-threads="${RUSTPOD_TEST_THREADS:-4}" "$@" || status=$?
 
+# A pod's life again under containerd 2.x's CRI (version 3 config), with each handler: rustpod,
+# and runc through 2.x's own runc shim.
+if (($# == 0)); then
+	for handler in rustpod runc; do
+		echo
+		echo "== CRI pod lifecycle under containerd 2.x ($RUSTPOD_CONTAINERD), handler $handler =="
+		RUSTPOD_CRI_CONTAINERD=$RUSTPOD_CONTAINERD RUSTPOD_CRI_HANDLER=$handler \
+			cargo test --locked -p rustpod-cri-tests --test pod_lifecycle -- --test-threads=2 || status=1
+	done
+fi
+
 if [[ -s $RUSTPOD_SKIP_LOG ]]; then
 	echo
 	echo "== skipped tests (could not run on this machine) =="
