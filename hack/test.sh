@@ -17,8 +17,9 @@ RUSTPOD_PAUSE_BIN=$("$hack/build-pause.sh"); export RUSTPOD_PAUSE_BIN
 export RUSTPOD_BIN=$CARGO_TARGET_DIR/debug/rustpod
 export RUSTPOD_SHIM_BIN=$CARGO_TARGET_DIR/debug/containerd-shim-rustpod-v1
 export RUNC_BIN=${RUNC_BIN:-$(command -v runc)}
-# containerd 2.x from sid (hack/install-deps.sh fetched it) for shim_containerd2.rs, beside
-# the host's containerd 1.6 that every other test uses.
+# containerd 2.x, which Debian 12 lacks: sid's, fetched and unpacked (not installed) under
+# /var/tmp on the first run, for shim_containerd2.rs and the CRI tests under 2.x, beside the
+# host's containerd 1.6 that every other test uses.
 if [[ -z ${RUSTPOD_CONTAINERD:-} ]]; then
 	containerd2=$("$hack/sid-packages.sh" containerd)
 	containerd2=${containerd2##* }
