@@ -22,6 +22,7 @@ export RUNC_BIN=${RUNC_BIN:-$(command -v runc)}
 # host's containerd 1.6 that every other test uses.
 if [[ -z ${RUSTPOD_CONTAINERD:-} ]]; then
 	containerd2=$("$hack/sid-packages.sh" containerd)
+	echo "== from Debian sid (name version dir): $containerd2"
 	containerd2=${containerd2##* }
 	export RUSTPOD_CONTAINERD=$containerd2/usr/bin/containerd RUSTPOD_CTR=$containerd2/usr/bin/ctr
 fi
