@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
-# Usage: containerd.sh start DIR [--cri [--systemd-cgroup]] [--shim-dir PATHDIR] | stop DIR | kill DIR | restart DIR
+# Usage: containerd.sh start DIR [--cri [--systemd-cgroup]] [--shim-dir PATHDIR] [--containerd BIN] | stop DIR | kill DIR | restart DIR
 # Run a private containerd (apt's) rooted at DIR; it never touches the system containerd.
 # --systemd-cgroup: `SystemdCgroup = true` in both CRI handlers' options, as on a node whose
 # kubelet uses the systemd cgroup driver.
+# --containerd BIN: that containerd instead (a 2.x one gets a `version = 3` config, and its own
+# ctr and containerd-shim-runc-v2 beside it are used: put the latter on PATHDIR).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-usage="usage: containerd.sh start DIR [--cri [--systemd-cgroup]] [--shim-dir PATHDIR] | stop DIR | kill DIR | restart DIR"
+usage="usage: containerd.sh start DIR [--cri [--systemd-cgroup]] [--shim-dir PATHDIR] [--containerd BIN] | stop DIR | kill DIR | restart DIR"
 (($# >= 2)) || die "$usage"
 action=$1 dir=$(abspath "$2")
 shift 2
-cri= shimdir= systemd_cgroup=false
+cri= shimdir= systemd_cgroup=false containerd=
 if [[ $action == start ]]; then
 	while (($#)); do
 		case $1 in
 		--cri) cri=1 ;;
 		--systemd-cgroup) systemd_cgroup=true ;;
 		--shim-dir) (($# >= 2)) || die "$usage"; shimdir=$(abspath "$2"); shift ;;
+		--containerd) (($# >= 2)) || die "$usage"; containerd=$(abspath "$2"); shift ;;
 		*) die "$usage" ;;
 		esac
 		shift
@@ -25,6 +28,20 @@ fi
 (($# == 0)) || die "$usage"
 
 conf=$dir/config.toml sock=$dir/containerd.sock pidfile=$dir/containerd.pid log=$dir/containerd.log
+# The containerd a restart starts again: the one `start` was given.
+[[ $action == start || ! -f $dir/containerd-bin ]] || containerd=$(cat "$dir/containerd-bin")
+containerd=${containerd:-containerd}
+ctr=$(ctr_beside "$containerd")
+
+# major_version: containerd's major version ("containerd github.com/… v2.1.9 …" or "1.6.20~ds1").
+major_version() {
+	local word
+	for word in $("$containerd" --version); do
+		word=${word#v}
+		[[ $word =~ ^([0-9]+)\.[0-9] ]] && { echo "${BASH_REMATCH[1]}"; return; }
+	done
+	echo 0
+}
 ((${#sock} + 6 < 108)) || die "socket path too long (unix sockets allow 107 bytes): $sock.ttrpc"
 
 # running: print the PID of the containerd that owns DIR, if any (guards against PID reuse).
@@ -62,14 +79,50 @@ cri_toml() {
 	TOML
 }
 
+# cri_toml_v3: the same for containerd 2.0-2.2 (2.3 reads it too): the CRI settings moved to
+# the io.containerd.cri.v1.runtime and io.containerd.cri.v1.images plugins.
+cri_toml_v3() {
+	local rt="plugins.'io.containerd.cri.v1.runtime'"
+	cat <<-TOML
+
+		[plugins.'io.containerd.cri.v1.images'.pinned_images]
+		  sandbox = "registry.k8s.io/pause:3.9"
+		[plugins.'io.containerd.grpc.v1.cri']
+		  stream_server_address = "127.0.0.1"
+		  stream_server_port = "0"
+		[$rt]
+		  restrict_oom_score_adj = true
+		  enable_unprivileged_ports = false
+		  enable_unprivileged_icmp = false
+		  [$rt.cni]
+		    bin_dirs = ["$dir/cni/bin"]
+		    conf_dir = "$dir/cni/net.d"
+		  [$rt.containerd]
+		    default_runtime_name = "runc"
+		    [$rt.containerd.runtimes.runc]
+		      runtime_type = "io.containerd.runc.v2"
+		      [$rt.containerd.runtimes.runc.options]
+		        SystemdCgroup = $systemd_cgroup
+		    [$rt.containerd.runtimes.rustpod]
+		      runtime_type = "io.containerd.rustpod.v1"
+		      [$rt.containerd.runtimes.rustpod.options]
+		        SystemdCgroup = $systemd_cgroup
+	TOML
+}
+
 write_config() {
-	local plugins='disabled_plugins = ["io.containerd.grpc.v1.cri"]'
+	local version=2 opt='plugins."io.containerd.internal.v1.opt"' cri_plugins='"io.containerd.grpc.v1.cri"'
+	if (($(major_version) >= 2)); then
+		version=3 opt="plugins.'io.containerd.internal.v1.opt'"
+		cri_plugins+=', "io.containerd.cri.v1.runtime", "io.containerd.cri.v1.images"'
+	fi
+	local plugins="disabled_plugins = [$cri_plugins]"
 	[[ $cri ]] && plugins='required_plugins = ["io.containerd.grpc.v1.cri"]'
 	mkdir -p "$dir"/{root,state,opt}
 	[[ $cri ]] && mkdir -p "$dir"/cni/{bin,net.d}
 	{
 		cat <<-TOML
-			version = 2
+			version = $version
 			root = "$dir/root"
 			state = "$dir/state"
 			$plugins
@@ -79,10 +132,14 @@ write_config() {
 			[ttrpc]
 			  address = "$sock.ttrpc"
 
-			[plugins."io.containerd.internal.v1.opt"]
+			[$opt]
 			  path = "$dir/opt"
 		TOML
-		if [[ $cri ]]; then cri_toml; fi
+		if [[ $cri && $version == 3 ]]; then
+			cri_toml_v3
+		elif [[ $cri ]]; then
+			cri_toml
+		fi
 	} >"$conf.tmp"
 	mv -f "$conf.tmp" "$conf"
 }
@@ -96,11 +153,11 @@ launch() {
 	# The child writes its own PID and then execs containerd, so the PID is right even if setsid forks.
 	# No nohup: setsid already detaches, and an ignored SIGHUP would be inherited by shims and containers.
 	PATH=$path setsid bash -c 'echo $$ >"$1.tmp" && mv "$1.tmp" "$1" && shift && exec "$@"' \
-		_ "$pidfile" containerd --config "$conf" </dev/null >>"$log" 2>&1 &
+		_ "$pidfile" "$containerd" --config "$conf" </dev/null >>"$log" 2>&1 &
 	for ((i = 0; i < 200; i++)); do
 		if pid=$(cat "$pidfile" 2>/dev/null); then
 			alive "$pid" || { tail -n 3 "$log" >&2; die "containerd exited at start (log: $log)"; }
-			[[ -S $sock ]] && ctr --address "$sock" --connect-timeout 2s version >/dev/null 2>&1 && return 0
+			[[ -S $sock ]] && "$ctr" --address "$sock" --connect-timeout 2s version >/dev/null 2>&1 && return 0
 		fi
 		sleep 0.1
 	done
@@ -121,6 +178,7 @@ start)
 	mkdir -p "$dir"
 	write_config
 	if [[ $shimdir ]]; then echo "$shimdir" >"$dir/shim-dir"; else rm -f "$dir/shim-dir"; fi
+	echo "$containerd" >"$dir/containerd-bin"
 	launch
 	;;
 restart)

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Usage: cri.sh start DIR [--systemd-cgroup] [--shim-dir PATHDIR] | images DIR
+# Usage: cri.sh start DIR [--systemd-cgroup] [--shim-dir PATHDIR] [--containerd BIN] | images DIR
 # A private containerd (hack/containerd.sh) with its CRI plugin: runtime handlers `rustpod`
 # (io.containerd.rustpod.v1, found on PATHDIR) and `runc`, restrict_oom_score_adj, and the
 # sandbox image registry.k8s.io/pause:3.9 built here from rustpod's static pause binary.
 #   start   starts it (containerd.sh start DIR --cri) and imports the images; with
 #           --systemd-cgroup both handlers get `SystemdCgroup = true`, as with kubelet's
-#           systemd cgroup driver
+#           systemd cgroup driver; --containerd runs that containerd (a 2.x one gets its
+#           version 3 config, see hack/containerd.sh)
 #   images  builds and imports into its k8s.io namespace: the pause image, busybox and
 #           rustpod-no-entrypoint (an image whose entrypoint does not exist)
 # The pause binary is $RUSTPOD_PAUSE_BIN, else built by hack/build-pause.sh.
@@ -13,13 +14,15 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/lib.sh"
 
-usage="usage: cri.sh start DIR [--systemd-cgroup] [--shim-dir PATHDIR] | images DIR"
+usage="usage: cri.sh start DIR [--systemd-cgroup] [--shim-dir PATHDIR] [--containerd BIN] | images DIR"
 (($# >= 2)) || die "$usage"
 action=$1 dir=$(abspath "$2")
 shift 2
 
 images() {
-	local pause=${RUSTPOD_PAUSE_BIN:-} work
+	local pause=${RUSTPOD_PAUSE_BIN:-} work ctr
+	# The ctr of the containerd that containerd.sh started in DIR.
+	ctr=$(ctr_beside "$(cat "$dir/containerd-bin" 2>/dev/null || echo containerd)")
 	[[ $pause ]] || pause=$("$here/build-pause.sh")
 	[[ -x $pause ]] || die "pause binary not found: $pause"
 	work=$(mktemp -d)
@@ -30,7 +33,7 @@ images() {
 	"$here/make-oci-image.sh" rustpod-no-entrypoint:latest "$work/noentry.tar" --entrypoint /no/such/entrypoint
 	local tar
 	for tar in pause busybox noentry; do
-		ctr -n k8s.io --address "$dir/containerd.sock" images import "$work/$tar.tar" >/dev/null ||
+		"$ctr" -n k8s.io --address "$dir/containerd.sock" images import "$work/$tar.tar" >/dev/null ||
 			die "importing $tar into $dir failed"
 	done
 }

@@ -27,6 +27,10 @@ wait_dead() {
 	! alive "$1"
 }
 
+# ctr_beside CONTAINERD: the ctr that goes with a containerd binary: the one beside it when it is
+# named by path (sid's 2.x), else the one on PATH.
+ctr_beside() { if [[ $1 == */* ]]; then echo "${1%/*}/ctr"; else echo ctr; fi; }
+
 # Where cargo builds; outside the checkout so CI and sessions reuse it.
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/tmp/rustpod-target}
 

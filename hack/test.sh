@@ -17,11 +17,31 @@ RUSTPOD_PAUSE_BIN=$("$hack/build-pause.sh"); export RUSTPOD_PAUSE_BIN
 export RUSTPOD_BIN=$CARGO_TARGET_DIR/debug/rustpod
 export RUSTPOD_SHIM_BIN=$CARGO_TARGET_DIR/debug/containerd-shim-rustpod-v1
 export RUNC_BIN=${RUNC_BIN:-$(command -v runc)}
+# containerd 2.x, which Debian 12 lacks: sid's, fetched and unpacked (not installed) under
+# /var/tmp on the first run, for shim_containerd2.rs and the CRI tests under 2.x, beside the
+# host's containerd 1.6 that every other test uses.
+if [[ -z ${RUSTPOD_CONTAINERD:-} ]]; then
+	containerd2=$("$hack/sid-packages.sh" containerd)
+	echo "== from Debian sid (name version dir): $containerd2"
+	containerd2=${containerd2##* }
+	export RUSTPOD_CONTAINERD=$containerd2/usr/bin/containerd RUSTPOD_CTR=$containerd2/usr/bin/ctr
+fi
 export RUSTPOD_SKIP_LOG=$(mktemp /var/tmp/rustpod-skips.XXXXXX)
 trap 'rm -f "$RUSTPOD_SKIP_LOG"' EXIT
 
 status=0
 cargo test --locked --workspace --no-fail-fast -- --test-threads="${RUSTPOD_TEST_THREADS:-4}" "$@" || status=$?
+
+# A pod's life again under containerd 2.x's CRI (version 3 config), with each handler: rustpod,
+# and runc through 2.x's own runc shim.
+if (($# == 0)); then
+	for handler in rustpod runc; do
+		echo
+		echo "== CRI pod lifecycle under containerd 2.x ($RUSTPOD_CONTAINERD), handler $handler =="
+		RUSTPOD_CRI_CONTAINERD=$RUSTPOD_CONTAINERD RUSTPOD_CRI_HANDLER=$handler \
+			cargo test --locked -p rustpod-cri-tests --test pod_lifecycle -- --test-threads=2 || status=1
+	done
+fi
 
 if [[ -s $RUSTPOD_SKIP_LOG ]]; then
 	echo

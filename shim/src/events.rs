@@ -1,6 +1,7 @@
 //! Events to containerd: queued in order and forwarded by one thread over
 //! containerd's ttrpc socket, reconnecting (and retrying) while containerd
-//! is down, so that nothing (an exit above all) is lost across a restart.
+//! is down, so that nothing (an exit above all) is lost across a restart,
+//! and flushed before the shim exits.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
@@ -30,11 +31,22 @@ pub struct Publisher {
 struct Queue {
     events: Mutex<VecDeque<Envelope>>,
     ready: Condvar,
+    /// Signalled when the queue empties (what `flush` waits for).
+    drained: Condvar,
 }
 
 impl Queue {
     fn new() -> Arc<Queue> {
-        Arc::new(Queue { events: Mutex::new(VecDeque::new()), ready: Condvar::new() })
+        Arc::new(Queue { events: Mutex::new(VecDeque::new()), ready: Condvar::new(), drained: Condvar::new() })
+    }
+
+    /// Drops the oldest event, which containerd took (or rejected).
+    fn pop_sent(&self) {
+        let mut events = self.events.lock().unwrap();
+        events.pop_front();
+        if events.is_empty() {
+            self.drained.notify_all();
+        }
     }
 }
 
@@ -62,6 +74,15 @@ impl Publisher {
             .spawn(move || forward_loop(&address, &worker))
             .expect("spawn events thread");
         Publisher { namespace, queue }
+    }
+
+    /// Waits (up to `within`) until containerd took every queued event; returns how many it
+    /// has not. The shim calls it before it exits: containerd's Delete queues /tasks/delete
+    /// just before its Shutdown, and what is still queued at exit is lost.
+    pub fn flush(&self, within: Duration) -> usize {
+        let events = self.queue.events.lock().unwrap();
+        let (events, _) = self.queue.drained.wait_timeout_while(events, within, |e| !e.is_empty()).unwrap();
+        events.len()
     }
 
     fn publish<M: Message>(&self, topic: &str, event: M) {
@@ -212,11 +233,11 @@ fn forward_loop(address: &str, queue: &Queue) {
             Ok(_) => {
                 crate::logger::containerd_back();
                 backoff = Duration::from_millis(50);
-                queue.events.lock().unwrap().pop_front();
+                queue.pop_sent();
             }
             Err(ttrpc::Error::RpcStatus(status)) => {
                 log::warn!("containerd rejected event {}: {}", req.envelope.topic, status.message);
-                queue.events.lock().unwrap().pop_front();
+                queue.pop_sent();
             }
             Err(e) => {
                 // containerd restarts: the event waits for it, in order.
@@ -239,7 +260,59 @@ fn connect(address: &str) -> Result<EventsClient, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use containerd_shim::protos::protobuf::well_known_types::empty::Empty;
     use containerd_shim::protos::protobuf::MessageFull;
+    use containerd_shim::protos::shim_sync::{create_events, Events};
+
+    /// containerd's side of Forward, on a real ttrpc socket: records the topics, slowly.
+    #[derive(Default)]
+    struct SlowReceiver {
+        topics: Mutex<Vec<String>>,
+    }
+
+    impl Events for SlowReceiver {
+        fn forward(&self, _ctx: &ttrpc::TtrpcContext, req: ForwardRequest) -> ttrpc::Result<Empty> {
+            std::thread::sleep(Duration::from_millis(100));
+            self.topics.lock().unwrap().push(req.envelope.topic.clone());
+            Ok(Empty::new())
+        }
+    }
+
+    /// The shim exits right after flush: everything queued must be with containerd by then,
+    /// in order, however slowly containerd takes it.
+    #[test]
+    fn flush_returns_once_containerd_took_every_queued_event() {
+        let dir = std::env::temp_dir().join(format!("rustpod-events-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = dir.join("events.sock");
+        let _ = std::fs::remove_file(&socket);
+        let receiver = Arc::new(SlowReceiver::default());
+        let service: Arc<dyn Events + Send + Sync> = receiver.clone();
+        let mut server = ttrpc::Server::new()
+            .bind(&format!("unix://{}", socket.display()))
+            .unwrap()
+            .register_service(create_events(service));
+        server.start().unwrap();
+
+        let publisher = Publisher::start(socket.display().to_string(), "test".into());
+        publisher.task_start("c", 1);
+        publisher.task_exit("c", "", 1, ExitStatus { code: 9, at: std::time::SystemTime::now() });
+        publisher.task_delete("c", 1, None);
+        let left = publisher.flush(Duration::from_secs(10));
+        let topics = receiver.topics.lock().unwrap().clone();
+        server.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(left, 0, "events still queued");
+        assert_eq!(topics, ["/tasks/start", "/tasks/exit", "/tasks/delete"]);
+    }
+
+    #[test]
+    fn flush_gives_up_when_containerd_does_not_answer() {
+        let publisher = Publisher::start("/nonexistent/rustpod-events.sock".into(), "test".into());
+        assert_eq!(publisher.flush(Duration::from_millis(10)), 0, "nothing queued yet");
+        publisher.task_start("c", 1);
+        assert_eq!(publisher.flush(Duration::from_millis(200)), 1);
+    }
 
     fn same_as_descriptor<M: MessageFull>() {
         assert_eq!(type_url::<M>(), M::descriptor().full_name());

@@ -18,6 +18,9 @@ use crate::events::Publisher;
 
 /// How long the server may take to finish its requests once asked to exit.
 const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long the exiting server waits for containerd to take its last events: more than the
+/// events thread's longest retry pause (2 s), so a containerd that is back gets them.
+const EVENTS_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 use crate::task::{state_root, Shared, TaskService};
 
 pub fn serve(flags: &Flags) -> Result<(), String> {
@@ -40,7 +43,7 @@ pub fn serve(flags: &Flags) -> Result<(), String> {
     // Also narrows a root an older shim left world-readable.
     rustpod::container_dir::ensure_root(&root).map_err(|e| e.to_string())?;
     let shared = Shared::new(root, events, Arc::clone(&exit));
-    let (reaped, known) = (Arc::clone(&shared), Arc::clone(&shared));
+    let (reaped, known, flushed) = (Arc::clone(&shared), Arc::clone(&shared), Arc::clone(&shared));
     crate::reaper::start(signals, move || known.known_pids(), move |pid, status| reaped.on_exit(pid, status))?;
 
     let Some(listener) = listen(&flags.socket)? else {
@@ -69,6 +72,12 @@ pub fn serve(flags: &Flags) -> Result<(), String> {
     exit.wait();
     let _ = std::fs::remove_file(socket_path(&flags.socket));
     shut_down(server);
+    // containerd's Delete queued /tasks/delete (and maybe the exit) just before its Shutdown:
+    // what is still queued when we exit is lost.
+    let undelivered = flushed.flush_events(EVENTS_FLUSH_WAIT);
+    if undelivered > 0 {
+        log::warn!("exiting with {undelivered} events containerd did not take");
+    }
     Ok(())
 }
 

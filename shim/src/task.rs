@@ -73,6 +73,11 @@ impl Shared {
         Arc::new(Shared { root, events, exit_signal, inner: Mutex::new(Inner::default()) })
     }
 
+    /// Waits (bounded) until containerd took the queued events; how many it has not.
+    pub fn flush_events(&self, within: std::time::Duration) -> usize {
+        self.events.flush(within)
+    }
+
     /// The library's handle on our state root.
     fn runtime(&self) -> rustpod::Runtime {
         rustpod::Runtime::new(&self.root)

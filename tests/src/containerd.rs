@@ -11,7 +11,7 @@ pub const IMAGE: &str = "docker.io/library/busybox:latest";
 const CTR: &str = "/usr/bin/ctr";
 const CONTAINERD: &str = "/usr/bin/containerd";
 /// Where containerd 1.6's runc shim keeps the runtime's --root, per namespace.
-const SHIM_RUNC_ROOT: &str = "/run/containerd/runc";
+pub const SHIM_RUNC_ROOT: &str = "/run/containerd/runc";
 
 pub struct Containerd {
     dir: ScratchDir,
@@ -140,12 +140,17 @@ impl Drop for Containerd {
         self.stop();
         leftovers::kill_processes_under(self.dir.str());
         self.unmount_leftovers();
-        // runc.v2 runs `rustpod` with --root <SHIM_RUNC_ROOT>/<namespace>; its @engine dir stays.
-        let root = Path::new(SHIM_RUNC_ROOT).join(&self.namespace);
-        let _ = std::fs::remove_dir(root.join("@engine"));
-        let _ = std::fs::remove_dir(&root);
+        remove_runc_shim_root(&self.namespace);
         remove_namespace_cgroups(&self.namespace);
     }
+}
+
+/// containerd's runc shim (1.6 and 2.x) runs the runtime with --root
+/// `<SHIM_RUNC_ROOT>/<namespace>`; rustpod's `@engine` dir stays there: removes both if empty.
+pub fn remove_runc_shim_root(namespace: &str) {
+    let root = Path::new(SHIM_RUNC_ROOT).join(namespace);
+    let _ = std::fs::remove_dir(root.join("@engine"));
+    let _ = std::fs::remove_dir(&root);
 }
 
 /// ctr puts containers in cgroup `/<namespace>/<id>`: removes the (now empty) parents a

@@ -11,6 +11,7 @@ pub mod containerd;
 pub mod containerd2;
 pub mod docker;
 pub mod env;
+pub mod events;
 pub mod fixture;
 pub mod host_mount;
 pub mod leftovers;

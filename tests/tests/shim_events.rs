@@ -2,24 +2,13 @@
 // (exit after start), exec events, and /tasks/oom when a container exceeds its memory limit
 // (memory.oom_control on cgroup v1, memory.events on v2: run in the systemd guest).
 
-use std::time::Duration;
-
+use rustpod_tests::events::{assert_task_lifecycle, position};
 use rustpod_tests::shim::{blocker, ShimContainerd, IMAGE, RUNTIME};
-use rustpod_tests::{leftovers, needs, skip_if, wait};
+use rustpod_tests::{needs, skip_if, wait};
 
 /// Runs `body` while `ctr events` records; returns the topics (with their JSON) in order.
 fn record_events(ctd: &ShimContainerd, body: impl FnOnce()) -> Vec<String> {
-    let events = ctd.spawn_ctr(&["events"]);
-    std::thread::sleep(Duration::from_millis(300));
-    body();
-    std::thread::sleep(Duration::from_millis(500));
-    leftovers::kill_pids([events.pid()]);
-    let out = events.try_wait().expect("ctr events ended");
-    out.stdout.lines().filter_map(|l| l.split_once(" /").map(|(_, rest)| format!("/{rest}"))).collect()
-}
-
-fn position(events: &[String], prefix: &str) -> usize {
-    events.iter().position(|e| e.starts_with(prefix)).unwrap_or_else(|| panic!("no {prefix} event in {events:#?}"))
+    rustpod_tests::events::record(ctd.spawn_ctr(&["events"]), body)
 }
 
 #[test]
@@ -36,18 +25,8 @@ fn shim_publishes_lifecycle_and_exec_events_in_order() {
         ctd.wait_task("ev", "STOPPED");
         ctd.delete_task("ev");
     });
-    let create = position(&events, "/tasks/create");
-    let start = position(&events, "/tasks/start");
-    let added = position(&events, "/tasks/exec-added");
-    let started = position(&events, "/tasks/exec-started");
-    let paused = position(&events, "/tasks/paused");
-    let resumed = position(&events, "/tasks/resumed");
-    let delete = position(&events, "/tasks/delete");
-    let exits: Vec<usize> = events.iter().enumerate().filter(|(_, e)| e.starts_with("/tasks/exit")).map(|(i, _)| i).collect();
-    assert_eq!(exits.len(), 2, "one exit for the exec and one for the init: {events:#?}");
-    assert!(create < start && start < added && added < started && started < exits[0], "{events:#?}");
-    assert!(paused < resumed && resumed < exits[1] && exits[1] < delete, "{events:#?}");
-    assert!(events[exits[1]].contains("\"exit_status\":137"), "{}", events[exits[1]]);
+    let init_exit = assert_task_lifecycle(&events, "containerd-shim-rustpod-v1");
+    assert!(init_exit < position(&events, "/tasks/delete"), "{events:#?}");
 }
 
 #[test]

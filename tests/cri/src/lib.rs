@@ -1,6 +1,8 @@
 //! Plays kubelet against containerd's CRI plugin: a private containerd per test (hack/cri.sh)
 //! with runtime handlers `rustpod` (our shim) and `runc`, the pause and busybox images imported
-//! into the `k8s.io` namespace, and a blocking CRI v1 client on its socket.
+//! into the `k8s.io` namespace, and a blocking CRI v1 client on its socket. The containerd is
+//! Debian 12's 1.6, or the 2.x binary `$RUSTPOD_CRI_CONTAINERD` names (its ctr and runc shim
+//! beside it).
 //!
 //! On Drop: every pod is stopped and removed through CRI, containerd is stopped, shims and
 //! container processes left under the test's dir are killed by pid, mounts left there are
@@ -49,6 +51,30 @@ pub const SHIM_NAME: &str = "containerd-shim-rustpod-v1";
 pub const NAMESPACE: &str = "k8s.io";
 const CTR: &str = "/usr/bin/ctr";
 const CONTAINERD: &str = "/usr/bin/containerd";
+const RUNC_SHIM_NAME: &str = "containerd-shim-runc-v2";
+
+/// `$RUSTPOD_CRI_CONTAINERD`: another containerd (2.x) to run the CRI tests under.
+fn other_containerd() -> Option<PathBuf> {
+    env_path("RUSTPOD_CRI_CONTAINERD")
+}
+
+/// The containerd 2.x to run the tests of 2.x's CRI under: `$RUSTPOD_CRI_CONTAINERD`, else
+/// `$RUSTPOD_CONTAINERD` (the one the shim's containerd 2.x tests use).
+pub fn containerd2() -> Option<PathBuf> {
+    other_containerd().or_else(|| env_path("RUSTPOD_CONTAINERD"))
+}
+
+fn env_path(var: &str) -> Option<PathBuf> {
+    std::env::var_os(var).filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+/// The containerd to run (`other`, else Debian's) and its ctr (beside it).
+fn containerd_and_ctr(other: Option<&Path>) -> (PathBuf, PathBuf) {
+    match other {
+        Some(containerd) => (containerd.to_path_buf(), containerd.with_file_name("ctr")),
+        None => (CONTAINERD.into(), CTR.into()),
+    }
+}
 
 
 /// `$RUSTPOD_PAUSE_BIN` (hack/test.sh exports it), else hack/build-pause.sh's output if built.
@@ -64,9 +90,16 @@ pub fn pause_bin() -> Option<PathBuf> {
 
 /// Why this machine cannot run the CRI tests, if it cannot.
 pub fn blocker() -> Option<String> {
+    blocker_on(other_containerd().as_deref())
+}
+
+/// Why the CRI tests cannot run here under containerd `other` (None: Debian's), if they cannot.
+pub fn blocker_on(other: Option<&Path>) -> Option<String> {
+    let (containerd, ctr) = containerd_and_ctr(other);
     needs::containers()
-        .or_else(|| needs::program(Path::new(CTR)))
-        .or_else(|| needs::program(Path::new(CONTAINERD)))
+        .or_else(|| needs::program(&ctr))
+        .or_else(|| needs::program(&containerd))
+        .or_else(|| other.and_then(|c| needs::program(&c.with_file_name(RUNC_SHIM_NAME))))
         .or_else(|| needs::program(&script("cri.sh")))
         .or_else(|| {
             pause_bin().is_none().then(|| {
@@ -84,6 +117,7 @@ pub fn blocker() -> Option<String> {
 pub struct Cri {
     dir: ScratchDir,
     socket: String,
+    ctr: PathBuf,
     rt: tokio::runtime::Runtime,
     runtime: RuntimeServiceClient<Channel>,
     images: ImageServiceClient<Channel>,
@@ -121,6 +155,15 @@ impl Cri {
     /// `start`, with a failure as an error (and the containerd it may have started stopped), for
     /// callers built with `panic = "abort"` such as the bench-cri driver.
     pub fn try_start() -> Result<Self, String> {
+        Self::try_start_on(other_containerd().as_deref())
+    }
+
+    /// `start` under containerd `other` (None: Debian's).
+    pub fn start_on(other: Option<&Path>) -> Self {
+        Self::try_start_on(other).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn try_start_on(other: Option<&Path>) -> Result<Self, String> {
         let dir = ScratchDir::new("cri");
         let bin = dir.join("bin");
         std::fs::create_dir_all(&bin).map_err(|e| format!("create shim dir: {e}"))?;
@@ -134,6 +177,13 @@ impl Cri {
             "--shim-dir",
             bin.to_str().expect("UTF-8"),
         ]);
+        // containerd 2.x finds shims on its PATH first: its own runc shim, not the host's 1.6 one.
+        if let Some(containerd) = other {
+            let runc_shim = containerd.with_file_name(RUNC_SHIM_NAME);
+            std::os::unix::fs::symlink(&runc_shim, bin.join(RUNC_SHIM_NAME))
+                .map_err(|e| format!("link {}: {e}", runc_shim.display()))?;
+            cmd.arg("--containerd").arg(containerd);
+        }
         if systemd_driver() {
             cmd.arg("--systemd-cgroup");
         }
@@ -157,6 +207,7 @@ impl Cri {
         Ok(Cri {
             dir,
             socket,
+            ctr: containerd_and_ctr(other).1,
             rt,
             runtime: RuntimeServiceClient::new(channel.clone()),
             images: ImageServiceClient::new(channel),
@@ -180,7 +231,7 @@ impl Cri {
             args,
         ]
         .concat();
-        process::run(Path::new(CTR), &all, b"")
+        process::run(&self.ctr, &all, b"")
     }
 
     fn rpc<T>(
@@ -193,6 +244,12 @@ impl Cri {
     pub fn version(&self) -> Result<cri::VersionResponse, Status> {
         let mut c = self.runtime.clone();
         self.rpc(c.version(cri::VersionRequest::default()))
+    }
+
+    /// CRI `Status`: the runtime's conditions and its handlers with their features.
+    pub fn runtime_status(&self) -> Result<cri::StatusResponse, Status> {
+        let mut c = self.runtime.clone();
+        self.rpc(c.status(cri::StatusRequest { verbose: false }))
     }
 
     /// Whether `image` is present in the k8s.io namespace, as the CRI image service sees it.

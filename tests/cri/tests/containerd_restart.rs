@@ -27,6 +27,7 @@ fn pod_survives_a_containerd_restart() {
 
     cri.kill_containerd();
     // While containerd is down the talker writes more than a pipe holds (64 KiB = ~6000 lines).
+    // None also while the shell has truncated /count and not yet written it: poll for a value.
     let count = || {
         std::fs::read_to_string(format!("/proc/{}/root/count", pids.2))
             .ok()
@@ -57,14 +58,14 @@ fn pod_survives_a_containerd_restart() {
     if cri.handler == "rustpod" {
         assert_eq!(cri.shim_pids(), shims, "the same shim serves the pod");
     }
-    let before = count().unwrap();
+    let before = wait_for("the talker's count", count);
     wait_for("the talker to go on writing", || {
         count().filter(|n| *n > before).map(drop)
     });
     assert_eq!(cri.sh_ok(&quiet, "echo exec works"), "exec works");
     // Its output after the restart reaches the log again.
     let log = log_dir.join("talker/0.log");
-    let last = count().unwrap();
+    let last = wait_for("the talker's count", count);
     wait_for("output after the restart in the log", || {
         std::fs::read_to_string(&log)
             .ok()?
