@@ -16,6 +16,7 @@ pub use exec::{ExecOptions, ProcessArgs};
 pub use libcontainer::container::ContainerStatus;
 pub use process_io::Stdio;
 pub use runtime::Runtime;
+pub use start::Starting;
 pub use state::State;
 pub use stats::ContainerStats;
 pub use update::{parse_resources, parse_size, ResourceFlags};

@@ -312,9 +312,13 @@ impl TaskService {
         }
         // start waits for its poststart hooks: keep their status from the reaper.
         let hold = crate::reaper::hold();
-        let result = self.shared.with_handle(id, |c| c.start()).and_then(|r| {
-            r.map_err(Error::runtime(format!("start {id}")))
-        });
+        // Only the release holds the handle: the wait for the startContainer
+        // hooks (the image's code, which may never end) must not keep Kill,
+        // Delete, Update or Pids waiting.
+        let result = self
+            .shared
+            .with_handle(id, |c| c.release())
+            .and_then(|r| r.and_then(rustpod::Starting::finish).map_err(Error::runtime(format!("start {id}"))));
         drop(hold);
         let mut inner = self.shared.lock();
         let c = inner.container(id)?;
