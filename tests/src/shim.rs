@@ -15,7 +15,8 @@ const SHIM_NAME: &str = "containerd-shim-rustpod-v1";
 const CTR: &str = "/usr/bin/ctr";
 const CONTAINERD: &str = "/usr/bin/containerd";
 const SCRIPT: &str = "/usr/bin/script";
-/// The shim's state root, per namespace.
+/// The shim's state root, per namespace, for containerd's default state dir
+/// (a private containerd's is under its own state dir).
 pub const STATE_ROOT: &str = "/run/containerd/rustpod";
 
 /// `$RUSTPOD_SHIM_BIN`, else the shared target dir's debug build.
@@ -213,9 +214,9 @@ impl ShimContainerd {
         crate::containerd::control("restart", &self.dir);
     }
 
-    /// The shim state root for this namespace.
+    /// The shim state root for this namespace: under this containerd's state dir.
     pub fn state_root(&self) -> PathBuf {
-        Path::new(STATE_ROOT).join(&self.namespace)
+        self.dir.join("state/rustpod").join(&self.namespace)
     }
 
     fn remove_all_containers(&self) {
