@@ -113,6 +113,45 @@ fn assert_as_runc(fds: &[(&str, Vec<String>)]) {
     assert_no_extra_fds("runc", &others);
 }
 
+/// What the container of `rt run … [preserve]` lists above stderr while the caller holds fds 3
+/// and 4 open, with `env` set.
+fn container_fds(rt: &Runtime, file: &str, preserve: &[&str], env: &str) -> Vec<String> {
+    let id = rt.new_id("passfds");
+    let bundle = Bundle::new(&["ls", "-l", "/proc/self/fd/"]);
+    bundle.prepare(&id);
+    // LISTEN_PID is the runtime's own pid: sh execs env, env the runtime.
+    let script = r#"exec 3<"$1" 4<"$1"; shift; exec env LISTEN_PID=$$ $0 "$@""#;
+    let mut argv = vec!["-c", script, env, file, rt.bin().to_str().expect("UTF-8 path"), "--root", rt.root(), "run"];
+    argv.extend_from_slice(preserve);
+    argv.extend(["--bundle", bundle.path(), id.as_str()]);
+    let out = process::run(Path::new("/bin/sh"), &argv, b"").ok();
+    out.stdout
+        .lines()
+        .filter_map(|l| l.split_once(" -> ").and_then(|(left, _)| left.split_whitespace().last()?.parse::<i32>().ok()))
+        .filter(|fd| *fd > 2)
+        .map(|fd| fd.to_string())
+        .collect()
+}
+
+/// What is passed on by design still is: `--preserve-fds N` and systemd's `LISTEN_FDS`.
+#[test]
+fn preserved_and_socket_activation_fds_still_reach_the_container() {
+    skip_if!(needs::containers());
+    let dir = report_dir();
+    let file = dir.join_str("passed");
+    fs::write(&file, "x").expect("write the passed file");
+    for rt in Runtime::runc_and_under_test() {
+        let name = rt.bin().display().to_string();
+        // ls's own directory descriptor is 3 when nothing was passed, 4 when fd 3 was.
+        let preserved = container_fds(&rt, &file, &["--preserve-fds", "1"], "A=1");
+        assert!(preserved.contains(&"3".to_string()) && !preserved.contains(&"5".to_string()), "{name}: --preserve-fds 1 passed {preserved:?}");
+        let activated = container_fds(&rt, &file, &[], "LISTEN_FDS=1");
+        assert!(activated.contains(&"3".to_string()) && !activated.contains(&"5".to_string()), "{name}: LISTEN_FDS=1 passed {activated:?}");
+        let nothing = container_fds(&rt, &file, &[], "A=1");
+        assert!(!nothing.contains(&"4".to_string()), "{name}: without either, the container got {nothing:?}");
+    }
+}
+
 #[test]
 fn host_hooks_see_no_descriptor_of_the_shim() {
     skip_if!(shim::blocker_with_runc());
