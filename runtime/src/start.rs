@@ -118,7 +118,7 @@ pub(crate) fn notify_socket(dir: &Path, socket: &Path) -> Result<()> {
 fn run_poststart(id: &str, state: &libcontainer::container::State, hooks: &[oci_spec::runtime::Hook]) {
     let hooks = hooks.to_vec();
     if let Err(err) = libcontainer::hooks::run_hooks(Some(&hooks), Some(state), None, None, None) {
-        tracing::warn!("poststart hook of {id} failed: {}", crate::error::one_line_chain(&err));
+        tracing::warn!("poststart hook failed: {} (container {id})", crate::error::one_line_chain(&err));
     }
 }
 
