@@ -2,9 +2,10 @@
 // up (issue 23 items 3, 4 and 9, and signal 33), each through the CLI, containerd's runc shim
 // driving runc (the reference) and rustpod, and rustpod's own shim:
 // - host-side hooks (prestart, createRuntime, createContainer, poststart, poststop) must see no
-//   descriptor the runtime's caller left open (runc passes 0-2 only);
-// - a startContainer hook from the image that never exits must not hang `start` (runc's start
-//   returns) nor block kill and delete, which must always work;
+//   descriptor the runtime's caller left open (runc 1.1.5 passes 0-2 but to createContainer and
+//   poststop hooks, see `assert_as_runc`);
+// - a startContainer hook from the image that never exits must not hang `start` nor block kill
+//   and delete, which must always work (runc 1.1.5 hangs there, see `runc_hangs_here`);
 // - a container's signal dispositions and OOM score are those runc's have (glibc's posix_spawn
 //   leaves signals 32 and 33 ignored; containerd's runc shim runs at containerd's score + 1);
 // - two containerds with their own state dirs keep their containers apart through our shim.
