@@ -78,6 +78,14 @@ impl Container {
         crate::start::start(&self.dir, &mut self.engine)
     }
 
+    /// `start` in two halves: this one, under whatever serialises calls on
+    /// the handle, releases the init; [`Starting::finish`] then waits for
+    /// the container's startContainer hooks without the handle, so that a
+    /// hook that hangs blocks no kill or delete.
+    pub fn release(&mut self) -> Result<crate::start::Starting> {
+        crate::start::release(&self.dir, &mut self.engine)
+    }
+
     /// Signals the init, or with `all` every process of the container.
     pub fn kill(&mut self, signal: Signal, all: bool) -> Result<()> {
         crate::kill::kill(&self.dir, &mut self.engine, signal, all)

@@ -172,6 +172,7 @@ fn helper_main(kind: Kind, sock: &UnixStream) -> Result<i32, String> {
     // The container must start with SIGPIPE at its default, but a SIGPIPE
     // before its program runs must not kill the init (see rustpod::sigpipe).
     rustpod::sigpipe::handle_for_children();
+    rustpod::spawn_signals::reset_inherited_ignores();
     let stdio = stdio_for(&req, fds)?;
     match kind {
         Kind::Create => create(&req, stdio),

@@ -25,6 +25,13 @@ mod task;
 pub const RUNTIME_ID: &str = "io.containerd.rustpod.v1";
 
 fn main() {
+    // Before anything opens: what containerd (or whoever started us) left
+    // open reaches no helper, hook or container; we pass nothing on by
+    // inheritance (a helper gets its socket as stdin, the rest by SCM_RIGHTS).
+    if let Err(err) = rustpod::inherited_fds::close_on_exec_all() {
+        eprintln!("containerd-shim-rustpod-v1: {err}");
+        std::process::exit(1);
+    }
     rustpod::self_exec::run_if_invoked();
     helper::run_if_invoked();
     std::process::exit(service::main());

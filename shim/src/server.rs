@@ -39,7 +39,9 @@ pub fn serve(flags: &Flags) -> Result<(), String> {
 
     let exit = Arc::new(ExitSignal::default());
     let events = Publisher::start(std::env::var("TTRPC_ADDRESS").unwrap_or_default(), flags.namespace.clone());
-    let root = state_root(&flags.namespace);
+    // The server starts in the bundle of the container that started it.
+    let bundle = std::env::current_dir().map_err(|e| format!("getcwd: {e}"))?;
+    let root = state_root(&flags.namespace, &bundle);
     // Also narrows a root an older shim left world-readable.
     rustpod::container_dir::ensure_root(&root).map_err(|e| e.to_string())?;
     let shared = Shared::new(root, events, Arc::clone(&exit));

@@ -102,7 +102,11 @@ fn start(opts: StartOpts) -> Result<String, Error> {
     let address = if crate::server::serving(&address) {
         address
     } else {
-        containerd_shim::spawn(opts, &grouping, Vec::new())?.1
+        let (pid, address) = containerd_shim::spawn(opts, &grouping, Vec::new())?;
+        // As containerd's runc shim: the server (and the containers it
+        // starts, which inherit it) is a likelier OOM victim than containerd.
+        containerd_shim::cgroup::adjust_oom_score(pid)?;
+        address
     };
     util::write_address(&address)?;
     Ok(address)
@@ -112,7 +116,7 @@ fn start(opts: StartOpts) -> Result<String, Error> {
 /// rootfs, and report it killed (137).
 fn delete_command(flags: &Flags) -> Result<(), String> {
     let bundle = if flags.bundle.is_empty() { std::env::current_dir().unwrap_or_default() } else { PathBuf::from(&flags.bundle) };
-    let root = state_root(&flags.namespace);
+    let root = state_root(&flags.namespace, &bundle);
     let mut errors = Vec::new();
     if let Err(e) = rustpod::Runtime::new(&root).delete(&flags.id, true) {
         errors.push(e.to_string());

@@ -317,9 +317,13 @@ impl TaskService {
         }
         // start waits for its poststart hooks: keep their status from the reaper.
         let hold = crate::reaper::hold();
-        let result = self.shared.with_handle(id, |c| c.start()).and_then(|r| {
-            r.map_err(Error::runtime(format!("start {id}")))
-        });
+        // Only the release holds the handle: the wait for the startContainer
+        // hooks (the image's code, which may never end) must not keep Kill,
+        // Delete, Update or Pids waiting.
+        let result = self
+            .shared
+            .with_handle(id, |c| c.release())
+            .and_then(|r| r.and_then(rustpod::Starting::finish).map_err(Error::runtime(format!("start {id}"))));
         drop(hold);
         let mut inner = self.shared.lock();
         let c = inner.container(id)?;
@@ -749,9 +753,30 @@ impl TaskService {
     }
 }
 
-/// The state root for a namespace, as runc's is /run/containerd/runc/<ns>.
-pub fn state_root(namespace: &str) -> PathBuf {
-    Path::new("/run/containerd/rustpod").join(namespace)
+/// containerd's state dir when the bundle does not say (its default).
+const DEFAULT_CONTAINERD_STATE: &str = "/run/containerd";
+/// The directory containerd's shim v2 runtime keeps bundles in, under its
+/// state dir: `<state>/io.containerd.runtime.v2.task/<namespace>/<id>`.
+const TASK_BUNDLES_DIR: &str = "io.containerd.runtime.v2.task";
+
+/// The state root for a namespace: `<containerd's state dir>/rustpod/<ns>`,
+/// the state dir read off the bundle containerd gave us. containerd's runc
+/// shim uses /run/containerd/runc/<ns> whatever containerd it serves, so
+/// two containerds on one host share it; ours keeps each containerd's
+/// containers apart (and is /run/containerd/rustpod/<ns> for the default).
+pub fn state_root(namespace: &str, bundle: &Path) -> PathBuf {
+    containerd_state_dir(namespace, bundle)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONTAINERD_STATE))
+        .join("rustpod")
+        .join(namespace)
+}
+
+/// `<state>` of a bundle `<state>/io.containerd.runtime.v2.task/<ns>/<id>`.
+fn containerd_state_dir(namespace: &str, bundle: &Path) -> Option<PathBuf> {
+    let ns_dir = bundle.parent()?;
+    let bundles = ns_dir.parent()?;
+    let named = |dir: &Path, name: &str| dir.file_name().is_some_and(|n| n == name);
+    (named(ns_dir, namespace) && named(bundles, TASK_BUNDLES_DIR)).then(|| bundles.parent().map(Path::to_path_buf))?
 }
 
 #[cfg(test)]

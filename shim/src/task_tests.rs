@@ -204,3 +204,14 @@ fn an_empty_exec_id_is_the_init() {
     assert_eq!(c.process("e").map(|p| p.pid), Some(EXEC_PID));
     assert!(c.process("missing").is_none());
 }
+
+#[test]
+fn state_root_follows_containerds_state_dir() {
+    let bundle = Path::new("/var/lib/ctd2/state/io.containerd.runtime.v2.task/ns1/c1");
+    assert_eq!(state_root("ns1", bundle), Path::new("/var/lib/ctd2/state/rustpod/ns1"));
+    let default = Path::new("/run/containerd/io.containerd.runtime.v2.task/k8s.io/c1");
+    assert_eq!(state_root("k8s.io", default), Path::new("/run/containerd/rustpod/k8s.io"));
+    // Not containerd's layout (or another namespace's bundle): the default.
+    assert_eq!(state_root("ns1", Path::new("/tmp/bundle")), Path::new("/run/containerd/rustpod/ns1"));
+    assert_eq!(state_root("ns2", bundle), Path::new("/run/containerd/rustpod/ns2"));
+}

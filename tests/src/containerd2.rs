@@ -8,7 +8,7 @@
 use crate::containerd::{remove_all_containers, remove_namespace_cgroups, remove_runc_shim_root, script};
 use crate::process::{self, Output, Spawned};
 use crate::scratch::{unique_name, ScratchDir};
-use crate::shim::{shim_bin, IMAGE, STATE_ROOT};
+use crate::shim::{shim_bin, IMAGE};
 use crate::{leftovers, needs, wait};
 
 use std::os::unix::process::CommandExt;
@@ -226,9 +226,9 @@ impl Containerd2 {
         crate::shim::shim_pids_for(&self.socket)
     }
 
-    /// The shim state root for this namespace.
+    /// The shim state root for this namespace: under this containerd's state dir.
     pub fn state_root(&self) -> PathBuf {
-        Path::new(STATE_ROOT).join(&self.namespace)
+        self.dir.join("state/rustpod").join(&self.namespace)
     }
 
     /// The --root containerd's runc shim gives the runtime for this namespace.

@@ -15,7 +15,8 @@ const SHIM_NAME: &str = "containerd-shim-rustpod-v1";
 const CTR: &str = "/usr/bin/ctr";
 const CONTAINERD: &str = "/usr/bin/containerd";
 const SCRIPT: &str = "/usr/bin/script";
-/// The shim's state root, per namespace.
+/// The shim's state root, per namespace, for containerd's default state dir
+/// (a private containerd's is under its own state dir).
 pub const STATE_ROOT: &str = "/run/containerd/rustpod";
 
 /// `$RUSTPOD_SHIM_BIN`, else the shared target dir's debug build.
@@ -50,6 +51,22 @@ pub fn pty_blocker() -> Option<String> {
 }
 
 
+/// Why the tests that compare our shim with containerd's runc shim driving runc cannot run.
+pub fn blocker_with_runc() -> Option<String> {
+    blocker().or_else(|| needs::program(&crate::env::runc_bin()))
+}
+
+/// `(name, ctr flags)` of the three ways containerd runs a container: containerd's runc shim
+/// driving runc (the reference, first) and rustpod, and our shim.
+pub fn paths() -> Vec<(&'static str, Vec<String>)> {
+    let bin = |p: PathBuf| p.to_string_lossy().into_owned();
+    vec![
+        ("runc-shim-runc", vec!["--runc-binary".into(), bin(crate::env::runc_bin())]),
+        ("runc-shim-rustpod", vec!["--runc-binary".into(), bin(crate::env::rustpod_bin())]),
+        ("rustpod-shim", vec!["--runtime".into(), RUNTIME.into()]),
+    ]
+}
+
 pub struct ShimContainerd {
     dir: ScratchDir,
     pub namespace: String,
@@ -64,6 +81,15 @@ impl ShimContainerd {
     /// Starts containerd with `env` added to its environment, which its shims (and their
     /// helpers) inherit: for fault points such as `RUSTPOD_DEBUG_PAUSE`.
     pub fn start_with_env(env: &[(&str, &str)]) -> Self {
+        Self::start_as(&unique_name("ns"), env)
+    }
+
+    /// Starts containerd and uses `namespace` (two containerds may share one).
+    pub fn start_in_namespace(namespace: &str) -> Self {
+        Self::start_as(namespace, &[])
+    }
+
+    fn start_as(namespace: &str, env: &[(&str, &str)]) -> Self {
         let dir = ScratchDir::new("sd");
         let shim_dir = dir.join("bin");
         std::fs::create_dir_all(&shim_dir).expect("create shim dir");
@@ -71,7 +97,7 @@ impl ShimContainerd {
         let socket = dir.join_str("containerd.sock");
         let ctd = ShimContainerd {
             dir,
-            namespace: unique_name("ns"),
+            namespace: namespace.to_string(),
             socket,
         };
         let shim_dir = shim_dir.to_str().expect("UTF-8 path").to_string();
@@ -153,10 +179,12 @@ impl ShimContainerd {
 
     /// `ctr run -d --config CONFIG flags… id`: a container from a full spec file.
     pub fn run_config(&self, config: &str, flags: &[String], id: &str) -> Output {
-        let mut args = vec!["run", "-d", "--config", config];
-        args.extend(flags.iter().map(String::as_str));
-        args.push(id);
-        self.ctr(&args)
+        self.ctr(&run_config_args(config, flags, id))
+    }
+
+    /// `run_config` in the background.
+    pub fn spawn_run_config(&self, config: &str, flags: &[String], id: &str) -> Spawned {
+        self.spawn_ctr(&run_config_args(config, flags, id))
     }
 
     /// The PID and STATUS columns of `ctr task ls` for task `id`, if listed.
@@ -213,9 +241,9 @@ impl ShimContainerd {
         crate::containerd::control("restart", &self.dir);
     }
 
-    /// The shim state root for this namespace.
+    /// The shim state root for this namespace: under this containerd's state dir.
     pub fn state_root(&self) -> PathBuf {
-        Path::new(STATE_ROOT).join(&self.namespace)
+        self.dir.join("state/rustpod").join(&self.namespace)
     }
 
     fn remove_all_containers(&self) {
@@ -234,6 +262,28 @@ impl ShimContainerd {
             leftovers::kill_pids(self.containerd_pid().filter(is_ours));
         }
     }
+}
+
+fn run_config_args<'a>(config: &'a str, flags: &'a [String], id: &'a str) -> Vec<&'a str> {
+    let mut args = vec!["run", "-d", "--config", config];
+    args.extend(flags.iter().map(String::as_str));
+    args.push(id);
+    args
+}
+
+/// Binds the host dir `report` at /report in `spec` (hooks and containers report there).
+pub fn bind_report(spec: &mut serde_json::Value, report: &str) {
+    spec["mounts"]
+        .as_array_mut()
+        .expect("spec has mounts")
+        .push(serde_json::json!({"destination": "/report", "type": "bind", "source": report, "options": ["rbind", "rw"]}));
+}
+
+/// Writes `spec` to `<dir>/<name>.json`, for `run_config`; returns that path.
+pub fn write_spec(dir: &ScratchDir, name: &str, spec: &serde_json::Value) -> String {
+    let path = dir.join_str(&format!("{name}.json"));
+    std::fs::write(&path, spec.to_string()).expect("write spec");
+    path
 }
 
 fn shell_quote(arg: &str) -> String {

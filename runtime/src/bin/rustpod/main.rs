@@ -18,9 +18,19 @@ use rustpod::{ExecOptions, ProcessArgs};
 use rustpod::Runtime;
 
 fn main() {
+    // Before anything opens: what our caller left open reaches no hook.
+    if let Err(err) = rustpod::inherited_fds::close_on_exec_all() {
+        eprintln!("rustpod: {err}");
+        std::process::exit(1);
+    }
     rustpod::sigpipe::handle_for_children();
+    rustpod::spawn_signals::reset_inherited_ignores();
     rustpod::self_exec::run_if_invoked();
     let cli = Cli::parse();
+    if let Err(err) = pass_on_fds(&cli.command) {
+        eprintln!("rustpod: {err}");
+        std::process::exit(1);
+    }
     if enters_container(&cli.command) && !rustpod::sealed_exe::is_sealed() {
         let err = rustpod::sealed_exe::reexec();
         eprintln!("rustpod: run from a sealed copy of the binary: {err}");
@@ -56,6 +66,18 @@ fn report_error(line: &str, logs_to_file: bool, format: logging::LogFormat) {
 /// sealed copy of the binary (CVE-2019-5736, see `sealed_exe`).
 fn enters_container(command: &Command) -> bool {
     matches!(command, Command::Create(_) | Command::Run(_) | Command::Exec(_))
+}
+
+/// The descriptors a create, run or exec hands to the container: its
+/// `--preserve-fds` and systemd's `LISTEN_FDS`, as runc passes them.
+fn pass_on_fds(command: &Command) -> rustpod::Result<()> {
+    let preserved = match command {
+        Command::Create(args) => args.preserve_fds,
+        Command::Run(args) => args.create.preserve_fds,
+        Command::Exec(args) => args.preserve_fds,
+        _ => return Ok(()),
+    };
+    rustpod::inherited_fds::pass_on(preserved.saturating_add(rustpod::inherited_fds::listen_fds()))
 }
 
 fn dispatch(cli: Cli) -> Result<i32> {
