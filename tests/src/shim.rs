@@ -151,6 +151,17 @@ impl ShimContainerd {
         spec
     }
 
+    /// `ctr run MODE --config FILE flags… name` (MODE `-d` or `--rm`), FILE being `spec` written
+    /// in `dir`.
+    pub fn run_spec(&self, dir: &ScratchDir, name: &str, spec: &serde_json::Value, mode: &str, flags: &[String]) -> Output {
+        let file = dir.join_str(&format!("{name}.json"));
+        std::fs::write(&file, spec.to_string()).unwrap_or_else(|e| panic!("write {file}: {e}"));
+        let mut args = vec!["run", mode, "--config", file.as_str()];
+        args.extend(flags.iter().map(String::as_str));
+        args.push(name);
+        self.ctr(&args)
+    }
+
     /// `ctr run -d --config CONFIG flags… id`: a container from a full spec file.
     pub fn run_config(&self, config: &str, flags: &[String], id: &str) -> Output {
         let mut args = vec!["run", "-d", "--config", config];
@@ -304,4 +315,24 @@ pub fn cgroup_v1_file(pid: i32, controller: &str, file: &str) -> Option<PathBuf>
     })?;
     let dir = Path::new("/sys/fs/cgroup").join(controller).join(rel);
     Some(dir.join(file)).filter(|p| p.exists())
+}
+
+/// The paths through containerd to compare an attack on, as (who, `ctr run` flags): containerd's
+/// runc shim driving runc (when installed and not itself under test), the same shim driving the
+/// runtime under test (`--runc-binary`), and our shim.
+pub fn paths() -> Vec<(String, Vec<String>)> {
+    let mut bins = vec![];
+    if crate::needs::program(&crate::env::runc_bin()).is_none() && !crate::env::testing_runc_itself() {
+        bins.push(crate::env::runc_bin());
+    }
+    bins.push(crate::env::rustpod_bin());
+    let mut paths: Vec<(String, Vec<String>)> = bins
+        .iter()
+        .map(|bin| {
+            let bin = bin.to_string_lossy().into_owned();
+            (format!("containerd's runc shim with {bin}"), vec!["--runc-binary".to_string(), bin])
+        })
+        .collect();
+    paths.push(("containerd-shim-rustpod-v1".into(), vec!["--runtime".into(), RUNTIME.into()]));
+    paths
 }
