@@ -91,7 +91,10 @@ fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions
     let _cgroup_guard = std::fs::File::open(&dir.root)
         .ok()
         .and_then(|f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockShared).ok());
-    let container = crate::init::spawn(dir, &bundle.path, spec, init_opts)?;
+    let named = join_named_cgroups(&dir.id, &spec, opts.systemd_cgroup)?;
+    let container = crate::init::spawn(dir, &bundle.path, spec, init_opts);
+    drop(named);
+    let container = container?;
     // Before `start` lets the user's program run; a failure fails create.
     let pid = container.pid().ok_or_else(|| Error::Invalid(format!("create {}: the engine gave no init pid", dir.id)))?;
     crate::device_filter::apply(&bundle.spec, pid.as_raw())?;
@@ -111,6 +114,23 @@ fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions
         mount_ns: own_mount_ns(&bundle.spec, &container),
     })?;
     Ok(container)
+}
+
+/// Moves this thread into the container's cgroup of the named v1
+/// hierarchies (name=systemd) for the engine to fork the init there; with
+/// the systemd driver (also the engine's choice for a user namespace),
+/// systemd places it.
+pub(crate) fn join_named_cgroups(id: &str, spec: &oci_spec::runtime::Spec, systemd: bool) -> Result<Option<crate::named_cgroup::Joined>> {
+    let Some(linux) = spec.linux().as_ref() else { return Ok(None) };
+    let user_ns = linux
+        .namespaces()
+        .as_ref()
+        .is_some_and(|ns| ns.iter().any(|n| n.typ() == oci_spec::runtime::LinuxNamespaceType::User));
+    let path = libcontainer::utils::get_cgroup_path(linux.cgroups_path(), id);
+    if systemd || user_ns || crate::cgroup::is_systemd_form(&path) || crate::cgroup::is_root(&path) {
+        return Ok(None);
+    }
+    crate::named_cgroup::join(&path).map(Some)
 }
 
 /// The init's mount namespace, if the container has a new one of its own.

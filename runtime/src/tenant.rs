@@ -172,8 +172,11 @@ pub fn spawn(
         pid_file: None,
         spec: Rc::new(spec),
     };
-    let pid = libcontainer::process::container_main_process::container_main_process(&args)
-        .map_err(|e| engine_err("exec in")(&e))?;
+    // As runc's exec: the process joins the container's name=systemd cgroup too.
+    let named = crate::create::join_named_cgroups(&dir.id, &args.spec, container.systemd())?;
+    let pid = libcontainer::process::container_main_process::container_main_process(&args);
+    drop(named);
+    let pid = pid.map_err(|e| engine_err("exec in")(&e))?;
     crate::start::notify_socket(&dir.path(), &sockets.notify)?;
     drop(errors_write);
     read_exec_error(errors_read).map_err(|reason| Error::Engine { op: "exec in", id: dir.id.clone(), reason })?;
