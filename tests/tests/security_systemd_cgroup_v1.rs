@@ -1,13 +1,13 @@
 // The `name=systemd` hierarchy of a cgroup v1 host (issue 23, item 2): the container must see
 // its own cgroup there, not the host's root, which shows `release_agent` and every other
 // container's cgroup by name. runc puts the container in `name=systemd:<cgroupsPath>` and binds
-// that cgroup at /sys/fs/cgroup/systemd; `delete`, and a failed create, remove it. The attack
-// (reading the mount from inside) runs through the CLI, containerd's runc shim with
-// `--runc-binary` rustpod and our shim, each next to runc.
+// that cgroup at /sys/fs/cgroup/systemd, and each exec joins it; `delete`, and a failed create,
+// remove it. The attack (reading the mount from inside) runs through the CLI, containerd's runc
+// shim with `--runc-binary` rustpod and our shim, each next to runc.
 
 use rustpod_tests::scratch::ScratchDir;
 use rustpod_tests::shim::{self, ShimContainerd};
-use rustpod_tests::{cgroup, json, needs, skip_if, Bundle, Runtime, Value};
+use rustpod_tests::{cgroup, json, needs, skip_if, Bundle, Runtime, Value, SLEEP};
 use std::path::Path;
 
 /// From inside: the container's name=systemd cgroup, the root of the mount at
@@ -52,6 +52,23 @@ fn the_container_sees_only_its_own_name_systemd_cgroup() {
     }
 }
 
+/// What an exec'd process reports: its name=systemd cgroup.
+const EXEC_ATTACK: &[&str] = &["sh", "-c", "grep :name=systemd: /proc/self/cgroup | cut -d: -f3"];
+
+#[test]
+fn an_exec_joins_the_containers_name_systemd_cgroup() {
+    skip_if!(blocker());
+    for rt in Runtime::runc_and_under_test() {
+        let bundle = Bundle::new(SLEEP);
+        let id = rt.new_id("sdexec");
+        rt.start_container(&id, &bundle);
+        let out = rt.exec(&id, EXEC_ATTACK).ok();
+        assert_eq!(out.stdout.trim(), cgroup::cgroups_path(&id), "{}: the exec is not in the container's name=systemd cgroup", rt.bin().display());
+        rt.cmd(&["delete", "--force", &id]).ok();
+        rt.assert_nothing_left(&id, bundle.path());
+    }
+}
+
 #[test]
 fn a_failed_create_leaves_no_name_systemd_cgroup() {
     skip_if!(blocker());
@@ -87,6 +104,28 @@ fn the_container_sees_only_its_own_name_systemd_cgroup_through_the_shims() {
         let out = ctd.run_spec(&dir, &name, &attack_spec(&ctd, &name, &rootfs.rootfs()), "--rm", flags).ok();
         let cgroup = format!("/{}/{name}", ctd.namespace);
         assert_confined(who, &out.stdout, &cgroup);
+        let left = systemd_dir(&cgroup);
+        assert!(!left.exists(), "{who}: {} left after the container was removed", left.display());
+    }
+}
+
+#[test]
+fn an_exec_joins_the_containers_name_systemd_cgroup_through_the_shims() {
+    skip_if!(blocker().or_else(shim::blocker));
+    let ctd = ShimContainerd::start();
+    let dir = ScratchDir::new("sdexspec");
+    for (i, (who, flags)) in shim::paths().iter().enumerate() {
+        let name = format!("sdex{i}");
+        let rootfs = Bundle::new(&["true"]);
+        ctd.run_spec(&dir, &name, &ctd.oci_spec(&name, &rootfs.rootfs()), "-d", flags).ok();
+        ctd.wait_task(&name, "RUNNING");
+        let out = ctd.ctr(&[&["task", "exec", "--exec-id", "e1", &name][..], EXEC_ATTACK].concat()).ok();
+        let cgroup = format!("/{}/{name}", ctd.namespace);
+        assert_eq!(out.stdout.trim(), cgroup, "{who}: the exec is not in the container's name=systemd cgroup");
+        ctd.ctr(&["task", "kill", "-s", "SIGKILL", &name]).ok();
+        ctd.wait_task(&name, "STOPPED");
+        ctd.ctr(&["task", "delete", &name]).ok();
+        ctd.ctr(&["container", "rm", &name]).ok();
         let left = systemd_dir(&cgroup);
         assert!(!left.exists(), "{who}: {} left after the container was removed", left.display());
     }
