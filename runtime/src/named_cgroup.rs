@@ -8,6 +8,8 @@
 
 use std::path::{Path, PathBuf};
 
+use oci_spec::runtime::{LinuxNamespaceType, Spec};
+
 use crate::cgroup_fs::{self, Hierarchy};
 use crate::error::{Error, Result};
 
@@ -17,6 +19,22 @@ use crate::error::{Error, Result};
 pub struct Joined {
     tid: String,
     back: Vec<PathBuf>,
+}
+
+/// [`join`] for the container `id` of `spec` (its engine spec), when its
+/// cgroups are ours to make: with the systemd driver (also the engine's
+/// choice for a user namespace), systemd places the processes.
+pub fn join_for(id: &str, spec: &Spec, systemd: bool) -> Result<Option<Joined>> {
+    let Some(linux) = spec.linux().as_ref() else { return Ok(None) };
+    let user_ns = linux
+        .namespaces()
+        .as_ref()
+        .is_some_and(|ns| ns.iter().any(|n| n.typ() == LinuxNamespaceType::User));
+    let path = libcontainer::utils::get_cgroup_path(linux.cgroups_path(), id);
+    if systemd || user_ns || crate::cgroup::is_systemd_form(&path) || crate::cgroup::is_root(&path) {
+        return Ok(None);
+    }
+    join(&path).map(Some)
 }
 
 /// Moves the calling thread (only it: v1 lets single threads move, so a

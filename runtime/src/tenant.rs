@@ -173,7 +173,7 @@ pub fn spawn(
         spec: Rc::new(spec),
     };
     // As runc's exec: the process joins the container's name=systemd cgroup too.
-    let named = crate::create::join_named_cgroups(&dir.id, &args.spec, container.systemd())?;
+    let named = crate::named_cgroup::join_for(&dir.id, &args.spec, container.systemd())?;
     let pid = libcontainer::process::container_main_process::container_main_process(&args);
     drop(named);
     let pid = pid.map_err(|e| engine_err("exec in")(&e))?;
