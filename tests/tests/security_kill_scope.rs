@@ -18,7 +18,7 @@ use std::path::Path;
 const ATTACK: &str = "unshare -Um sleep 1000 & sleep 1001 & wait";
 
 fn blocker() -> Option<String> {
-    needs::cgroup_v1("pids")
+    needs::containers()
 }
 
 /// The container's namespaces without `pid`: it runs in the host's PID namespace.
@@ -34,10 +34,13 @@ fn host_pid_bundle() -> Bundle {
     bundle
 }
 
-/// The processes in `cgroup` (of the pids hierarchy: `unshare` keeps it, not the root a host
-/// can see), once all three run and the child has left the container's mount namespace.
+/// The processes in `cgroup` (of v1's pids hierarchy, or the unified one of a v2 host: `unshare`
+/// keeps it, not the root a host can see), once all three run and the child has left the
+/// container's mount namespace.
 fn wait_for_children(cgroup: &str) -> Vec<(i32, String)> {
-    let procs = Path::new("/sys/fs/cgroup/pids").join(cgroup.trim_start_matches('/')).join("cgroup.procs");
+    let v1 = Path::new("/sys/fs/cgroup/pids");
+    let hierarchy = if v1.is_dir() { v1 } else { Path::new("/sys/fs/cgroup") };
+    let procs = hierarchy.join(cgroup.trim_start_matches('/')).join("cgroup.procs");
     let ns = |pid: i32| std::fs::read_link(format!("/proc/{pid}/ns/mnt")).ok();
     let unshared = |pids: &[(i32, String)]| {
         let first = pids.first().and_then(|(p, _)| ns(*p));
