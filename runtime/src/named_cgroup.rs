@@ -76,7 +76,11 @@ fn write_tid(dir: &Path, tid: &str) -> Result<()> {
 /// The v1 hierarchies with a `name=` and no controller: libcgroups makes
 /// the container's cgroup in every controller's hierarchy, never in these.
 pub fn named_hierarchies() -> Vec<Hierarchy> {
-    cgroup_fs::hierarchies()
+    named(cgroup_fs::hierarchies())
+}
+
+fn named(hierarchies: Vec<Hierarchy>) -> Vec<Hierarchy> {
+    hierarchies
         .into_iter()
         .filter(|h| !h.unified && name_of(h).is_some())
         .filter(|h| !crate::cgroup_mount::CONTROLLERS.iter().any(|c| h.has(c)))
@@ -86,4 +90,21 @@ pub fn named_hierarchies() -> Vec<Hierarchy> {
 /// `name=systemd` of a hierarchy mounted with that option.
 fn name_of(hierarchy: &Hierarchy) -> Option<&str> {
     hierarchy.controllers.iter().map(String::as_str).find(|o| o.starts_with("name="))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_named_hierarchies_without_a_controller_are_ours_to_make() {
+        let info = "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n\
+                    40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,xattr,name=systemd\n\
+                    41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n\
+                    42 31 0:39 / /sys/fs/cgroup/odd rw,relatime - cgroup cgroup rw,pids,name=odd\n";
+        let found = named(cgroup_fs::parse_mountinfo(info));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].mount_point, PathBuf::from("/sys/fs/cgroup/systemd"));
+        assert_eq!(name_of(&found[0]), Some("name=systemd"));
+    }
 }
