@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use oci_spec::runtime::{LinuxNamespaceType, Mount, MountBuilder, Spec};
 
 /// Controllers libcgroups creates a cgroup in (named hierarchies such as
-/// name=systemd get none, so there is nothing of ours to show there).
-const CONTROLLERS: &[&str] = &[
+/// name=systemd get ours from `named_cgroup`).
+pub(crate) const CONTROLLERS: &[&str] = &[
     "blkio", "cpu", "cpuacct", "cpuset", "devices", "freezer", "hugetlb", "memory", "net_cls",
     "net_prio", "perf_event", "pids", "rdma",
 ];
@@ -57,11 +57,13 @@ fn cgroups_path(spec: &Spec) -> Option<PathBuf> {
     Some(path)
 }
 
-/// Mount points of the host's v1 hierarchies of a controller we manage.
+/// Mount points of the host's v1 hierarchies where the container has a
+/// cgroup of its own: a controller's, or a named one's.
 fn v1_hierarchies() -> Vec<PathBuf> {
     crate::cgroup_fs::hierarchies()
         .into_iter()
         .filter(|h| !h.unified && CONTROLLERS.iter().any(|c| h.has(c)))
+        .chain(crate::named_cgroup::named_hierarchies())
         .map(|h| h.mount_point)
         .collect()
 }

@@ -53,12 +53,14 @@ pub fn create_from(
             "systemd not running on this host, cannot use --systemd-cgroup".into(),
         ));
     }
-    crate::caps_check::check(bundle.spec.process().as_ref())?;
-    crate::caps_check::check_rlimits(bundle.spec.process().as_ref())?;
-    crate::process_setup::write_oom_score_adj(bundle.spec.process().as_ref())?;
-    crate::cgroup::check_new(bundle.spec.linux().as_ref().and_then(|l| l.cgroups_path().as_deref()), id, opts.systemd_cgroup)
-        .map_err(|reason| Error::Config { path: bundle.path.join("config.json"), reason })?;
+    // Claimed first: a create racing us for the id must fail on the id, not
+    // on our processes, which it would find in the cgroup it checks.
     dir.claim()?;
+    if let Err(err) = check(id, bundle, opts.systemd_cgroup) {
+        // Nothing else is ours yet: the cgroup may hold others' processes.
+        let _ = dir.remove_all();
+        return Err(err);
+    }
     debug_pause("claimed");
     let result = build(&dir, bundle, opts);
     match result {
@@ -68,6 +70,16 @@ pub fn create_from(
             Err(err)
         }
     }
+}
+
+/// What must hold before anything is made: capabilities and rlimits we can
+/// grant, the OOM score written, a cgroup of the container's own.
+fn check(id: &str, bundle: &engine_bundle::Bundle, systemd_cgroup: bool) -> Result<()> {
+    crate::caps_check::check(bundle.spec.process().as_ref())?;
+    crate::caps_check::check_rlimits(bundle.spec.process().as_ref())?;
+    crate::process_setup::write_oom_score_adj(bundle.spec.process().as_ref())?;
+    crate::cgroup::check_new(bundle.spec.linux().as_ref().and_then(|l| l.cgroups_path().as_deref()), id, systemd_cgroup)
+        .map_err(|reason| Error::Config { path: bundle.path.join("config.json"), reason })
 }
 
 fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions) -> Result<Container> {
@@ -91,7 +103,10 @@ fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions
     let _cgroup_guard = std::fs::File::open(&dir.root)
         .ok()
         .and_then(|f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockShared).ok());
-    let container = crate::init::spawn(dir, &bundle.path, spec, init_opts)?;
+    let named = crate::named_cgroup::join_for(&dir.id, &spec, opts.systemd_cgroup)?;
+    let container = crate::init::spawn(dir, &bundle.path, spec, init_opts);
+    drop(named);
+    let container = container?;
     // Before `start` lets the user's program run; a failure fails create.
     let pid = container.pid().ok_or_else(|| Error::Invalid(format!("create {}: the engine gave no init pid", dir.id)))?;
     crate::device_filter::apply(&bundle.spec, pid.as_raw())?;

@@ -66,7 +66,7 @@ pub(crate) fn delete_loaded(dir: &ContainerDir, mut container: Container, force:
 
 /// SIGKILLs the init and the container's other processes left in its
 /// cgroup, never the rest of what that cgroup may hold (the engine would).
-fn kill_own_processes(container: &Container, dir: &ContainerDir, cgroup_path: Option<&Path>) -> Result<()> {
+pub(crate) fn kill_own_processes(container: &Container, dir: &ContainerDir, cgroup_path: Option<&Path>) -> Result<()> {
     let alive = matches!(
         container.status(),
         ContainerStatus::Created | ContainerStatus::Running | ContainerStatus::Paused | ContainerStatus::Creating

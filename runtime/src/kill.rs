@@ -3,6 +3,7 @@
 
 use libcontainer::container::{Container, ContainerStatus};
 use nix::sys::signal::Signal;
+use oci_spec::runtime::LinuxNamespaceType;
 
 use crate::container_dir::ContainerDir;
 use crate::error::{Error, Result};
@@ -15,7 +16,10 @@ pub(crate) fn kill(dir: &ContainerDir, container: &mut Container, signal: Signal
         status,
         ContainerStatus::Created | ContainerStatus::Running | ContainerStatus::Paused
     );
-    if !alive && !all {
+    // As runc 1.2 and later: KILL without a PID namespace of the container's
+    // own reaches every process of the container, also once the init is gone.
+    let kill_all = signal == Signal::SIGKILL && !all && !owns_pid_namespace(dir);
+    if !alive && !all && !kill_all {
         return Err(Error::WrongStatus {
             id: id.clone(),
             op: "kill",
@@ -28,6 +32,9 @@ pub(crate) fn kill(dir: &ContainerDir, container: &mut Container, signal: Signal
     // WithProcessKill sends this after every exit and would retry a failure forever.
     if all && !alive && cgroup_gone(container)? {
         return Ok(());
+    }
+    if kill_all {
+        return kill_every_process(dir, container);
     }
     match container.kill(signal, all) {
         // After signalling, the engine saves the status; a foreground `run` (or a delete) may
@@ -46,4 +53,23 @@ fn cgroup_gone(container: &Container) -> Result<bool> {
         Err(Any::V2(libcgroups::v2::manager::V2ManagerError::WrappedIo(w))) => not_found(&w),
         _ => false,
     })
+}
+
+/// Whether the container has a PID namespace of its own: SIGKILL to its
+/// init then ends every process in it (pid_namespaces(7)). An unreadable
+/// config counts as not, as containerd's runc shim decides.
+fn owns_pid_namespace(dir: &ContainerDir) -> bool {
+    let Ok(spec) = crate::engine_bundle::parse_config(&dir.config_path()) else { return false };
+    spec.linux()
+        .as_ref()
+        .and_then(|l| l.namespaces().as_ref())
+        .is_some_and(|ns| ns.iter().any(|n| n.typ() == LinuxNamespaceType::Pid && n.path().is_none()))
+}
+
+/// SIGKILLs the init and the container's other processes in its cgroup (as
+/// runc's signalAllProcesses), sparing what the host put there, as delete
+/// does (see `stop::Members`).
+fn kill_every_process(dir: &ContainerDir, container: &Container) -> Result<()> {
+    let cgroup_path = container.spec().ok().map(|c| c.cgroup_path);
+    crate::delete::kill_own_processes(container, dir, cgroup_path.as_deref())
 }

@@ -64,6 +64,7 @@ mod home_env;
 mod in_root;
 mod init;
 mod kill;
+mod named_cgroup;
 mod list;
 mod pause;
 mod pid_file;

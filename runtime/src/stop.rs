@@ -1,6 +1,7 @@
-//! Killing a container's processes, and only its own, for `delete`: the
-//! engine SIGKILLs everything in the container's cgroup, which may be shared
-//! with the host or with another container.
+//! Killing a container's processes, and only its own, for `delete` and for
+//! `kill KILL` without a PID namespace of the container's own: the engine
+//! SIGKILLs everything in the container's cgroup, which may be shared with
+//! the host.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
@@ -44,13 +45,31 @@ pub struct Members {
 }
 
 impl Members {
-    fn contains(&self, pid: i32) -> bool {
+    /// Whether `pid`, found in the container's cgroup, is the container's.
+    /// With a mount namespace of its own, every process in its cgroup is,
+    /// except those in the host's mount namespace (PID 1's, or ours): a
+    /// process started inside the container cannot re-enter that one
+    /// (setns(2) needs CAP_SYS_ADMIN over the host's user namespace and a
+    /// handle on it, which pivot_root and the masked /proc leave it
+    /// without), so what is there was put in the cgroup from the host. A
+    /// process that unshared a new mount namespace (`unshare -Urm`) is
+    /// still the container's: runc kills it too.
+    fn contains(&self, pid: i32, host_mount_ns: &[FileId]) -> bool {
         if let Some(ns) = self.mount_ns {
-            return FileId::mount_ns(pid) == Some(ns);
+            return FileId::mount_ns(pid).is_some_and(|theirs| theirs == ns || !host_mount_ns.contains(&theirs));
         }
         self.rootfs
             .is_some_and(|root| FileId::of(Path::new(&format!("/proc/{pid}/root"))) == Some(root))
     }
+}
+
+/// The host's mount namespaces: PID 1's and the caller's (a shim may have
+/// one of its own).
+fn host_mount_namespaces() -> Vec<FileId> {
+    [FileId::mount_ns(1), FileId::of(Path::new("/proc/self/ns/mnt"))]
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 /// SIGKILLs the init and every process of the container left in `cgroup`
@@ -82,13 +101,14 @@ pub fn kill_members(members: &Members, cgroup_path: Option<&Path>, thaw: &dyn Fn
 /// The container's processes in its cgroup, each held by a pidfd opened
 /// before the check, so a pid reused since is never signalled.
 fn members_in(members: &Members, cgroup_path: Option<&Path>) -> Vec<(i32, OwnedFd)> {
+    let host = host_mount_namespaces();
     cgroup_path
         .map(cgroup::pids)
         .unwrap_or_default()
         .into_iter()
         .filter_map(|pid| {
             let fd = pidfd_open(pid)?;
-            members.contains(pid).then_some((pid, fd))
+            members.contains(pid, &host).then_some((pid, fd))
         })
         .collect()
 }

@@ -172,10 +172,13 @@ pub fn spawn(
         pid_file: None,
         spec: Rc::new(spec),
     };
-    // Every CPU the container's cpuset allows, not our caller's; the engine
-    // then applies `process.execCPUAffinity` over it.
+    // Every CPU the container's cpuset allows, not our caller's (the engine
+    // then applies `process.execCPUAffinity` over it); and, as runc's exec,
+    // the container's name=systemd cgroup.
     let all_cpus = crate::cpu_affinity::all_cpus_for_children()?;
+    let named = crate::named_cgroup::join_for(&dir.id, &args.spec, container.systemd())?;
     let spawned = libcontainer::process::container_main_process::container_main_process(&args);
+    drop(named);
     drop(all_cpus);
     let pid = spawned.map_err(|e| engine_err("exec in")(&e))?;
     crate::start::notify_socket(&dir.path(), &sockets.notify)?;

@@ -26,7 +26,7 @@ pub struct ResourceFlags {
 }
 
 pub(crate) fn update(dir: &ContainerDir, container: &Container, base: Option<LinuxResources>, flags: &ResourceFlags) -> Result<()> {
-    let resources = merge(base.unwrap_or_default(), flags)?;
+    let resources = merge(without_devices(&dir.id, base.unwrap_or_default()), flags)?;
     let manager = cgroup::manager_for(container)?;
     manager
         .apply(&ControllerOpt {
@@ -40,6 +40,21 @@ pub(crate) fn update(dir: &ContainerDir, container: &Container, base: Option<Lin
             freezer_state: None,
         })
         .map_err(|e| Error::engine("update", &dir.id, &e))
+}
+
+/// The resources without their device rules: as runc (1.1 to 1.5), `update`
+/// never changes them, or `{"devices":[{"allow":true,"access":"rwm"}]}` would
+/// open every device of the host to a running container. containerd's CRI
+/// resends the container's own list with every update, so it is dropped with
+/// a warning rather than refused. (On v1 the engine still rewrites its default
+/// allow rules, which create wrote already; on v2 the device program is ours,
+/// attached once by create.)
+fn without_devices(id: &str, mut res: LinuxResources) -> LinuxResources {
+    if res.devices().as_ref().is_some_and(|d| !d.is_empty()) {
+        tracing::warn!("update {id}: linux.resources.devices ignored: device rules are fixed at create, as runc does");
+    }
+    res.set_devices(None);
+    res
 }
 
 /// Parses the JSON document `update --resources` takes (OCI LinuxResources).

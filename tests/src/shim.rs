@@ -177,6 +177,17 @@ impl ShimContainerd {
         spec
     }
 
+    /// `ctr run MODE --config FILE flags… name` (MODE `-d` or `--rm`), FILE being `spec` written
+    /// in `dir`.
+    pub fn run_spec(&self, dir: &ScratchDir, name: &str, spec: &serde_json::Value, mode: &str, flags: &[String]) -> Output {
+        let file = dir.join_str(&format!("{name}.json"));
+        std::fs::write(&file, spec.to_string()).unwrap_or_else(|e| panic!("write {file}: {e}"));
+        let mut args = vec!["run", mode, "--config", file.as_str()];
+        args.extend(flags.iter().map(String::as_str));
+        args.push(name);
+        self.ctr(&args)
+    }
+
     /// `ctr run -d --config CONFIG flags… id`: a container from a full spec file.
     pub fn run_config(&self, config: &str, flags: &[String], id: &str) -> Output {
         self.ctr(&run_config_args(config, flags, id))

@@ -1,8 +1,8 @@
 // A container's hold on cgroups (issue 13, items 4 and 5), attacked from inside and from the
 // host, each case on runc and on the runtime under test: writing limits through the container's
 // cgroupfs, the options its cgroup mounts carry, a sub-cgroup that should not outlive `delete -f`,
-// a host process sharing the container's cgroup (which `run`, `delete` and a failed create must
-// leave alone), and the root cgroup as `cgroupsPath`.
+// a host process sharing the container's cgroup (which `run`, `delete`, `kill KILL` and a failed
+// create must leave alone), and the root cgroup as `cgroupsPath`.
 
 use rustpod_tests::scratch::unique_name;
 use rustpod_tests::{env, json, needs, skip, skip_if, wait, Bundle, Output, Runtime, SLEEP};
@@ -256,9 +256,10 @@ fn a_foreground_run_spares_a_host_process_in_its_cgroup() {
     }
 }
 
-#[test]
-fn delete_force_without_a_pid_namespace_spares_a_host_process_in_its_cgroup() {
-    skip_if!(needs::cgroup_v1("pids"));
+/// A container without a PID namespace of its own, with two processes, in the cgroup `host`'s
+/// sleep then joins; `end` (a delete --force or a kill KILL, `ID` standing for the container)
+/// must kill both and spare the sleep.
+fn without_a_pid_namespace_spares_a_host_process(end: &[&str]) {
     let rt = Runtime::under_test();
     let mut host = HostProcessInCgroup::start();
     let mut bundle = shared_bundle(&["sh", "-c", "sleep 1000 & sleep 1000"], &host);
@@ -272,16 +273,39 @@ fn delete_force_without_a_pid_namespace_spares_a_host_process_in_its_cgroup() {
     bundle.set("/linux/namespaces", json!(namespaces));
     let id = rt.new_id("cgnopid");
     rt.start_container(&id, &bundle);
-    let init = rt.pid(&id);
+    let procs = PathBuf::from("/sys/fs/cgroup/pids").join(host.path.trim_start_matches('/')).join("cgroup.procs");
+    let in_cgroup = || -> Vec<i32> {
+        let text = fs::read_to_string(&procs).unwrap_or_default();
+        text.lines().filter_map(|l| l.trim().parse().ok()).collect()
+    };
+    // The init and its child (a process in another mount namespace shows no root a host can
+    // match, so they are found by their cgroup).
+    let ours: Vec<i32> = wait::wait_for("the container's two processes", || {
+        let pids = in_cgroup();
+        (pids.len() >= 2).then_some(pids)
+    });
     host.join();
-    rt.cmd(&["delete", "--force", &id]).ok();
-    // runc 1.1.5 SIGKILLs everything in the cgroup here (see tests/RUNC_DIFFERENCES.md).
+    let args: Vec<&str> = end.iter().map(|a| if *a == "ID" { id.as_str() } else { a }).collect();
+    rt.cmd(&args).ok();
+    // runc SIGKILLs everything in the cgroup here (see tests/RUNC_DIFFERENCES.md).
     let spared = host.child.try_wait().expect("try_wait").is_none();
-    rustpod_tests::conform!(spared, "delete --force killed the host process in the shared cgroup");
-    let gone = |pid: i32| !PathBuf::from(format!("/proc/{pid}")).exists();
-    assert!(wait::eventually(|| gone(init)), "the container's init {init} survived");
-    let left = rustpod_tests::leftovers::pids_under(bundle.rootfs().as_str());
-    assert!(left.is_empty(), "container processes survived: {left:?}");
+    rustpod_tests::conform!(spared, "{end:?} killed the host process in the shared cgroup");
+    let left = || -> Vec<i32> { in_cgroup().into_iter().filter(|p| ours.contains(p)).collect() };
+    // runc 1.1's kill KILL signals only the init (1.2 and later every process).
+    let all_gone = wait::eventually(|| left().is_empty());
+    rustpod_tests::conform!(all_gone, "{end:?} left container processes running: {:?}", left());
+}
+
+#[test]
+fn delete_force_without_a_pid_namespace_spares_a_host_process_in_its_cgroup() {
+    skip_if!(needs::cgroup_v1("pids"));
+    without_a_pid_namespace_spares_a_host_process(&["delete", "--force", "ID"]);
+}
+
+#[test]
+fn kill_without_a_pid_namespace_spares_a_host_process_in_its_cgroup() {
+    skip_if!(needs::cgroup_v1("pids"));
+    without_a_pid_namespace_spares_a_host_process(&["kill", "ID", "KILL"]);
 }
 
 #[test]
