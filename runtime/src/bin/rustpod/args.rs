@@ -159,8 +159,8 @@ pub struct RunArgs {
     /// Do not wait for the container
     #[arg(short, long)]
     pub detach: bool,
-    /// Accepted for runc compatibility
-    #[arg(long = "keep", hide = true)]
+    /// Do not delete the container after it exits
+    #[arg(long = "keep")]
     pub keep: bool,
 }
 

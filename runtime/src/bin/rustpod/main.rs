@@ -69,7 +69,8 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Start { id } => done(runtime.load(&id)?.start()),
         Command::Run(args) => {
             let id = args.create.id.clone();
-            Ok(runtime.run(&id, create_options(args.create), args.detach)?)
+            let mode = rustpod::RunMode { detach: args.detach, keep: args.keep };
+            Ok(runtime.run(&id, create_options(args.create), mode)?)
         }
         Command::State { id } => print_json_pretty(&runtime.load(&id)?.state()),
         Command::Kill { all, id, signal } => {

@@ -1,0 +1,118 @@
+//! The runtime-spec 1.2/1.3 mount fields that rustpod cannot honour yet:
+//! libcontainer 0.7 drops `uidMappings`/`gidMappings` and `idmap`/`ridmap`
+//! (leaving a plain, unmapped bind) and hands `tmpcopyup` and the
+//! superblock flags to mount(2) as data, which fails with only "failed to
+//! prepare rootfs". Each is refused at create, naming the mount and field.
+
+use oci_spec::runtime::{Mount, Spec};
+
+/// Mount options runc 1.5 knows that we do not apply (yet): superblock
+/// flags the engine cannot pass, and runc's tmpfs copy-up extension.
+pub const REFUSED_OPTIONS: &[&str] = &[
+    "lazytime", "nolazytime", "iversion", "noiversion", "silent", "loud", "tmpcopyup",
+];
+
+/// The options that ask for an idmapped mount.
+const IDMAP_OPTIONS: &[&str] = &["idmap", "ridmap"];
+
+/// The first mount field of `spec` we would otherwise drop, as an error
+/// naming the mount (index, destination) and the field.
+pub fn check_mounts(spec: &Spec) -> Result<(), String> {
+    for (index, mount) in spec.mounts().iter().flatten().enumerate() {
+        check_mount(mount).map_err(|why| format!("mounts[{index}] ({}): {why}", mount.destination().display()))?;
+    }
+    Ok(())
+}
+
+fn check_mount(mount: &Mount) -> Result<(), String> {
+    const IDMAP: &str = "idmapped mounts are not supported by rustpod yet (features: mountExtensions.idmap.enabled is false)";
+    if mount.uid_mappings().is_some() {
+        return Err(format!("uidMappings: {IDMAP}"));
+    }
+    if mount.gid_mappings().is_some() {
+        return Err(format!("gidMappings: {IDMAP}"));
+    }
+    for option in mount.options().iter().flatten() {
+        if IDMAP_OPTIONS.contains(&option.as_str()) {
+            return Err(format!("option {option:?}: {IDMAP}"));
+        }
+        if REFUSED_OPTIONS.contains(&option.as_str()) {
+            return Err(format!("option {option:?}: not supported by rustpod; remove it"));
+        }
+    }
+    Ok(())
+}
+
+/// `linux.resources.pids.limit` is given as 0. runtime-spec 1.3 (and runc
+/// ≥ 1.4) make 0 a real limit (no new task), -1 "max" and an absent limit
+/// "leave it"; oci-spec 0.10 reads an absent limit as 0 and libcgroups
+/// writes "max" for both, so the raw JSON tells them apart.
+pub fn pids_limit_is_zero(raw: &serde_json::Value) -> bool {
+    raw.pointer("/linux/resources/pids/limit").and_then(serde_json::Value::as_i64) == Some(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec(mounts: serde_json::Value) -> Spec {
+        serde_json::from_value(json!({"ociVersion": "1.3.0", "mounts": mounts})).unwrap()
+    }
+
+    #[test]
+    fn idmapped_and_unapplied_mounts_are_refused_naming_the_mount() {
+        let maps = json!([{"containerID": 0, "hostID": 1000, "size": 1}]);
+        let cases = [
+            (json!({"destination": "/a", "type": "bind", "source": "/tmp", "uidMappings": maps, "gidMappings": maps}), "uidMappings"),
+            (json!({"destination": "/a", "type": "bind", "source": "/tmp", "options": ["rbind", "ridmap"]}), "\"ridmap\""),
+            (json!({"destination": "/a", "type": "tmpfs", "source": "tmpfs", "options": ["tmpcopyup"]}), "\"tmpcopyup\""),
+            (json!({"destination": "/a", "type": "tmpfs", "source": "tmpfs", "options": ["lazytime"]}), "\"lazytime\""),
+        ];
+        for (mount, field) in cases {
+            let ok = json!({"destination": "/ok", "type": "tmpfs", "source": "tmpfs", "options": ["nosymfollow"]});
+            let err = check_mounts(&spec(json!([ok, mount]))).unwrap_err();
+            assert!(err.starts_with("mounts[1] (/a): ") && err.contains(field), "{err}");
+        }
+    }
+
+    #[test]
+    fn only_an_explicit_zero_is_a_zero_pids_limit() {
+        assert!(pids_limit_is_zero(&json!({"linux": {"resources": {"pids": {"limit": 0}}}})));
+        assert!(!pids_limit_is_zero(&json!({"linux": {"resources": {"pids": {}}}})));
+        assert!(!pids_limit_is_zero(&json!({"linux": {"resources": {"pids": {"limit": -1}}}})));
+    }
+
+    /// oci-spec 0.10 keeps every runtime-spec 1.3 field of a full config
+    /// (serde drops an unknown one silently): only the deprecated
+    /// intelRdt.enableCMT/enableMBM are lost, and intelRdt is refused whole.
+    #[test]
+    fn oci_spec_keeps_every_1_3_field() {
+        let raw: serde_json::Value = serde_json::from_str(include_str!("../testdata/config-1.3-full.json")).unwrap();
+        let spec: Spec = serde_json::from_value(raw.clone()).unwrap();
+        let back = serde_json::to_value(&spec).unwrap();
+        let mut dropped = Vec::new();
+        dropped_keys("", &raw, &back, &mut dropped);
+        assert_eq!(dropped, [".linux.intelRdt.enableCMT", ".linux.intelRdt.enableMBM"]);
+    }
+
+    fn dropped_keys(path: &str, raw: &serde_json::Value, back: &serde_json::Value, out: &mut Vec<String>) {
+        use serde_json::Value::{Array, Object};
+        match (raw, back) {
+            (Object(a), Object(b)) => {
+                for (key, value) in a {
+                    match b.get(key) {
+                        None => out.push(format!("{path}.{key}")),
+                        Some(kept) => dropped_keys(&format!("{path}.{key}"), value, kept, out),
+                    }
+                }
+            }
+            (Array(a), Array(b)) => {
+                for (index, (value, kept)) in a.iter().zip(b).enumerate() {
+                    dropped_keys(&format!("{path}[{index}]"), value, kept, out);
+                }
+            }
+            _ => {}
+        }
+    }
+}
