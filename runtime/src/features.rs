@@ -10,7 +10,25 @@ const MOUNT_OPTIONS: &[&str] = &[
     "shared", "slave", "strictatime", "suid", "sync", "unbindable", "rro", "rrw", "rnosuid",
     "rsuid", "rnodev", "rdev", "rnoexec", "rexec", "rnoatime", "ratime", "rnodiratime",
     "rdiratime", "rrelatime", "rnorelatime", "rstrictatime", "rnostrictatime",
+    // runc 1.5's symlink options: the engine applies the recursive pair,
+    // `mount_symfollow` the others. runc's lazytime, iversion, silent/loud
+    // and tmpcopyup are refused at create (`spec_support`), so not listed.
+    "nosymfollow", "symfollow", "rnosymfollow", "rsymfollow",
 ];
+
+/// Of runc 1.5's 18 architectures, those a filter here can hold: libseccomp
+/// puts the native one (x86_64) in every filter, and one filter's
+/// architectures share its byte order, so the big-endian ones (MIPS,
+/// MIPS64, MIPS64N32, PPC, PPC64, S390, S390X) cannot load on a
+/// little-endian host; LOONGARCH64 needs libseccomp 2.6 (Debian 12 has 2.5.4).
+const SECCOMP_ARCHS: &[&str] = &[
+    "SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM", "SCMP_ARCH_MIPSEL", "SCMP_ARCH_MIPSEL64", "SCMP_ARCH_MIPSEL64N32",
+    "SCMP_ARCH_PPC64LE", "SCMP_ARCH_RISCV64", "SCMP_ARCH_X32", "SCMP_ARCH_X86", "SCMP_ARCH_X86_64",
+];
+
+/// Annotations runc ≥ 1.2 may act on in ways a caller should not let a
+/// pod set (`org.systemd.property.` is a prefix); containerd filters them.
+const POTENTIALLY_UNSAFE_ANNOTATIONS: &[&str] = &["bundle", "org.systemd.property.", "org.criu.config"];
 
 const HOOKS: &[&str] = &[
     "prestart",
@@ -64,8 +82,10 @@ pub fn features() -> Value {
                 "enabled": true,
                 "actions": SECCOMP_ACTIONS,
                 "operators": SECCOMP_OPERATORS,
-                "archs": ["SCMP_ARCH_X86", "SCMP_ARCH_X86_64", "SCMP_ARCH_X32", "SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"],
-                "knownFlags": ["SECCOMP_FILTER_FLAG_LOG", "SECCOMP_FILTER_FLAG_SPEC_ALLOW", "SECCOMP_FILTER_FLAG_TSYNC"],
+                "archs": SECCOMP_ARCHS,
+                // WAIT_KILLABLE_RECV is known but refused at create (see
+                // `validate`): libseccomp 2.5 cannot set it.
+                "knownFlags": ["SECCOMP_FILTER_FLAG_LOG", "SECCOMP_FILTER_FLAG_SPEC_ALLOW", "SECCOMP_FILTER_FLAG_TSYNC", "SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV"],
                 "supportedFlags": ["SECCOMP_FILTER_FLAG_LOG", "SECCOMP_FILTER_FLAG_SPEC_ALLOW", "SECCOMP_FILTER_FLAG_TSYNC"]
             },
             "apparmor": { "enabled": true },
@@ -77,6 +97,7 @@ pub fn features() -> Value {
             // so CRI does not offer idmapped volumes on this handler.
             "mountExtensions": { "idmap": { "enabled": false } }
         },
+        "potentiallyUnsafeConfigAnnotations": POTENTIALLY_UNSAFE_ANNOTATIONS,
         "annotations": {
             "io.github.rustpod.version": env!("CARGO_PKG_VERSION"),
             "io.github.rustpod.engine": "libcontainer 0.7.0",
