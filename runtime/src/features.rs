@@ -95,7 +95,14 @@ pub fn features() -> Value {
             "intelRdt": { "enabled": false },
             // libcontainer 0.7 drops `idmap`/`ridmap` without mapping the mount: not claimed,
             // so CRI does not offer idmapped volumes on this handler.
-            "mountExtensions": { "idmap": { "enabled": false } }
+            "mountExtensions": { "idmap": { "enabled": false } },
+            // The engine moves them into the netns and sets the init's
+            // policy (config_spec_1_3.rs checks the kernel's view).
+            "netDevices": { "enabled": true },
+            "memoryPolicy": {
+                "modes": ["MPOL_DEFAULT", "MPOL_BIND", "MPOL_INTERLEAVE", "MPOL_WEIGHTED_INTERLEAVE", "MPOL_PREFERRED", "MPOL_PREFERRED_MANY", "MPOL_LOCAL"],
+                "flags": ["MPOL_F_NUMA_BALANCING", "MPOL_F_RELATIVE_NODES", "MPOL_F_STATIC_NODES"]
+            }
         },
         "potentiallyUnsafeConfigAnnotations": POTENTIALLY_UNSAFE_ANNOTATIONS,
         "annotations": {
