@@ -256,6 +256,17 @@ impl Drop for ShimContainerd {
     }
 }
 
+/// `(name, ctr flags)` of the ways a node runs containers: containerd's runc shim driving runc
+/// (the reference) and rustpod, and rustpod's own shim.
+pub fn containerd_paths() -> Vec<(&'static str, Vec<String>)> {
+    let bin = |p: PathBuf| p.to_string_lossy().into_owned();
+    vec![
+        ("runc-shim-runc", vec!["--runc-binary".into(), bin(crate::env::runc_bin())]),
+        ("runc-shim-rustpod", vec!["--runc-binary".into(), bin(crate::env::rustpod_bin())]),
+        ("rustpod-shim", vec!["--runtime".into(), RUNTIME.into()]),
+    ]
+}
+
 /// Process `pid`'s cgroup directory: its v1 `controller` hierarchy's on a v1 or hybrid host,
 /// its unified one on a pure v2 host. Panics when it has neither: the caller's check would
 /// otherwise pass without looking.

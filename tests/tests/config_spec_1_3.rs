@@ -5,7 +5,9 @@
 
 use rustpod_tests::assertions::assert_one_line_error;
 use rustpod_tests::checker::{report_with, strings};
-use rustpod_tests::{env, json, needs, skip, skip_if, Fixture, Runtime, Value, SLEEP};
+use rustpod_tests::scratch::ScratchDir;
+use rustpod_tests::shim::{self, ShimContainerd};
+use rustpod_tests::{env, json, needs, skip, skip_if, Bundle, Fixture, Runtime, Value, SLEEP};
 
 fn tmpfs(destination: &str, options: &[&str]) -> Value {
     json!({"destination": destination, "type": "tmpfs", "source": "tmpfs", "options": options})
@@ -106,7 +108,7 @@ fn pids_limit_zero_is_a_real_limit() {
         let mut fx = Fixture::new(&["sh", "-c", "sleep 1000; exit 0"]);
         fx.bundle.set("/linux/resources/pids", pids);
         fx.rt.create(&fx.id, &fx.bundle);
-        let dir = rustpod_tests::shim::cgroup_dir(fx.rt.pid(&fx.id), "pids");
+        let dir = shim::cgroup_dir(fx.rt.pid(&fx.id), "pids");
         let max = std::fs::read_to_string(dir.join("pids.max")).expect("read pids.max");
         if max.trim() == "0" {
             // sh cannot fork its sleep under pids.max 0: it exits (wait_status polls, bounded).
@@ -230,7 +232,7 @@ fn cpu_burst_and_idle_reach_the_cgroup() {
         let mut fx = Fixture::on(rt, SLEEP);
         fx.bundle.set("/linux/resources/cpu", cpu);
         fx.rt.start_container(&fx.id, &fx.bundle);
-        let dir = rustpod_tests::shim::cgroup_dir(fx.rt.pid(&fx.id), "cpu");
+        let dir = shim::cgroup_dir(fx.rt.pid(&fx.id), "cpu");
         let read = |file: &str| std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("read {file}: {e}"));
         let burst = if dir.join("cpu.max.burst").exists() { "cpu.max.burst" } else { "cpu.cfs_burst_us" };
         let (burst, idle) = (read(burst), read("cpu.idle"));
@@ -288,4 +290,46 @@ fn net_devices_move_in_and_go_with_the_namespace() {
     fx.rt.cmd(&["delete", "--force", &fx.id]).ok();
     fx.assert_nothing_left();
     assert!(!ip(&["link", "show", &format!("{}p", link.0)]).success(), "the veth outlived its namespace");
+}
+
+/// Through containerd too: an idmapped mount is refused naming the field (no task runs), and
+/// `pids.limit: 0` gives pids.max 0. runc 1.1.5, the reference, predates both: it runs the
+/// unmapped bind and writes "max" (RUNC_DIFFERENCES.md), so it is printed, not compared.
+#[test]
+fn containerd_paths_refuse_idmapped_mounts_and_apply_pids_limit_zero() {
+    skip_if!(shim::blocker());
+    let ctd = ShimContainerd::start();
+    let dir = ScratchDir::new("spec13");
+    let rootfs = Bundle::new(SLEEP);
+    let maps = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
+    for (path, flags) in shim::containerd_paths() {
+        let write = |name: &str, spec: &Value| {
+            let file = dir.join_str(&format!("{name}.json"));
+            std::fs::write(&file, spec.to_string()).expect("write spec");
+            file
+        };
+        let mapped = format!("{path}-idmap");
+        let mut spec = ctd.oci_spec(&mapped, &rootfs.rootfs());
+        let mount = json!({"destination": "/mapped", "type": "bind", "source": "/tmp",
+                           "options": ["rbind"], "uidMappings": maps, "gidMappings": maps});
+        spec["mounts"].as_array_mut().expect("mounts").push(mount);
+        let out = ctd.run_config(&write(&mapped, &spec), &flags, &mapped);
+        eprintln!("{path}: idmapped mount: exit {}: {}", out.code(), out.stderr.trim_end());
+        if path != "runc-shim-runc" {
+            assert!(!out.success() && out.stderr.contains("uidMappings"), "{path}: {}", out.describe());
+            assert_ne!(ctd.task_status(&mapped).as_deref(), Some("RUNNING"), "{path}: the task runs");
+        }
+
+        let limited = format!("{path}-pids0");
+        let mut spec = ctd.oci_spec(&limited, &rootfs.rootfs());
+        spec["linux"]["resources"]["pids"] = json!({"limit": 0});
+        ctd.run_config(&write(&limited, &spec), &flags, &limited).ok();
+        ctd.wait_task(&limited, "RUNNING");
+        let (pid, _) = ctd.task(&limited).expect("task listed");
+        let max = std::fs::read_to_string(shim::cgroup_dir(pid, "pids").join("pids.max")).expect("read pids.max");
+        eprintln!("{path}: pids.limit 0: pids.max {}", max.trim());
+        if path != "runc-shim-runc" {
+            assert_eq!(max.trim(), "0", "{path}");
+        }
+    }
 }
