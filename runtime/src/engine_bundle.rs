@@ -45,8 +45,12 @@ pub fn parse_config(config: &Path) -> Result<Spec> {
 fn parse_config_raw(config: &Path) -> Result<(Spec, serde_json::Value)> {
     let data = fs::read(config).map_err(|e| Error::io("read", config, e))?;
     let bad = |reason| Error::Config { path: config.to_path_buf(), reason };
+    let mut raw = serde_json::from_slice(&data).map_err(|e| bad(format!("invalid config: {e}")))?;
+    let data = match crate::spec_support::to_oci_spec_names(&mut raw) {
+        true => serde_json::to_vec(&raw).map_err(|e| bad(format!("invalid config: {e}")))?,
+        false => data,
+    };
     let spec = parse_spec_bytes(&data).map_err(bad)?;
-    let raw = serde_json::from_slice(&data).map_err(|e| bad(format!("invalid config: {e}")))?;
     Ok((spec, raw))
 }
 

@@ -1,4 +1,5 @@
-//! The runtime-spec 1.2/1.3 mount fields that rustpod cannot honour yet:
+//! The runtime-spec 1.2/1.3 fields oci-spec 0.10 or libcontainer 0.7 get
+//! wrong. Mount fields rustpod cannot honour yet:
 //! libcontainer 0.7 drops `uidMappings`/`gidMappings` and `idmap`/`ridmap`
 //! (leaving a plain, unmapped bind) and hands `tmpcopyup` and the
 //! superblock flags to mount(2) as data, which fails with only "failed to
@@ -51,6 +52,22 @@ pub fn pids_limit_is_zero(raw: &serde_json::Value) -> bool {
     raw.pointer("/linux/resources/pids/limit").and_then(serde_json::Value::as_i64) == Some(0)
 }
 
+/// Renames, in the config's JSON, the runtime-spec names oci-spec 0.10
+/// spells otherwise (it would refuse them): the scheduler flag
+/// `SCHED_FLAG_RESET_ON_FORK` is its `SCHED_RESET_ON_FORK`. Returns whether
+/// anything was renamed.
+pub fn to_oci_spec_names(raw: &mut serde_json::Value) -> bool {
+    let Some(flags) = raw.pointer_mut("/process/scheduler/flags").and_then(|f| f.as_array_mut()) else {
+        return false;
+    };
+    let mut renamed = false;
+    for flag in flags.iter_mut().filter(|f| *f == "SCHED_FLAG_RESET_ON_FORK") {
+        *flag = "SCHED_RESET_ON_FORK".into();
+        renamed = true;
+    }
+    renamed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,6 +91,16 @@ mod tests {
             let err = check_mounts(&spec(json!([ok, mount]))).unwrap_err();
             assert!(err.starts_with("mounts[1] (/a): ") && err.contains(field), "{err}");
         }
+    }
+
+    #[test]
+    fn the_specs_reset_on_fork_flag_parses() {
+        let mut raw = json!({"ociVersion": "1.3.0", "process": {"cwd": "/", "user": {"uid": 0, "gid": 0},
+            "scheduler": {"policy": "SCHED_OTHER", "flags": ["SCHED_FLAG_RESET_ON_FORK"]}}});
+        assert!(to_oci_spec_names(&mut raw));
+        let spec: Spec = serde_json::from_value(raw).unwrap();
+        let flags = spec.process().as_ref().unwrap().scheduler().as_ref().unwrap().flags().clone().unwrap();
+        assert_eq!(flags, [oci_spec::runtime::LinuxSchedulerFlag::SchedResetOnFork]);
     }
 
     #[test]

@@ -172,7 +172,11 @@ fn features_lists_runcs_potentially_unsafe_annotations() {
 /// A running `sleep` container whose config has `pointer` set to `value`, on the runtime under
 /// test; the kernel's view is read from the host through its init's pid.
 fn running_with(settings: &[(&str, Value)]) -> Fixture {
-    let mut fx = Fixture::new(SLEEP);
+    running_as(SLEEP, settings)
+}
+
+fn running_as(args: &[&str], settings: &[(&str, Value)]) -> Fixture {
+    let mut fx = Fixture::new(args);
     for (pointer, value) in settings {
         fx.bundle.set(pointer, value.clone());
     }
@@ -189,21 +193,29 @@ fn stat_field(pid: i32, index: usize) -> String {
 }
 
 /// process.scheduler (sched_setattr) and process.ioPriority (ioprio_set), runtime-spec 1.2, as
-/// runc ≥ 1.2: the init runs SCHED_BATCH with nice 5 and best-effort I/O priority 3.
+/// runc ≥ 1.2: the init runs SCHED_BATCH with nice -5 and best-effort I/O priority 3, and with
+/// the spec's `SCHED_FLAG_RESET_ON_FORK` (which oci-spec 0.10 spells otherwise) its child
+/// starts back at nice 0 (sched(7): a negative nice is reset, SCHED_BATCH is kept).
 #[test]
 fn scheduler_and_io_priority_reach_the_kernel() {
     skip_if!(needs::containers());
     if env::testing_runc_itself() {
         skip!("runc 1.1.5 predates process.scheduler and ioPriority (RUNC_DIFFERENCES.md)");
     }
-    let fx = running_with(&[
-        ("/process/scheduler", json!({"policy": "SCHED_BATCH", "nice": 5})),
+    // The `; exit` keeps sh from exec'ing sleep: it forks it.
+    let fx = running_as(&["sh", "-c", "sleep 1000; exit 0"], &[
+        ("/process/scheduler", json!({"policy": "SCHED_BATCH", "nice": -5, "flags": ["SCHED_FLAG_RESET_ON_FORK"]})),
         ("/process/ioPriority", json!({"class": "IOPRIO_CLASS_BE", "priority": 3})),
     ]);
     let pid = fx.rt.pid(&fx.id);
     const SCHED_BATCH: &str = "3";
     assert_eq!(stat_field(pid, 41), SCHED_BATCH, "policy");
-    assert_eq!(stat_field(pid, 19), "5", "nice");
+    let child = rustpod_tests::wait::wait_for("the init's child", || {
+        let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+        children.split_whitespace().next()?.parse::<i32>().ok()
+    });
+    assert_eq!(stat_field(child, 19), "0", "reset on fork: the child's nice");
+    assert_eq!(stat_field(pid, 19), "-5", "nice");
     let ionice = rustpod_tests::process::run(std::path::Path::new("/usr/bin/ionice"), &["-p", &pid.to_string()], b"").ok();
     assert_eq!(ionice.stdout.trim(), "best-effort: prio 3");
 }
