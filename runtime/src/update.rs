@@ -3,7 +3,7 @@
 use libcgroups::common::{CgroupManager, ControllerOpt};
 use libcontainer::container::Container;
 use oci_spec::runtime::{
-    LinuxCpu, LinuxCpuBuilder, LinuxMemory, LinuxMemoryBuilder, LinuxPidsBuilder, LinuxResources,
+    LinuxBlockIo, LinuxCpu, LinuxCpuBuilder, LinuxMemory, LinuxMemoryBuilder, LinuxPidsBuilder, LinuxResources,
 };
 
 use crate::cgroup;
@@ -23,6 +23,14 @@ pub struct ResourceFlags {
     pub cpuset_cpus: Option<String>,
     pub cpuset_mems: Option<String>,
     pub pids_limit: Option<i64>,
+    pub cpu_burst: Option<u64>,
+    pub cpu_idle: Option<i64>,
+    pub cpu_rt_period: Option<u64>,
+    pub cpu_rt_runtime: Option<i64>,
+    pub blkio_weight: Option<u16>,
+    /// `--l3-cache-schema`/`--mem-bw-schema`: refused, rustpod makes no
+    /// resctrl group (the flag's name, when given).
+    pub intel_rdt: Option<&'static str>,
 }
 
 pub(crate) fn update(dir: &ContainerDir, container: &Container, base: Option<LinuxResources>, flags: &ResourceFlags) -> Result<()> {
@@ -52,6 +60,14 @@ pub fn parse_resources(data: &[u8]) -> Result<LinuxResources> {
 
 fn merge(mut res: LinuxResources, flags: &ResourceFlags) -> Result<LinuxResources> {
     let invalid = |e: oci_spec::OciSpecError| Error::Invalid(e.to_string());
+    if let Some(flag) = flags.intel_rdt {
+        return Err(Error::Invalid(format!("{flag}: Intel RDT is not supported by rustpod (it makes no resctrl group)")));
+    }
+    if let Some(weight) = flags.blkio_weight {
+        let mut blkio = res.block_io().clone().unwrap_or_else(LinuxBlockIo::default);
+        blkio.set_weight(Some(weight));
+        res.set_block_io(Some(blkio));
+    }
     if flags.memory.is_some() || flags.memory_reservation.is_some() || flags.memory_swap.is_some() {
         let old = (*res.memory()).unwrap_or_default();
         res.set_memory(Some(memory(old, flags).map_err(invalid)?));
@@ -60,7 +76,11 @@ fn merge(mut res: LinuxResources, flags: &ResourceFlags) -> Result<LinuxResource
         || flags.cpu_quota.is_some()
         || flags.cpu_period.is_some()
         || flags.cpuset_cpus.is_some()
-        || flags.cpuset_mems.is_some();
+        || flags.cpuset_mems.is_some()
+        || flags.cpu_burst.is_some()
+        || flags.cpu_idle.is_some()
+        || flags.cpu_rt_period.is_some()
+        || flags.cpu_rt_runtime.is_some();
     if cpu_flag {
         let old = res.cpu().clone().unwrap_or_default();
         res.set_cpu(Some(cpu(old, flags).map_err(invalid)?));
@@ -101,6 +121,18 @@ fn cpu(old: LinuxCpu, f: &ResourceFlags) -> std::result::Result<LinuxCpu, oci_sp
     }
     if let Some(v) = f.cpuset_mems.clone().or(old.mems().clone()) {
         b = b.mems(v);
+    }
+    if let Some(v) = f.cpu_burst.or(old.burst()) {
+        b = b.burst(v);
+    }
+    if let Some(v) = f.cpu_idle.or(old.idle()) {
+        b = b.idle(v);
+    }
+    if let Some(v) = f.cpu_rt_period.or(old.realtime_period()) {
+        b = b.realtime_period(v);
+    }
+    if let Some(v) = f.cpu_rt_runtime.or(old.realtime_runtime()) {
+        b = b.realtime_runtime(v);
     }
     b.build()
 }

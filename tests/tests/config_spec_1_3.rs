@@ -348,3 +348,36 @@ fn containerd_paths_refuse_idmapped_mounts_and_apply_pids_limit_zero() {
         }
     }
 }
+
+/// runc 1.5's `update` flags: `--cpu-burst`, `--cpu-idle` and `--pids-limit 0` (runc 1.1.5
+/// has neither of the first two and writes max for the third),
+/// `--cpu-rt-period`/`--cpu-rt-runtime` (compared with runc), reach the cgroup; the Intel RDT
+/// ones are refused in one line on both (neither makes a resctrl group here).
+#[test]
+fn update_cpu_burst_idle_and_rt_reach_the_cgroup() {
+    skip_if!(needs::containers());
+    for rt in Runtime::runc_and_under_test() {
+        let fx = Fixture::on(rt, SLEEP);
+        fx.rt.start_container(&fx.id, &fx.bundle);
+        let dir = shim::cgroup_dir(fx.rt.pid(&fx.id), "cpu");
+        let read = |file: &str| std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("read {file}: {e}"));
+        let bin = fx.rt.bin().display().to_string();
+        if dir.join("cpu.rt_period_us").exists() {
+            fx.rt.cmd(&["update", "--cpu-rt-period", "900000", "--cpu-rt-runtime", "0", &fx.id]).ok();
+            assert_eq!(read("cpu.rt_period_us").trim(), "900000", "{bin}");
+        }
+        let rdt = fx.rt.cmd(&["update", "--l3-cache-schema", "L3:0=f", &fx.id]);
+        assert_one_line_error(&rdt, &["rdt", "l3"]);
+        if env::is_runc(fx.rt.bin()) {
+            continue;
+        }
+        let flags = ["update", "--cpu-quota", "50000", "--cpu-period", "100000", "--cpu-burst", "20000", "--cpu-idle", "1"];
+        fx.rt.cmd(&[&flags[..], &[fx.id.as_str()]].concat()).ok();
+        let burst = if dir.join("cpu.max.burst").exists() { "cpu.max.burst" } else { "cpu.cfs_burst_us" };
+        assert_eq!((read(burst).trim(), read("cpu.idle").trim()), ("20000", "1"));
+        // runc ≥ 1.4: `--pids-limit 0` is a limit of 0, not max.
+        fx.rt.cmd(&["update", "--pids-limit", "0", &fx.id]).ok();
+        let pids = shim::cgroup_dir(fx.rt.pid(&fx.id), "pids").join("pids.max");
+        assert_eq!(std::fs::read_to_string(pids).expect("read pids.max").trim(), "0");
+    }
+}
