@@ -64,6 +64,7 @@ mod mount_symfollow;
 mod init;
 mod kill;
 mod list;
+mod memory_check;
 mod pause;
 mod pid_file;
 mod pids_zero;

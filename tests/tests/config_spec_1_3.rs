@@ -381,3 +381,27 @@ fn update_cpu_burst_idle_and_rt_reach_the_cgroup() {
         assert_eq!(std::fs::read_to_string(pids).expect("read pids.max").trim(), "0");
     }
 }
+
+/// `memory.checkBeforeUpdate` (runtime-spec 1.2) on cgroup v2, as runc: an update below what
+/// the container already uses (20 MiB in /dev/shm) is refused in one line and memory.max stays;
+/// without the check it is written. (cgroup v1's kernel refuses such a limit itself.)
+#[test]
+fn memory_check_before_update_refuses_a_limit_below_usage() {
+    skip_if!(needs::containers());
+    skip_if!(needs::cgroup_v2(&["memory"]));
+    for rt in Runtime::runc_and_under_test() {
+        let mut fx = Fixture::on(rt, &["sh", "-c", "dd if=/dev/zero of=/dev/shm/fill bs=1M count=20 && sleep 1000"]);
+        fx.bundle.set("/linux/resources/memory", json!({"limit": 256 << 20}));
+        fx.rt.start_container(&fx.id, &fx.bundle);
+        let dir = shim::cgroup_dir(fx.rt.pid(&fx.id), "memory");
+        rustpod_tests::wait::wait_for("20 MiB charged", || {
+            let current: u64 = std::fs::read_to_string(dir.join("memory.current")).ok()?.trim().parse().ok()?;
+            (current > 20 << 20).then_some(())
+        });
+        let update = json!({"memory": {"limit": 4 << 20, "checkBeforeUpdate": true}}).to_string();
+        let out = fx.rt.cmd_stdin(&["update", "--resources", "-", &fx.id], update.as_bytes());
+        assert_one_line_error(&out, &["rejecting memory limit"]);
+        let max = std::fs::read_to_string(dir.join("memory.max")).expect("read memory.max");
+        assert_eq!(max.trim(), (256u64 << 20).to_string(), "{}", fx.rt.bin().display());
+    }
+}
