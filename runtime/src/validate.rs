@@ -31,6 +31,7 @@ pub fn check(config: &Path, spec: &Spec) -> Result<()> {
     devices(linux).map_err(bad)?;
     intel_rdt(linux).map_err(bad)?;
     seccomp_flags(linux).map_err(bad)?;
+    seccomp_archs(linux).map_err(bad)?;
     memory(linux).map_err(bad)
 }
 
@@ -236,6 +237,23 @@ fn seccomp_flags(linux: &oci_spec::runtime::Linux) -> Check {
         return Err(format!(
             "linux.seccomp.flags[{index}] SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV: not supported by the libseccomp rustpod is built with (needs 2.6)"
         ));
+    }
+    Ok(())
+}
+
+/// Only the architectures `features` lists: libseccomp fails the others
+/// (another byte order than the native one, or too new for 2.5) in the init
+/// with "failed to add arch to seccomp", naming none.
+fn seccomp_archs(linux: &oci_spec::runtime::Linux) -> Check {
+    let archs = linux.seccomp().as_ref().and_then(|s| s.architectures().clone()).unwrap_or_default();
+    for (index, arch) in archs.iter().enumerate() {
+        let name = serde_json::to_value(arch).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        // The native architecture is in every filter anyway.
+        if name != "SCMP_ARCH_NATIVE" && !crate::features::SECCOMP_ARCHS.contains(&name.as_str()) {
+            return Err(format!(
+                "linux.seccomp.architectures[{index}] {name}: a seccomp filter here cannot hold it (features lists those it can)"
+            ));
+        }
     }
     Ok(())
 }

@@ -156,6 +156,26 @@ fn seccomp_wait_killable_recv_is_known_and_refused() {
     fx.assert_nothing_left();
 }
 
+/// A seccomp architecture a filter here cannot hold (big-endian S390X next to the native
+/// x86_64; LOONGARCH64 needs libseccomp 2.6) is refused naming it, not failed in the init with
+/// "failed to add arch to seccomp"; `features` does not list it.
+#[test]
+fn seccomp_architectures_features_omits_are_refused() {
+    skip_if!(needs::containers());
+    if env::testing_runc_itself() {
+        skip!("runc fails these in its init (RUNC_DIFFERENCES.md)");
+    }
+    let archs = strings(&Runtime::under_test().cmd(&["features"]).ok().stdout_json()["linux"]["seccomp"]["archs"]);
+    for arch in ["SCMP_ARCH_S390X", "SCMP_ARCH_LOONGARCH64"] {
+        assert!(!archs.contains(arch), "{archs:?}");
+        let mut fx = Fixture::new(SLEEP);
+        fx.bundle.set("/linux/seccomp", json!({"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_X86_64", arch]}));
+        let out = fx.rt.try_create(&fx.id, &fx.bundle, &[]);
+        assert_one_line_error(&out, &["linux.seccomp.architectures[1]"]);
+        fx.assert_nothing_left();
+    }
+}
+
 /// runc ≥ 1.2's `potentiallyUnsafeConfigAnnotations`, for containerd to filter.
 #[test]
 fn features_lists_runcs_potentially_unsafe_annotations() {
