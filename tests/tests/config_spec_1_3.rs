@@ -176,13 +176,15 @@ fn seccomp_architectures_features_omits_are_refused() {
     }
 }
 
-/// runc ≥ 1.2's `potentiallyUnsafeConfigAnnotations`, for containerd to filter.
+/// runc ≥ 1.2's `potentiallyUnsafeConfigAnnotations`, for containerd to filter, and
+/// `ociVersionMax` 1.3.0 now that no 1.2/1.3 field is silently ignored.
 #[test]
 fn features_lists_runcs_potentially_unsafe_annotations() {
     if env::testing_runc_itself() {
         skip!("runc 1.1.5 predates the field");
     }
     let features = Runtime::under_test().cmd(&["features"]).ok().stdout_json();
+    assert_eq!(features["ociVersionMax"], "1.3.0", "{features}");
     let listed = strings(&features["potentiallyUnsafeConfigAnnotations"]);
     let runc: std::collections::BTreeSet<String> =
         ["bundle", "org.systemd.property.", "org.criu.config"].map(String::from).into();
