@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use oci_spec::runtime::{Hook, Hooks, Mount, Spec};
 
 use crate::error::{Error, Result};
-use crate::{cgroup_mount_flags, hook_state, home_env, mount_propagation, mount_symfollow, rootfs_hook, start_barrier};
+use crate::{cgroup_mount_flags, hook_state, home_env, mount_propagation, mount_sb_flags, mount_symfollow, rootfs_hook, start_barrier};
 
 /// A parsed bundle: the user's path and spec, with the rootfs made absolute.
 #[derive(Debug, Clone)]
@@ -149,13 +149,18 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
     deny_unlisted_devices(linux);
     normalize_rootfs_propagation(linux, &config)?;
 
-    let (propagations, symfollows) = match spec.mounts_mut() {
+    let (propagations, mut taken) = match spec.mounts_mut() {
         Some(mounts) => {
             check_kernel_fs_targets(mounts, &bundle.rootfs)?;
-            (prepare_mounts(mounts, &config)?, mount_symfollow::take(mounts))
+            let propagations = prepare_mounts(mounts, &config)?;
+            let mut taken = rootfs_hook::take_options(mounts, mount_sb_flags::is_sb_flag);
+            taken.extend(rootfs_hook::take_options(mounts, mount_symfollow::is_symfollow));
+            (propagations, taken)
         }
         None => Default::default(),
     };
+    // Superblock flags first: their remount sets the mount's flags anew.
+    taken.sort_by_key(|(_, options)| !options.iter().all(|o| mount_sb_flags::is_sb_flag(o)));
     // Before the rewrite below, which turns some cgroup mounts into binds.
     let cgroup_flags = cgroup_mount_flags::wanted(&spec);
     // After prepare_mounts: these bind sources appear only once the
@@ -164,11 +169,12 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
     if let Some(hooks) = spec.hooks_mut() {
         wrap_hooks(hooks, &bundle.path);
     }
-    // One exec for all: a cgroup mount's flags, symfollow, then propagation.
+    // One exec for all: a cgroup mount's flags, superblock flags, symfollow,
+    // then propagation.
     let entries = cgroup_flags
         .iter()
         .map(|c| (c.destination.as_path(), c.options.as_slice()))
-        .chain(symfollows.iter().map(|s| (s.destination.as_path(), s.options.as_slice())))
+        .chain(taken.iter().map(|(destination, options)| (destination.as_path(), options.as_slice())))
         .chain(propagations.iter().map(|p| (p.destination.as_path(), p.flags.as_slice())));
     if let Some(hook) = rootfs_hook::hook(&bundle.rootfs, entries) {
         prepend_create_container(&mut spec, hook);

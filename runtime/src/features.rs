@@ -11,9 +11,11 @@ const MOUNT_OPTIONS: &[&str] = &[
     "rsuid", "rnodev", "rdev", "rnoexec", "rexec", "rnoatime", "ratime", "rnodiratime",
     "rdiratime", "rrelatime", "rnorelatime", "rstrictatime", "rnostrictatime",
     // runc 1.5's symlink options: the engine applies the recursive pair,
-    // `mount_symfollow` the others. runc's lazytime, iversion, silent/loud
-    // and tmpcopyup are refused at create (`spec_support`), so not listed.
+    // `mount_symfollow` the others; `mount_sb_flags` the superblock flags
+    // (refused on a bind). runc's tmpcopyup is refused at create
+    // (`spec_support`), so not listed.
     "nosymfollow", "symfollow", "rnosymfollow", "rsymfollow",
+    "lazytime", "nolazytime", "iversion", "noiversion", "silent", "loud",
 ];
 
 /// Of runc 1.5's 18 architectures, those a filter here can hold: libseccomp

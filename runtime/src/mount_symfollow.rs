@@ -5,7 +5,7 @@
 //! (`rnosymfollow`/`rsymfollow`, recursive, the engine applies itself.)
 
 use std::os::fd::OwnedFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::in_root;
 
@@ -14,27 +14,6 @@ const OPTIONS: &[&str] = &["nosymfollow", "symfollow"];
 
 pub fn is_symfollow(option: &str) -> bool {
     OPTIONS.contains(&option)
-}
-
-/// One mount's symfollow options, in the order they were given.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MountSymfollow {
-    pub destination: PathBuf,
-    pub options: Vec<String>,
-}
-
-/// Takes the symfollow options out of each mount's options.
-pub fn take(mounts: &mut [oci_spec::runtime::Mount]) -> Vec<MountSymfollow> {
-    let mut taken = Vec::new();
-    for mount in mounts {
-        let Some(options) = mount.options().clone() else { continue };
-        let (options, rest): (Vec<String>, Vec<String>) = options.into_iter().partition(|o| is_symfollow(o));
-        if !options.is_empty() {
-            taken.push(MountSymfollow { destination: mount.destination().clone(), options });
-            mount.set_options(Some(rest));
-        }
-    }
-    taken
 }
 
 /// Sets or clears MOUNT_ATTR_NOSYMFOLLOW on the mount at `dest`, resolved

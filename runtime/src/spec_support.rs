@@ -1,17 +1,16 @@
 //! The runtime-spec 1.2/1.3 fields oci-spec 0.10 or libcontainer 0.7 get
 //! wrong. Mount fields rustpod cannot honour yet:
 //! libcontainer 0.7 drops `uidMappings`/`gidMappings` and `idmap`/`ridmap`
-//! (leaving a plain, unmapped bind) and hands `tmpcopyup` and the
-//! superblock flags to mount(2) as data, which fails with only "failed to
-//! prepare rootfs". Each is refused at create, naming the mount and field.
+//! (leaving a plain, unmapped bind) and hands `tmpcopyup` to mount(2) as
+//! data, which fails with only "failed to prepare rootfs"; a superblock
+//! flag on a bind cannot be applied. Each is refused at create, naming the
+//! mount and field.
 
 use oci_spec::runtime::{Mount, Spec};
 
-/// Mount options runc 1.5 knows that we do not apply (yet): superblock
-/// flags the engine cannot pass, and runc's tmpfs copy-up extension.
-pub const REFUSED_OPTIONS: &[&str] = &[
-    "lazytime", "nolazytime", "iversion", "noiversion", "silent", "loud", "tmpcopyup",
-];
+/// Mount options runc 1.5 knows that we do not apply (yet): runc's tmpfs
+/// copy-up extension.
+pub const REFUSED_OPTIONS: &[&str] = &["tmpcopyup"];
 
 /// The options that ask for an idmapped mount.
 const IDMAP_OPTIONS: &[&str] = &["idmap", "ridmap"];
@@ -39,6 +38,12 @@ fn check_mount(mount: &Mount) -> Result<(), String> {
         }
         if REFUSED_OPTIONS.contains(&option.as_str()) {
             return Err(format!("option {option:?}: not supported by rustpod; remove it"));
+        }
+        // runc passes them to a bind's remount, where the kernel ignores them.
+        if crate::mount_sb_flags::is_sb_flag(option) && crate::engine_bundle::is_bind(mount) {
+            return Err(format!(
+                "option {option:?}: a superblock flag, which a bind mount cannot change (it is the source filesystem's)"
+            ));
         }
     }
     Ok(())
@@ -84,7 +89,7 @@ mod tests {
             (json!({"destination": "/a", "type": "bind", "source": "/tmp", "uidMappings": maps, "gidMappings": maps}), "uidMappings"),
             (json!({"destination": "/a", "type": "bind", "source": "/tmp", "options": ["rbind", "ridmap"]}), "\"ridmap\""),
             (json!({"destination": "/a", "type": "tmpfs", "source": "tmpfs", "options": ["tmpcopyup"]}), "\"tmpcopyup\""),
-            (json!({"destination": "/a", "type": "tmpfs", "source": "tmpfs", "options": ["lazytime"]}), "\"lazytime\""),
+            (json!({"destination": "/a", "type": "bind", "source": "/tmp", "options": ["bind", "lazytime"]}), "\"lazytime\""),
         ];
         for (mount, field) in cases {
             let ok = json!({"destination": "/ok", "type": "tmpfs", "source": "tmpfs", "options": ["nosymfollow"]});

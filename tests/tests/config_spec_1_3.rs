@@ -55,19 +55,53 @@ fn idmapped_mounts_are_refused_naming_the_mount_and_field() {
     assert_eq!(features["linux"]["mountExtensions"]["idmap"]["enabled"], false, "{features}");
 }
 
-/// runc 1.5's superblock flags and `tmpcopyup`: libcontainer passes them to mount(2) as data,
-/// which failed with only "failed to prepare rootfs"; now one line naming mount and option,
-/// and `features` does not list them.
+/// runc 1.5's `tmpcopyup`: libcontainer passed it to mount(2) as data, which failed with only
+/// "failed to prepare rootfs"; now one line naming mount and option, and `features` does not
+/// list it. A superblock flag on a bind (which runc passes to a remount the kernel ignores for
+/// it) is refused the same way.
 #[test]
 fn unapplied_mount_options_are_refused_naming_the_mount_and_option() {
     skip_if!(needs::containers());
     if env::testing_runc_itself() {
-        skip!("runc applies these (RUNC_DIFFERENCES.md)");
+        skip!("runc applies tmpcopyup and ignores a bind's superblock flags (RUNC_DIFFERENCES.md)");
     }
     let listed = strings(&Runtime::under_test().cmd(&["features"]).ok().stdout_json()["mountOptions"]);
-    for option in ["lazytime", "nolazytime", "iversion", "noiversion", "silent", "loud", "tmpcopyup"] {
-        refused_at_create(tmpfs("/t", &[option]), &option_named(option));
-        assert!(!listed.iter().any(|o| o == option), "features lists {option}: {listed:?}");
+    refused_at_create(tmpfs("/t", &["tmpcopyup"]), &option_named("tmpcopyup"));
+    assert!(!listed.contains("tmpcopyup"), "features lists tmpcopyup: {listed:?}");
+    refused_at_create(bind_tmp("/b", &["rbind", "lazytime"]), &option_named("lazytime"));
+}
+
+/// The superblock flags of a fresh mount (runc 1.5: mount(2) flags), as the kernel shows them
+/// in the container's mountinfo: `lazytime` set, `nolazytime` after it cleared; the mount's
+/// own flags (`ro`, `nosuid`, `nosymfollow`) survive the remount; `iversion`, `silent` and
+/// `loud` are taken too.
+#[test]
+fn superblock_flags_reach_the_kernel() {
+    skip_if!(needs::containers());
+    for rt in Runtime::runc_and_under_test() {
+        let mut fx = Fixture::on(rt, SLEEP);
+        fx.bundle.add_mount(tmpfs("/lazy", &["ro", "nosuid", "lazytime", "iversion", "silent", "nosymfollow"]));
+        fx.bundle.add_mount(tmpfs("/eager", &["lazytime", "nolazytime", "loud", "noiversion"]));
+        let out = fx.rt.try_create(&fx.id, &fx.bundle, &[]);
+        let bin = fx.rt.bin().display().to_string();
+        if env::is_runc(fx.rt.bin()) && !out.success() {
+            eprintln!("{bin}: {}", out.stderr.trim_end());
+            continue;
+        }
+        assert!(out.success(), "{}", out.describe());
+        let info = std::fs::read_to_string(format!("/proc/{}/mountinfo", fx.rt.pid(&fx.id))).expect("read mountinfo");
+        let line = |at: &str| -> (String, String) {
+            let line = info.lines().find(|l| l.split(' ').nth(4).is_some_and(|p| p.ends_with(at))).unwrap_or_else(|| panic!("{at}: {info}"));
+            let (mine, sb) = line.split_once(" - ").expect("separator");
+            (mine.split(' ').nth(5).unwrap_or_default().to_string(), sb.split(' ').nth(2).unwrap_or_default().to_string())
+        };
+        let (lazy_mount, lazy_sb) = line("/lazy");
+        assert!(lazy_sb.split(',').any(|o| o == "lazytime"), "{bin} /lazy: {lazy_sb}");
+        for flag in ["ro", "nosuid", "nosymfollow"] {
+            assert!(lazy_mount.split(',').any(|o| o == flag), "{bin} /lazy lost {flag}: {lazy_mount}");
+        }
+        let (_, eager_sb) = line("/eager");
+        assert!(!eager_sb.split(',').any(|o| o == "lazytime"), "{bin} /eager: {eager_sb}");
     }
 }
 
