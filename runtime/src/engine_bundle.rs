@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use oci_spec::runtime::{Hook, Hooks, Mount, Spec};
 
 use crate::error::{Error, Result};
-use crate::{cgroup_mount_flags, hook_state, home_env, mount_propagation, mount_sb_flags, mount_symfollow, rootfs_hook, start_barrier};
+use crate::{cgroup_mount_flags, hook_state, home_env, mount_copyup, mount_propagation, mount_sb_flags, mount_symfollow, rootfs_hook, start_barrier};
 
 /// A parsed bundle: the user's path and spec, with the rootfs made absolute.
 #[derive(Debug, Clone)]
@@ -149,18 +149,18 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
     deny_unlisted_devices(linux);
     normalize_rootfs_propagation(linux, &config)?;
 
-    let (propagations, mut taken) = match spec.mounts_mut() {
+    let (propagations, taken) = match spec.mounts_mut() {
         Some(mounts) => {
             check_kernel_fs_targets(mounts, &bundle.rootfs)?;
             let propagations = prepare_mounts(mounts, &config)?;
-            let mut taken = rootfs_hook::take_options(mounts, mount_sb_flags::is_sb_flag);
+            // The copy first, into the tmpfs while it is still writable.
+            let mut taken = rootfs_hook::take_options(mounts, mount_copyup::is_copyup);
+            taken.extend(rootfs_hook::take_options(mounts, mount_sb_flags::is_sb_flag));
             taken.extend(rootfs_hook::take_options(mounts, mount_symfollow::is_symfollow));
             (propagations, taken)
         }
         None => Default::default(),
     };
-    // Superblock flags first: their remount sets the mount's flags anew.
-    taken.sort_by_key(|(_, options)| !options.iter().all(|o| mount_sb_flags::is_sb_flag(o)));
     // Before the rewrite below, which turns some cgroup mounts into binds.
     let cgroup_flags = cgroup_mount_flags::wanted(&spec);
     // After prepare_mounts: these bind sources appear only once the

@@ -12,10 +12,9 @@ const MOUNT_OPTIONS: &[&str] = &[
     "rdiratime", "rrelatime", "rnorelatime", "rstrictatime", "rnostrictatime",
     // runc 1.5's symlink options: the engine applies the recursive pair,
     // `mount_symfollow` the others; `mount_sb_flags` the superblock flags
-    // (refused on a bind). runc's tmpcopyup is refused at create
-    // (`spec_support`), so not listed.
+    // (refused on a bind), `mount_copyup` runc's tmpcopyup extension.
     "nosymfollow", "symfollow", "rnosymfollow", "rsymfollow",
-    "lazytime", "nolazytime", "iversion", "noiversion", "silent", "loud",
+    "lazytime", "nolazytime", "iversion", "noiversion", "silent", "loud", "tmpcopyup",
 ];
 
 /// Of runc 1.5's 18 architectures, those a filter here can hold: libseccomp

@@ -60,6 +60,7 @@ mod executor;
 mod hook_state;
 mod home_env;
 mod in_root;
+mod mount_copyup;
 mod mount_sb_flags;
 mod mount_symfollow;
 mod init;

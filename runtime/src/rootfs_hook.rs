@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::Hook;
 
-use crate::{cgroup_mount_flags, mount_propagation, mount_sb_flags, mount_symfollow};
+use crate::{cgroup_mount_flags, mount_copyup, mount_propagation, mount_sb_flags, mount_symfollow};
 
 /// argv[0] by which our binaries recognise the hook invocation.
 pub const HOOK_ARG0: &str = "rustpod-rootfs";
@@ -59,6 +59,8 @@ fn apply(root: &OwnedFd, destination: PathBuf, options: Vec<String>) -> Result<(
         mount_propagation::apply(root, &mount_propagation::MountPropagation { destination, flags: options })
     } else if options.iter().all(|o| mount_symfollow::is_symfollow(o)) {
         mount_symfollow::apply(root, &destination, &options)
+    } else if options.iter().all(|o| mount_copyup::is_copyup(o)) {
+        mount_copyup::apply(root, &destination)
     } else if options.iter().all(|o| mount_sb_flags::is_sb_flag(o)) {
         mount_sb_flags::apply(root, &destination, &options)
     } else {

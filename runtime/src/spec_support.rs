@@ -1,16 +1,11 @@
 //! The runtime-spec 1.2/1.3 fields oci-spec 0.10 or libcontainer 0.7 get
 //! wrong. Mount fields rustpod cannot honour yet:
 //! libcontainer 0.7 drops `uidMappings`/`gidMappings` and `idmap`/`ridmap`
-//! (leaving a plain, unmapped bind) and hands `tmpcopyup` to mount(2) as
-//! data, which fails with only "failed to prepare rootfs"; a superblock
-//! flag on a bind cannot be applied. Each is refused at create, naming the
-//! mount and field.
+//! (leaving a plain, unmapped bind); `tmpcopyup` on a mount that is not a
+//! tmpfs and a superblock flag on a bind cannot be applied (runc lets both
+//! go). Each is refused at create, naming the mount and field.
 
 use oci_spec::runtime::{Mount, Spec};
-
-/// Mount options runc 1.5 knows that we do not apply (yet): runc's tmpfs
-/// copy-up extension.
-pub const REFUSED_OPTIONS: &[&str] = &["tmpcopyup"];
 
 /// The options that ask for an idmapped mount.
 const IDMAP_OPTIONS: &[&str] = &["idmap", "ridmap"];
@@ -36,8 +31,9 @@ fn check_mount(mount: &Mount) -> Result<(), String> {
         if IDMAP_OPTIONS.contains(&option.as_str()) {
             return Err(format!("option {option:?}: {IDMAP}"));
         }
-        if REFUSED_OPTIONS.contains(&option.as_str()) {
-            return Err(format!("option {option:?}: not supported by rustpod; remove it"));
+        // runc copies up into a tmpfs only, and ignores it on other mounts.
+        if crate::mount_copyup::is_copyup(option) && mount.typ().as_deref() != Some("tmpfs") {
+            return Err(format!("option {option:?}: only a tmpfs mount can copy up the image's files"));
         }
         // runc passes them to a bind's remount, where the kernel ignores them.
         if crate::mount_sb_flags::is_sb_flag(option) && crate::engine_bundle::is_bind(mount) {
@@ -88,7 +84,7 @@ mod tests {
         let cases = [
             (json!({"destination": "/a", "type": "bind", "source": "/tmp", "uidMappings": maps, "gidMappings": maps}), "uidMappings"),
             (json!({"destination": "/a", "type": "bind", "source": "/tmp", "options": ["rbind", "ridmap"]}), "\"ridmap\""),
-            (json!({"destination": "/a", "type": "tmpfs", "source": "tmpfs", "options": ["tmpcopyup"]}), "\"tmpcopyup\""),
+            (json!({"destination": "/a", "type": "bind", "source": "/tmp", "options": ["bind", "tmpcopyup"]}), "\"tmpcopyup\""),
             (json!({"destination": "/a", "type": "bind", "source": "/tmp", "options": ["bind", "lazytime"]}), "\"lazytime\""),
         ];
         for (mount, field) in cases {
