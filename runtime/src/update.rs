@@ -3,7 +3,7 @@
 use libcgroups::common::{CgroupManager, ControllerOpt};
 use libcontainer::container::Container;
 use oci_spec::runtime::{
-    LinuxBlockIo, LinuxCpu, LinuxCpuBuilder, LinuxMemory, LinuxMemoryBuilder, LinuxPidsBuilder, LinuxResources,
+    LinuxCpu, LinuxCpuBuilder, LinuxMemory, LinuxMemoryBuilder, LinuxPidsBuilder, LinuxResources,
 };
 
 use crate::cgroup;
@@ -64,7 +64,7 @@ fn merge(mut res: LinuxResources, flags: &ResourceFlags) -> Result<LinuxResource
         return Err(Error::Invalid(format!("{flag}: Intel RDT is not supported by rustpod (it makes no resctrl group)")));
     }
     if let Some(weight) = flags.blkio_weight {
-        let mut blkio = res.block_io().clone().unwrap_or_else(LinuxBlockIo::default);
+        let mut blkio = res.block_io().clone().unwrap_or_default();
         blkio.set_weight(Some(weight));
         res.set_block_io(Some(blkio));
     }
