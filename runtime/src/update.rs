@@ -174,4 +174,16 @@ mod tests {
         assert_eq!(parse_size("-1").unwrap(), -1);
         assert!(parse_size("12Q").is_err());
     }
+
+    #[test]
+    fn runc_1_5_flags_merge_over_the_document() {
+        let base = parse_resources(br#"{"cpu": {"shares": 512, "quota": 50000}}"#).unwrap();
+        let flags = ResourceFlags { cpu_burst: Some(1000), cpu_idle: Some(1), blkio_weight: Some(300), ..Default::default() };
+        let merged = merge(base, &flags).unwrap();
+        let cpu = merged.cpu().clone().unwrap();
+        assert_eq!((cpu.shares(), cpu.quota(), cpu.burst(), cpu.idle()), (Some(512), Some(50000), Some(1000), Some(1)));
+        assert_eq!(merged.block_io().as_ref().unwrap().weight(), Some(300));
+        let rdt = ResourceFlags { intel_rdt: Some("--l3-cache-schema"), ..Default::default() };
+        assert!(merge(LinuxResources::default(), &rdt).unwrap_err().to_string().contains("--l3-cache-schema"));
+    }
 }
