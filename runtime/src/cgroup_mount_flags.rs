@@ -57,7 +57,7 @@ pub fn apply(root: &OwnedFd, dest: &Path, options: &[String]) -> Result<(), Stri
     let (flags, attrs) = parse(options).map_err(|o| format!("{}: unknown option {o:?}", dest.display()))?;
     let target = in_root::open(Some(root), dest, libc::O_PATH | libc::O_DIRECTORY)
         .map_err(|e| format!("open {}: {e}", dest.display()))?;
-    match set_attr_recursive(&target, attrs) {
+    match set_attr(&target, attrs, 0, libc::AT_RECURSIVE) {
         Ok(()) => Ok(()),
         // Kernels before 5.12: remount each mount of the tree instead.
         Err(nix::errno::Errno::ENOSYS) => remount_tree(&target, flags),
@@ -79,12 +79,13 @@ fn parse(options: &[String]) -> Result<(MsFlags, u64), String> {
     Ok((flags, attrs))
 }
 
-/// mount_setattr(2) with AT_RECURSIVE: one step for the tmpfs and each
+/// mount_setattr(2) on the mount at `target`, setting `set` and clearing
+/// `clear`; with `AT_RECURSIVE` in `flags` one step for the tmpfs and each
 /// controller mounted in it, leaving their atime settings alone.
-fn set_attr_recursive(target: &OwnedFd, attrs: u64) -> Result<(), nix::errno::Errno> {
+pub fn set_attr(target: &OwnedFd, set: u64, clear: u64, flags: libc::c_int) -> Result<(), nix::errno::Errno> {
     let attr = libc::mount_attr {
-        attr_set: attrs,
-        attr_clr: 0,
+        attr_set: set,
+        attr_clr: clear,
         propagation: 0,
         userns_fd: 0,
     };
@@ -94,7 +95,7 @@ fn set_attr_recursive(target: &OwnedFd, attrs: u64) -> Result<(), nix::errno::Er
             libc::SYS_mount_setattr,
             target.as_raw_fd(),
             c"".as_ptr(),
-            libc::AT_EMPTY_PATH | libc::AT_RECURSIVE,
+            libc::AT_EMPTY_PATH | flags,
             &attr as *const libc::mount_attr,
             std::mem::size_of::<libc::mount_attr>(),
         )

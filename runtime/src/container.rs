@@ -110,9 +110,19 @@ impl Container {
         crate::resume::resume(&self.dir, &mut self.engine)
     }
 
-    /// Changes the cgroup resources: `base` with `flags` over it.
+    /// Changes the cgroup resources: `base` with `flags` over it, first
+    /// judging `memory.checkBeforeUpdate`. A pids limit of 0 is pids.max 0,
+    /// as runc ≥ 1.4 (libcgroups writes "max").
     pub fn update(&self, base: Option<LinuxResources>, flags: &ResourceFlags) -> Result<()> {
-        crate::update::update(&self.dir, &self.engine, base, flags)
+        let base_pids = base.as_ref().and_then(|r| *r.pids()).map(|p| p.limit());
+        if let Some(pid) = self.engine.pid() {
+            crate::memory_check::check_before_update(base.as_ref(), flags, pid.as_raw())?;
+        }
+        crate::update::update(&self.dir, &self.engine, base, flags)?;
+        match (flags.pids_limit.or(base_pids), self.engine.pid()) {
+            (Some(0), Some(pid)) => crate::pids_zero::apply(pid.as_raw()),
+            _ => Ok(()),
+        }
     }
 
     /// The pids of every process in the container, sorted.

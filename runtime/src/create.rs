@@ -110,6 +110,9 @@ fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions
     // Before `start` lets the user's program run; a failure fails create.
     let pid = container.pid().ok_or_else(|| Error::Invalid(format!("create {}: the engine gave no init pid", dir.id)))?;
     crate::device_filter::apply(&bundle.spec, pid.as_raw())?;
+    if bundle.pids_limit_zero {
+        crate::pids_zero::apply(pid.as_raw())?;
+    }
     debug_pause("engine-created");
     dir.restrict_engine_files()?;
     if let (Some(path), Some(pid)) = (&opts.pid_file, container.pid()) {

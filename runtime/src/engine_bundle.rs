@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use oci_spec::runtime::{Hook, Hooks, Mount, Spec};
 
 use crate::error::{Error, Result};
-use crate::{cgroup_mount_flags, hook_state, home_env, mount_propagation, rootfs_hook, start_barrier};
+use crate::{cgroup_mount_flags, hook_state, home_env, mount_copyup, mount_propagation, mount_sb_flags, mount_symfollow, rootfs_hook, start_barrier};
 
 /// A parsed bundle: the user's path and spec, with the rootfs made absolute.
 #[derive(Debug, Clone)]
@@ -16,29 +16,42 @@ pub struct Bundle {
     pub path: PathBuf,
     pub spec: Spec,
     pub rootfs: PathBuf,
+    /// `linux.resources.pids.limit` is an explicit 0 (see `spec_support`).
+    pub pids_limit_zero: bool,
 }
 
 /// Loads and validates `<bundle>/config.json`.
 pub fn load(bundle: &Path) -> Result<Bundle> {
     let path = absolute_dir(bundle)?;
     let config = path.join("config.json");
-    let spec = parse_config(&config)?;
+    let (spec, raw) = parse_config_raw(&config)?;
     check_version(&config, &spec)?;
     crate::validate::check(&config, &spec)?;
     let rootfs = resolve_rootfs(&path, &config, &spec)?;
     crate::validate::check_in_rootfs(&config, &spec, &rootfs)?;
     check_process(&config, &spec)?;
     crate::cwd::check_in_rootfs(&config, &spec, &rootfs)?;
-    Ok(Bundle { path, spec, rootfs })
+    let pids_limit_zero = crate::spec_support::pids_limit_is_zero(&raw);
+    Ok(Bundle { path, spec, rootfs, pids_limit_zero })
 }
 
 /// Parses a config.json, naming the file and the JSON path of a bad field.
 pub fn parse_config(config: &Path) -> Result<Spec> {
+    parse_config_raw(config).map(|(spec, _)| spec)
+}
+
+/// [`parse_config`], with the JSON as written: oci-spec cannot tell some
+/// absent fields from their defaults.
+fn parse_config_raw(config: &Path) -> Result<(Spec, serde_json::Value)> {
     let data = fs::read(config).map_err(|e| Error::io("read", config, e))?;
-    parse_spec_bytes(&data).map_err(|reason| Error::Config {
-        path: config.to_path_buf(),
-        reason,
-    })
+    let bad = |reason| Error::Config { path: config.to_path_buf(), reason };
+    let mut raw = serde_json::from_slice(&data).map_err(|e| bad(format!("invalid config: {e}")))?;
+    let data = match crate::spec_support::to_oci_spec_names(&mut raw) {
+        true => serde_json::to_vec(&raw).map_err(|e| bad(format!("invalid config: {e}")))?,
+        false => data,
+    };
+    let spec = parse_spec_bytes(&data).map_err(bad)?;
+    Ok((spec, raw))
 }
 
 /// Parses spec JSON; the error text starts with the field path when known.
@@ -136,12 +149,17 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
     deny_unlisted_devices(linux);
     normalize_rootfs_propagation(linux, &config)?;
 
-    let propagations = match spec.mounts_mut() {
+    let (propagations, taken) = match spec.mounts_mut() {
         Some(mounts) => {
             check_kernel_fs_targets(mounts, &bundle.rootfs)?;
-            prepare_mounts(mounts, &config)?
+            let propagations = prepare_mounts(mounts, &config)?;
+            // The copy first, into the tmpfs while it is still writable.
+            let mut taken = rootfs_hook::take_options(mounts, mount_copyup::is_copyup);
+            taken.extend(rootfs_hook::take_options(mounts, mount_sb_flags::is_sb_flag));
+            taken.extend(rootfs_hook::take_options(mounts, mount_symfollow::is_symfollow));
+            (propagations, taken)
         }
-        None => Vec::new(),
+        None => Default::default(),
     };
     // Before the rewrite below, which turns some cgroup mounts into binds.
     let cgroup_flags = cgroup_mount_flags::wanted(&spec);
@@ -151,10 +169,12 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
     if let Some(hooks) = spec.hooks_mut() {
         wrap_hooks(hooks, &bundle.path);
     }
-    // One exec for both: a cgroup mount's flags, then propagation.
+    // One exec for all: a cgroup mount's flags, superblock flags, symfollow,
+    // then propagation.
     let entries = cgroup_flags
         .iter()
         .map(|c| (c.destination.as_path(), c.options.as_slice()))
+        .chain(taken.iter().map(|(destination, options)| (destination.as_path(), options.as_slice())))
         .chain(propagations.iter().map(|p| (p.destination.as_path(), p.flags.as_slice())));
     if let Some(hook) = rootfs_hook::hook(&bundle.rootfs, entries) {
         prepend_create_container(&mut spec, hook);
@@ -377,7 +397,7 @@ mod tests {
         });
         merge(&mut base, config);
         let spec = parse_spec_bytes(base.to_string().as_bytes()).expect("test spec parses");
-        Bundle { path: PathBuf::from("/b"), spec, rootfs: PathBuf::from("/nonexistent-rootfs") }
+        Bundle { path: PathBuf::from("/b"), spec, rootfs: PathBuf::from("/nonexistent-rootfs"), pids_limit_zero: false }
     }
 
     fn merge(base: &mut serde_json::Value, over: serde_json::Value) {

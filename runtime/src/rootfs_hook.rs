@@ -1,7 +1,8 @@
 //! Our createContainer step inside the container's mount namespace, before
 //! pivot_root: one hook that re-executes our binary with the rootfs and, per
 //! mount destination, the options the engine dropped (a cgroup mount's
-//! `ro,nosuid,nodev,noexec`, a mount's propagation), and applies them.
+//! `ro,nosuid,nodev,noexec`, `nosymfollow`/`symfollow`, superblock flags
+//! such as `lazytime`, a mount's propagation), and applies them.
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -9,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::Hook;
 
-use crate::{cgroup_mount_flags, mount_propagation};
+use crate::{cgroup_mount_flags, mount_copyup, mount_propagation, mount_sb_flags, mount_symfollow};
 
 /// argv[0] by which our binaries recognise the hook invocation.
 pub const HOOK_ARG0: &str = "rustpod-rootfs";
@@ -33,8 +34,8 @@ pub fn hook<'a>(rootfs: &Path, entries: impl IntoIterator<Item = (&'a Path, &'a 
 }
 
 /// The hook's body: `<rootfs> (<destination> <options>)…`; returns the
-/// exit code. An entry's options are either all propagation options or all
-/// cgroup mount flags.
+/// exit code. An entry's options are all propagation options, all
+/// symfollow options, all superblock flags or all cgroup mount flags.
 pub fn main(args: Vec<OsString>) -> i32 {
     match apply_all(args) {
         Ok(()) => 0,
@@ -56,9 +57,30 @@ fn apply_all(args: Vec<OsString>) -> Result<(), String> {
 fn apply(root: &OwnedFd, destination: PathBuf, options: Vec<String>) -> Result<(), String> {
     if options.iter().all(|o| mount_propagation::propagation_flags(o).is_some()) {
         mount_propagation::apply(root, &mount_propagation::MountPropagation { destination, flags: options })
+    } else if options.iter().all(|o| mount_symfollow::is_symfollow(o)) {
+        mount_symfollow::apply(root, &destination, &options)
+    } else if options.iter().all(|o| mount_copyup::is_copyup(o)) {
+        mount_copyup::apply(root, &destination)
+    } else if options.iter().all(|o| mount_sb_flags::is_sb_flag(o)) {
+        mount_sb_flags::apply(root, &destination, &options)
     } else {
         cgroup_mount_flags::apply(root, &destination, &options)
     }
+}
+
+/// Takes the options `which` picks out of each mount's options, as
+/// (destination, options) for [`hook`].
+pub fn take_options(mounts: &mut [oci_spec::runtime::Mount], which: fn(&str) -> bool) -> Vec<(PathBuf, Vec<String>)> {
+    let mut taken = Vec::new();
+    for mount in mounts {
+        let Some(options) = mount.options().clone() else { continue };
+        let (picked, rest): (Vec<String>, Vec<String>) = options.into_iter().partition(|o| which(o));
+        if !picked.is_empty() {
+            taken.push((mount.destination().clone(), picked));
+            mount.set_options(Some(rest));
+        }
+    }
+    taken
 }
 
 /// Parses [`hook`]'s arguments: the rootfs, opened `O_PATH`, and

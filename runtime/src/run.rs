@@ -1,5 +1,5 @@
-//! `run`: create and start; in the foreground also wait, delete, and
-//! return the container's exit code. A foreground `terminal: true`
+//! `run`: create and start; in the foreground also wait, delete (unless
+//! `--keep`), and return the container's exit code. A foreground `terminal: true`
 //! container gets a pty proxied to our stdio, as with runc.
 
 use std::path::Path;
@@ -11,7 +11,15 @@ use crate::create::{self, CreateOptions};
 use crate::error::{Error, Result};
 use crate::{delete, engine_bundle, wait};
 
-pub(crate) fn run(root: &Path, id: &str, mut opts: CreateOptions, detach: bool) -> Result<i32> {
+/// How `run` ends: `detach` returns once started; `keep` leaves the
+/// stopped container for `delete`, as runc's `--keep`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunMode {
+    pub detach: bool,
+    pub keep: bool,
+}
+
+pub(crate) fn run(root: &Path, id: &str, mut opts: CreateOptions, mode: RunMode) -> Result<i32> {
     let bundle = engine_bundle::load(&opts.bundle)?;
     let wants_tty = bundle
         .spec
@@ -19,7 +27,7 @@ pub(crate) fn run(root: &Path, id: &str, mut opts: CreateOptions, detach: bool) 
         .as_ref()
         .and_then(|p| p.terminal())
         .unwrap_or(false);
-    let console = if wants_tty && !detach && opts.console_socket.is_none() {
+    let console = if wants_tty && !mode.detach && opts.console_socket.is_none() {
         let socket = ConsoleSocket::bind(root)?;
         opts.console_socket = Some(socket.path().to_path_buf());
         Some(socket)
@@ -40,7 +48,7 @@ pub(crate) fn run(root: &Path, id: &str, mut opts: CreateOptions, detach: bool) 
             return Err(err);
         }
     };
-    if detach {
+    if mode.detach {
         return Ok(0);
     }
     let pid = container
@@ -51,6 +59,9 @@ pub(crate) fn run(root: &Path, id: &str, mut opts: CreateOptions, detach: bool) 
         Some(master) => crate::console::proxy_until_exit(master, pid),
         None => wait::forward_signals_until_exit(pid),
     };
+    if mode.keep {
+        return code;
+    }
     let cleanup = delete::delete(root, id, true);
     let code = code?;
     cleanup?;

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::container::Container;
 use crate::container_dir::ContainerDir;
 use crate::create::CreateOptions;
+use crate::run::RunMode;
 use crate::engine_bundle::Bundle;
 use crate::error::Result;
 use crate::state::State;
@@ -65,11 +66,11 @@ impl Runtime {
         crate::delete::delete(&self.root, id, force)
     }
 
-    /// `run`: create and start; in the foreground also wait, delete, and
-    /// return the exit code.
-    pub fn run(&self, id: &str, opts: CreateOptions, detach: bool) -> Result<i32> {
+    /// `run`: create and start; in the foreground also wait, delete (unless
+    /// `mode.keep`), and return the exit code.
+    pub fn run(&self, id: &str, opts: CreateOptions, mode: RunMode) -> Result<i32> {
         let mut opts = opts;
         opts.systemd_cgroup |= self.systemd_cgroup;
-        crate::run::run(&self.root, id, opts, detach)
+        crate::run::run(&self.root, id, opts, mode)
     }
 }

@@ -23,6 +23,14 @@ pub struct ResourceFlags {
     pub cpuset_cpus: Option<String>,
     pub cpuset_mems: Option<String>,
     pub pids_limit: Option<i64>,
+    pub cpu_burst: Option<u64>,
+    pub cpu_idle: Option<i64>,
+    pub cpu_rt_period: Option<u64>,
+    pub cpu_rt_runtime: Option<i64>,
+    pub blkio_weight: Option<u16>,
+    /// `--l3-cache-schema`/`--mem-bw-schema`: refused, rustpod makes no
+    /// resctrl group (the flag's name, when given).
+    pub intel_rdt: Option<&'static str>,
 }
 
 pub(crate) fn update(dir: &ContainerDir, container: &Container, base: Option<LinuxResources>, flags: &ResourceFlags) -> Result<()> {
@@ -67,6 +75,14 @@ pub fn parse_resources(data: &[u8]) -> Result<LinuxResources> {
 
 fn merge(mut res: LinuxResources, flags: &ResourceFlags) -> Result<LinuxResources> {
     let invalid = |e: oci_spec::OciSpecError| Error::Invalid(e.to_string());
+    if let Some(flag) = flags.intel_rdt {
+        return Err(Error::Invalid(format!("{flag}: Intel RDT is not supported by rustpod (it makes no resctrl group)")));
+    }
+    if let Some(weight) = flags.blkio_weight {
+        let mut blkio = res.block_io().clone().unwrap_or_default();
+        blkio.set_weight(Some(weight));
+        res.set_block_io(Some(blkio));
+    }
     if flags.memory.is_some() || flags.memory_reservation.is_some() || flags.memory_swap.is_some() {
         let old = (*res.memory()).unwrap_or_default();
         res.set_memory(Some(memory(old, flags).map_err(invalid)?));
@@ -75,7 +91,11 @@ fn merge(mut res: LinuxResources, flags: &ResourceFlags) -> Result<LinuxResource
         || flags.cpu_quota.is_some()
         || flags.cpu_period.is_some()
         || flags.cpuset_cpus.is_some()
-        || flags.cpuset_mems.is_some();
+        || flags.cpuset_mems.is_some()
+        || flags.cpu_burst.is_some()
+        || flags.cpu_idle.is_some()
+        || flags.cpu_rt_period.is_some()
+        || flags.cpu_rt_runtime.is_some();
     if cpu_flag {
         let old = res.cpu().clone().unwrap_or_default();
         res.set_cpu(Some(cpu(old, flags).map_err(invalid)?));
@@ -117,6 +137,18 @@ fn cpu(old: LinuxCpu, f: &ResourceFlags) -> std::result::Result<LinuxCpu, oci_sp
     if let Some(v) = f.cpuset_mems.clone().or(old.mems().clone()) {
         b = b.mems(v);
     }
+    if let Some(v) = f.cpu_burst.or(old.burst()) {
+        b = b.burst(v);
+    }
+    if let Some(v) = f.cpu_idle.or(old.idle()) {
+        b = b.idle(v);
+    }
+    if let Some(v) = f.cpu_rt_period.or(old.realtime_period()) {
+        b = b.realtime_period(v);
+    }
+    if let Some(v) = f.cpu_rt_runtime.or(old.realtime_runtime()) {
+        b = b.realtime_runtime(v);
+    }
     b.build()
 }
 
@@ -156,5 +188,17 @@ mod tests {
         assert_eq!(parse_size("2KiB").unwrap(), 2048);
         assert_eq!(parse_size("-1").unwrap(), -1);
         assert!(parse_size("12Q").is_err());
+    }
+
+    #[test]
+    fn runc_1_5_flags_merge_over_the_document() {
+        let base = parse_resources(br#"{"cpu": {"shares": 512, "quota": 50000}}"#).unwrap();
+        let flags = ResourceFlags { cpu_burst: Some(1000), cpu_idle: Some(1), blkio_weight: Some(300), ..Default::default() };
+        let merged = merge(base, &flags).unwrap();
+        let cpu = merged.cpu().clone().unwrap();
+        assert_eq!((cpu.shares(), cpu.quota(), cpu.burst(), cpu.idle()), (Some(512), Some(50000), Some(1000), Some(1)));
+        assert_eq!(merged.block_io().as_ref().unwrap().weight(), Some(300));
+        let rdt = ResourceFlags { intel_rdt: Some("--l3-cache-schema"), ..Default::default() };
+        assert!(merge(LinuxResources::default(), &rdt).unwrap_err().to_string().contains("--l3-cache-schema"));
     }
 }

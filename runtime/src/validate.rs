@@ -18,6 +18,7 @@ pub fn check(config: &Path, spec: &Spec) -> Result<()> {
     };
     root_path(spec).map_err(bad)?;
     hooks(spec).map_err(bad)?;
+    crate::spec_support::check_mounts(spec).map_err(bad)?;
     if let Some(process) = spec.process() {
         check_process(process).map_err(|reason| bad(format!("process.{reason}")))?;
     }
@@ -29,6 +30,8 @@ pub fn check(config: &Path, spec: &Spec) -> Result<()> {
     namespaces(linux).map_err(bad)?;
     devices(linux).map_err(bad)?;
     intel_rdt(linux).map_err(bad)?;
+    seccomp_flags(linux).map_err(bad)?;
+    seccomp_archs(linux).map_err(bad)?;
     memory(linux).map_err(bad)
 }
 
@@ -222,6 +225,37 @@ fn intel_rdt(linux: &oci_spec::runtime::Linux) -> Check {
         return Err("linux.intelRdt: intelRdt is specified in config, but Intel RDT is not supported or enabled".into());
     }
     Err("linux.intelRdt: not supported by rustpod (it makes no resctrl group); remove it".into())
+}
+
+/// SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV needs libseccomp ≥ 2.6; the one
+/// this build links (Debian 12's 2.5.4) fails it in the init, where the
+/// error names no field.
+fn seccomp_flags(linux: &oci_spec::runtime::Linux) -> Check {
+    use oci_spec::runtime::LinuxSeccompFilterFlag::SeccompFilterFlagWaitKillableRecv;
+    let flags = linux.seccomp().as_ref().and_then(|s| s.flags().clone()).unwrap_or_default();
+    if let Some(index) = flags.iter().position(|f| *f == SeccompFilterFlagWaitKillableRecv) {
+        return Err(format!(
+            "linux.seccomp.flags[{index}] SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV: not supported by the libseccomp rustpod is built with (needs 2.6)"
+        ));
+    }
+    Ok(())
+}
+
+/// Only the architectures `features` lists: libseccomp fails the others
+/// (another byte order than the native one, or too new for 2.5) in the init
+/// with "failed to add arch to seccomp", naming none.
+fn seccomp_archs(linux: &oci_spec::runtime::Linux) -> Check {
+    let archs = linux.seccomp().as_ref().and_then(|s| s.architectures().clone()).unwrap_or_default();
+    for (index, arch) in archs.iter().enumerate() {
+        let name = serde_json::to_value(arch).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        // The native architecture is in every filter anyway.
+        if name != "SCMP_ARCH_NATIVE" && !crate::features::SECCOMP_ARCHS.contains(&name.as_str()) {
+            return Err(format!(
+                "linux.seccomp.architectures[{index}] {name}: a seccomp filter here cannot hold it (features lists those it can)"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A resctrl filesystem is mounted on this host (runc's test for RDT).

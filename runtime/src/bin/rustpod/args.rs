@@ -159,9 +159,13 @@ pub struct RunArgs {
     /// Do not wait for the container
     #[arg(short, long)]
     pub detach: bool,
-    /// Accepted for runc compatibility
-    #[arg(long = "keep", hide = true)]
+    /// Do not delete the container after it exits
+    #[arg(long = "keep")]
     pub keep: bool,
+    /// Accepted for runc compatibility: rustpod never makes itself a
+    /// subreaper (the init is its child; orphans go to the init)
+    #[arg(long = "no-subreaper")]
+    pub no_subreaper: bool,
 }
 
 #[derive(Debug, Args)]
@@ -233,5 +237,23 @@ pub struct UpdateArgs {
     pub cpuset_mems: Option<String>,
     #[arg(long = "pids-limit")]
     pub pids_limit: Option<i64>,
+    /// CPU burst (µs) over the quota
+    #[arg(long = "cpu-burst")]
+    pub cpu_burst: Option<u64>,
+    /// 1: the cgroup gets SCHED_IDLE-like treatment
+    #[arg(long = "cpu-idle")]
+    pub cpu_idle: Option<i64>,
+    #[arg(long = "cpu-rt-period")]
+    pub cpu_rt_period: Option<u64>,
+    #[arg(long = "cpu-rt-runtime")]
+    pub cpu_rt_runtime: Option<i64>,
+    #[arg(long = "blkio-weight")]
+    pub blkio_weight: Option<u16>,
+    /// Refused: rustpod makes no resctrl group
+    #[arg(long = "l3-cache-schema")]
+    pub l3_cache_schema: Option<String>,
+    /// Refused: rustpod makes no resctrl group
+    #[arg(long = "mem-bw-schema")]
+    pub mem_bw_schema: Option<String>,
     pub id: String,
 }

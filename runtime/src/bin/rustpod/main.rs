@@ -91,7 +91,8 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Start { id } => done(runtime.load(&id)?.start()),
         Command::Run(args) => {
             let id = args.create.id.clone();
-            Ok(runtime.run(&id, create_options(args.create), args.detach)?)
+            let mode = rustpod::RunMode { detach: args.detach, keep: args.keep };
+            Ok(runtime.run(&id, create_options(args.create), mode)?)
         }
         Command::State { id } => print_json_pretty(&runtime.load(&id)?.state()),
         Command::Kill { all, id, signal } => {
@@ -313,6 +314,16 @@ fn update(runtime: &Runtime, args: UpdateArgs) -> Result<i32> {
         cpuset_cpus: args.cpuset_cpus,
         cpuset_mems: args.cpuset_mems,
         pids_limit: args.pids_limit,
+        cpu_burst: args.cpu_burst,
+        cpu_idle: args.cpu_idle,
+        cpu_rt_period: args.cpu_rt_period,
+        cpu_rt_runtime: args.cpu_rt_runtime,
+        blkio_weight: args.blkio_weight,
+        intel_rdt: match (&args.l3_cache_schema, &args.mem_bw_schema) {
+            (Some(_), _) => Some("--l3-cache-schema"),
+            (_, Some(_)) => Some("--mem-bw-schema"),
+            _ => None,
+        },
     };
     runtime.load(&args.id)?.update(base, &flags)?;
     Ok(0)
