@@ -58,9 +58,11 @@ pub fn create_from(
     crate::process_setup::write_oom_score_adj(bundle.spec.process().as_ref())?;
     crate::cgroup::check_new(bundle.spec.linux().as_ref().and_then(|l| l.cgroups_path().as_deref()), id, opts.systemd_cgroup)
         .map_err(|reason| Error::Config { path: bundle.path.join("config.json"), reason })?;
+    let idmapped = crate::idmap_mount::plan(&bundle.spec)
+        .map_err(|reason| Error::Config { path: bundle.path.join("config.json"), reason })?;
     dir.claim()?;
     debug_pause("claimed");
-    let result = build(&dir, bundle, opts);
+    let result = build(&dir, bundle, opts, &idmapped);
     match result {
         Ok(container) => Ok(container),
         Err(err) => {
@@ -70,11 +72,19 @@ pub fn create_from(
     }
 }
 
-fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions) -> Result<Container> {
+fn build(
+    dir: &ContainerDir,
+    bundle: &engine_bundle::Bundle,
+    opts: CreateOptions,
+    idmapped: &[crate::idmap_mount::Planned],
+) -> Result<Container> {
     let engine_opts = EngineOptions {
         systemd_cgroup: opts.systemd_cgroup,
     };
     let mut spec = engine_bundle::engine_spec(&dir.id, bundle, &engine_opts)?;
+    // Made here, moved in by our first createContainer step; the fds close
+    // when this function returns (the init's copies at its exec).
+    let _detached = crate::idmap_mount::install(&mut spec, bundle, idmapped, 3 + opts.preserve_fds)?;
     let poststart = engine_bundle::take_poststart(&mut spec);
     let start_barrier = engine_bundle::has_start_barrier(&spec);
     dir.write_config(&spec)?;
