@@ -4,13 +4,16 @@
 // container's view of host-owned files and the host's view of files the container writes are
 // checked against the kernel's rules; runc 1.1.5 (which predates idmapped mounts) is run on the
 // same bundle and what it does is recorded (tests/RUNC_DIFFERENCES.md). Adversarial configs:
-// a mapping onto host root, mappings without a user namespace, partial mappings, a later mount
+// a mapping onto host root, a mount mapping larger than the container's, mappings without a user
+// namespace, partial mappings, a later mount
 // beneath, /proc, a filesystem that cannot be idmapped, a symlinked source, and a destination
-// symlink in the image pointing out of the rootfs.
+// symlink in the image pointing out of the rootfs. Also through containerd's runc shim and ours.
 
 use rustpod_tests::assertions::assert_one_line_error;
 use rustpod_tests::checker::{self, Report};
 use rustpod_tests::host_mount::{is_mount_point, HostMounts};
+use rustpod_tests::scratch::ScratchDir;
+use rustpod_tests::shim::{self, ShimContainerd};
 use rustpod_tests::{env, json, needs, skip_if, Bundle, Runtime, Value};
 use std::fs;
 use std::os::unix::fs::{symlink, MetadataExt};
@@ -151,6 +154,27 @@ fn a_mapping_onto_host_root_gives_the_container_nothing() {
     assert_eq!(fs::read_to_string(disk.join("owned")).unwrap(), "host root's");
 }
 
+/// A mount mapping larger than the container's (131072 ids against 65536): a host file the mount
+/// maps beyond the container's range stays nobody's inside; the larger range gives nothing.
+#[test]
+fn a_mount_mapping_larger_than_the_containers_gives_nothing_more() {
+    skip_if!(needs::containers());
+    skip_if!(runc_has_none());
+    let host = HostMounts::new("idmap-big");
+    let disk = host.mkdir("disk");
+    let far = disk.join("far");
+    fs::write(&far, "uid 70000's").expect("write");
+    nix::unistd::chown(&far, Some(70000.into()), Some(70000.into())).expect("chown 70000");
+    fs::write(disk.join("owned"), "root's").expect("write");
+    let mut bundle = userns_bundle(&["--path", "/disk/far", "--path", "/disk/owned", "--write", "/disk/far"], &["/disk"]);
+    bundle.add_mount(idmapped(&disk, "/disk", &["bind"], Some((0, HOST_BASE, 131072))));
+    let report = Report::run(&Runtime::under_test(), &bundle);
+    assert_eq!(owner(&report, "/disk/owned"), (0, 0));
+    assert_eq!(owner(&report, "/disk/far"), (NOBODY as u64, NOBODY as u64), "mapped by the mount, not by the container");
+    assert_ne!(write_errno(&report, "/disk/far"), 0, "container root cannot write uid 70000's 0644 file");
+    assert_eq!(host_owner(&far), (70000, 70000));
+}
+
 /// Explicit mappings without a user namespace (runc ≥ 1.2 allows it): the host's root, as the
 /// container's process, sees root's files as 100000 and cannot write them (EOVERFLOW).
 #[test]
@@ -245,4 +269,40 @@ fn symlinks_in_source_and_destination_stay_where_they_belong() {
     assert_eq!(report.path(&landed)["content"], "real", "the mount landed at the link's target inside the rootfs");
     assert!(!is_mount_point(&outside), "nothing mounted on the host's {}", outside.display());
     assert!(!outside.join("owned").exists());
+}
+
+/// The same volume through containerd: its runc shim driving runc 1.1.5 (recorded) and rustpod,
+/// and our shim. `ctr run --config` feeds the mappings containerd 1.6's CRI cannot yet.
+#[test]
+fn idmapped_volume_through_containerd_runc_shim_and_our_shim() {
+    skip_if!(shim::blocker());
+    let ctd = ShimContainerd::start();
+    for (path, flags) in shim::paths() {
+        let host = HostMounts::new("idmap-ctr");
+        let disk = host.mkdir("disk");
+        fs::write(disk.join("owned"), "host root's").expect("write");
+        let bundle = Bundle::new(&["true"]);
+        make_dirs(&bundle, &["/disk"]);
+        let name = format!("idmap-{path}");
+        let mut spec = ctd.oci_spec(&name, &bundle.rootfs());
+        spec["linux"]["namespaces"].as_array_mut().expect("namespaces").push(json!({"type": "user"}));
+        spec["linux"]["uidMappings"] = map(0, HOST_BASE, 65536);
+        spec["linux"]["gidMappings"] = map(0, HOST_BASE, 65536);
+        spec["mounts"].as_array_mut().expect("mounts").push(idmapped(&disk, "/disk", &["rbind", "idmap"], None));
+        spec["process"]["args"] = json!(["sh", "-c", "stat -c %u:%g /disk/owned && touch /disk/new"]);
+        let dir = ScratchDir::new("idmap-spec");
+        let config = shim::write_spec(&dir, &name, &spec);
+        let mut args = vec!["run", "--rm", "--config", config.as_str()];
+        args.extend(flags.iter().map(String::as_str));
+        args.push(&name);
+        let out = ctd.ctr(&args);
+        let runs_runc = path == "runc-shim-runc" || env::testing_runc_itself();
+        if runs_runc {
+            eprintln!("{path} on an idmapped volume (for the record): {}", out.describe());
+            continue;
+        }
+        assert!(out.success(), "{path}: {}", out.describe());
+        assert_eq!(out.stdout.trim(), "0:0", "{path}: host root's file is root's inside");
+        assert_eq!(host_owner(&disk.join("new")), (0, 0), "{path}: the host sees root's new file");
+    }
 }
