@@ -5,8 +5,7 @@
 // checked against the kernel's rules; runc 1.1.5 (which predates idmapped mounts) is run on the
 // same bundle and what it does is recorded (tests/RUNC_DIFFERENCES.md). Adversarial configs:
 // a mapping onto host root, a mount mapping larger than the container's, mappings without a user
-// namespace, partial mappings, a later mount
-// beneath, /proc, a filesystem that cannot be idmapped, a symlinked source, and a destination
+// namespace, partial mappings, a later mount beneath, /proc, a filesystem that cannot be idmapped, a symlinked source, and a destination
 // symlink in the image pointing out of the rootfs. Also through containerd's runc shim and ours.
 
 use rustpod_tests::assertions::assert_one_line_error;
@@ -26,6 +25,19 @@ const EOVERFLOW: i64 = 75;
 /// The tests of what only rustpod does skip when the suite is validated against runc 1.1.5.
 fn runc_has_none() -> Option<String> {
     env::testing_runc_itself().then(|| "runc 1.1.5 has no idmapped mounts (it binds them unmapped)".into())
+}
+
+/// The running kernel is at least `major.minor` (tmpfs is idmapped from 6.3, the rest from 5.12).
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let uname = nix::sys::utsname::uname().expect("uname");
+    let release = uname.release().to_string_lossy().into_owned();
+    let mut parts = release.split(|c: char| !c.is_ascii_digit()).map(|p| p.parse::<u32>().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= (major, minor)
+}
+
+/// Idmapped mounts need mount_setattr (5.12); tmpfs ones 6.3.
+fn kernel_lacks(major: u32, minor: u32) -> Option<String> {
+    (!kernel_at_least(major, minor)).then(|| format!("this kernel cannot idmap the filesystems used here (needs {major}.{minor})"))
 }
 
 fn map(container: u32, host: u32, size: u32) -> Value {
@@ -81,6 +93,7 @@ fn write_errno(report: &Report, path: &str) -> i64 {
 #[test]
 fn host_root_files_are_container_root_files_on_ext4_and_tmpfs() {
     skip_if!(needs::containers());
+    skip_if!(kernel_lacks(6, 3));
     for rt in Runtime::runc_and_under_test() {
         let host = HostMounts::new("idmap-fs");
         let disk = host.mkdir("disk");
@@ -118,6 +131,7 @@ fn host_root_files_are_container_root_files_on_ext4_and_tmpfs() {
 #[test]
 fn ridmap_maps_submounts_and_idmap_does_not() {
     skip_if!(needs::containers());
+    skip_if!(kernel_lacks(6, 3));
     skip_if!(runc_has_none());
     let host = HostMounts::new("idmap-rec");
     let top = host.mkdir("top");
@@ -141,6 +155,7 @@ fn ridmap_maps_submounts_and_idmap_does_not() {
 #[test]
 fn a_mapping_onto_host_root_gives_the_container_nothing() {
     skip_if!(needs::containers());
+    skip_if!(kernel_lacks(5, 12));
     skip_if!(runc_has_none());
     let host = HostMounts::new("idmap-root");
     let disk = host.mkdir("disk");
@@ -159,6 +174,7 @@ fn a_mapping_onto_host_root_gives_the_container_nothing() {
 #[test]
 fn a_mount_mapping_larger_than_the_containers_gives_nothing_more() {
     skip_if!(needs::containers());
+    skip_if!(kernel_lacks(5, 12));
     skip_if!(runc_has_none());
     let host = HostMounts::new("idmap-big");
     let disk = host.mkdir("disk");
@@ -180,16 +196,23 @@ fn a_mount_mapping_larger_than_the_containers_gives_nothing_more() {
 #[test]
 fn explicit_mappings_without_a_user_namespace_squash_host_root() {
     skip_if!(needs::containers());
+    skip_if!(kernel_lacks(5, 12));
     skip_if!(runc_has_none());
     let host = HostMounts::new("idmap-nouserns");
     let disk = host.mkdir("disk");
     fs::write(disk.join("owned"), "host root's").expect("write");
     let mut bundle = checker::bundle(&["--path", "/disk/owned", "--write", "/disk/new"]);
     bundle.add_mount(idmapped(&disk, "/disk", &["bind"], Some((0, HOST_BASE, 65536))));
+    // The user's createContainer hook runs after ours: it must not inherit the mount's fd.
+    let fds = host.path().join("hook-fds");
+    let list = format!("exec ls /proc/self/fd > {}", fds.display());
+    bundle.set("/hooks", json!({"createContainer": [{"path": "/bin/sh", "args": ["sh", "-c", list]}]}));
     let report = Report::run(&Runtime::under_test(), &bundle);
     assert_eq!(owner(&report, "/disk/owned"), (HOST_BASE as u64, HOST_BASE as u64));
     assert_eq!(write_errno(&report, "/disk/new"), EOVERFLOW);
     assert!(!disk.join("new").exists());
+    let listed = fs::read_to_string(&fds).expect("the hook listed its fds");
+    assert_eq!(listed.split_whitespace().collect::<Vec<_>>(), ["0", "1", "2", "3"], "the user's hook holds only stdio (3 is ls's listing)");
 }
 
 /// Configs we refuse before anything is made: one line naming the mount and the field,
@@ -197,6 +220,7 @@ fn explicit_mappings_without_a_user_namespace_squash_host_root() {
 #[test]
 fn bad_idmap_configs_are_refused_in_one_line() {
     skip_if!(needs::containers());
+    skip_if!(kernel_lacks(5, 12));
     skip_if!(runc_has_none());
     let host = HostMounts::new("idmap-bad");
     let disk = host.mkdir("disk");
@@ -235,6 +259,7 @@ fn bad_idmap_configs_are_refused_in_one_line() {
 #[test]
 fn a_filesystem_that_cannot_be_idmapped_fails_create() {
     skip_if!(needs::containers());
+    skip_if!(kernel_lacks(5, 12));
     skip_if!(runc_has_none());
     let rt = Runtime::under_test();
     let mut bundle = userns_bundle(&[], &["/k"]);
@@ -250,6 +275,7 @@ fn a_filesystem_that_cannot_be_idmapped_fails_create() {
 #[test]
 fn symlinks_in_source_and_destination_stay_where_they_belong() {
     skip_if!(needs::containers());
+    skip_if!(kernel_lacks(5, 12));
     skip_if!(runc_has_none());
     let host = HostMounts::new("idmap-sym");
     let real = host.mkdir("real");
@@ -276,6 +302,7 @@ fn symlinks_in_source_and_destination_stay_where_they_belong() {
 #[test]
 fn idmapped_volume_through_containerd_runc_shim_and_our_shim() {
     skip_if!(shim::blocker());
+    skip_if!(kernel_lacks(5, 12));
     let ctd = ShimContainerd::start();
     for (path, flags) in shim::paths() {
         let host = HostMounts::new("idmap-ctr");
