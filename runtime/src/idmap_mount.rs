@@ -190,17 +190,38 @@ pub fn install(
     if planned.is_empty() {
         return Ok(Vec::new());
     }
+    let config_error = |reason| crate::error::Error::Config {
+        path: bundle.path.join("config.json"),
+        reason,
+    };
+    make_destinations_on_rootfs(spec, &bundle.rootfs, planned).map_err(config_error)?;
     if let Some(mounts) = spec.mounts_mut() {
         mounts.retain(|m| !is_idmapped(m));
     }
-    let detached = make_all(planned, min_fd).map_err(|reason| crate::error::Error::Config {
-        path: bundle.path.join("config.json"),
-        reason,
-    })?;
+    let detached = make_all(planned, min_fd).map_err(config_error)?;
     if let Some(hook) = hook(&bundle.rootfs, &detached) {
         crate::engine_bundle::prepend_create_container(spec, hook);
     }
     Ok(detached)
+}
+
+/// Makes the missing destinations that lie on the rootfs itself (under no
+/// other mount of the spec) from here, as the host's root: in a user
+/// namespace our hook may not write the image. The rest are made by the hook.
+fn make_destinations_on_rootfs(spec: &Spec, rootfs: &Path, planned: &[Planned]) -> Result<(), String> {
+    let mounts = spec.mounts().as_deref().unwrap_or_default();
+    let root = in_root::open(None, rootfs, libc::O_PATH | libc::O_DIRECTORY)
+        .map_err(|e| format!("open rootfs {}: {}", rootfs.display(), idmap_userns::errno_of(&e)))?;
+    for p in planned {
+        let covered = mounts.iter().any(|m| !is_idmapped(m) && p.destination.starts_with(m.destination()));
+        if covered {
+            continue;
+        }
+        let is_dir = std::fs::metadata(&p.source).map(|m| m.is_dir()).unwrap_or(true);
+        ensure_destination(&root, &p.destination, is_dir)
+            .map_err(|e| format!("mounts[{}] ({}): {e}", p.index, p.destination.display()))?;
+    }
+    Ok(())
 }
 
 /// A detached, mapped mount ready to be moved into the rootfs; the fd is

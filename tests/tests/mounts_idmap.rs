@@ -333,3 +333,24 @@ fn idmapped_volume_through_containerd_runc_shim_and_our_shim() {
         assert_eq!(host_owner(&disk.join("new")), (0, 0), "{path}: the host sees root's new file");
     }
 }
+
+/// A destination missing from a root-owned image, in a container whose root is host uid 100000
+/// (which cannot write the image): made on the rootfs from the host side, inside the rootfs.
+#[test]
+fn a_missing_destination_is_made_inside_the_rootfs() {
+    skip_if!(needs::containers());
+    skip_if!(kernel_lacks(5, 12));
+    skip_if!(runc_has_none());
+    let host = HostMounts::new("idmap-miss");
+    let disk = host.mkdir("disk");
+    fs::write(disk.join("owned"), "root's").expect("write");
+    fs::write(host.path().join("file"), "a file").expect("write");
+    let mut bundle = userns_bundle(&["--path", "/newdir/sub/owned", "--path", "/newfile"], &[]);
+    bundle.add_mount(idmapped(&disk, "/newdir/sub", &["bind", "idmap"], None));
+    bundle.add_mount(idmapped(&host.path().join("file"), "/newfile", &["bind", "idmap"], None));
+    let report = Report::run(&Runtime::under_test(), &bundle);
+    assert_eq!(owner(&report, "/newdir/sub/owned"), (0, 0));
+    assert_eq!(report.path("/newfile")["content"], "a file");
+    assert_eq!(report.path("/newfile")["kind"], "file");
+    assert!(Path::new(&bundle.rootfs()).join("newdir/sub").is_dir(), "made in the rootfs");
+}
