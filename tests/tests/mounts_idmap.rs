@@ -354,3 +354,21 @@ fn a_missing_destination_is_made_inside_the_rootfs() {
     assert_eq!(report.path("/newfile")["kind"], "file");
     assert!(Path::new(&bundle.rootfs()).join("newdir/sub").is_dir(), "made in the rootfs");
 }
+
+/// The init holds the detached mounts' fds until its exec: the container's program gets none of
+/// them (stdio only; 3 is ls's listing of its own fds).
+#[test]
+fn the_container_holds_none_of_our_fds() {
+    skip_if!(needs::containers());
+    skip_if!(kernel_lacks(5, 12));
+    let host = HostMounts::new("idmap-fds");
+    let disk = host.mkdir("disk");
+    for rt in Runtime::runc_and_under_test() {
+        let mut bundle = Bundle::new(&["sh", "-c", "exec ls /proc/self/fd"]);
+        make_dirs(&bundle, &["/disk"]);
+        bundle.add_mount(idmapped(&disk, "/disk", &["bind"], Some((0, HOST_BASE, 65536))));
+        let out = rt.run(&rt.new_id("fds"), &bundle, &[], b"");
+        let listed: Vec<String> = out.ok().stdout.split_whitespace().map(String::from).collect();
+        assert_eq!(listed, ["0", "1", "2", "3"], "{}", rt.bin().display());
+    }
+}
