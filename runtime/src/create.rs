@@ -84,7 +84,7 @@ fn build(
     let mut spec = engine_bundle::engine_spec(&dir.id, bundle, &engine_opts)?;
     // Made here, moved in by our first createContainer step; the fds close
     // when this function returns (the init's copies at its exec).
-    let _detached = crate::idmap_mount::install(&mut spec, bundle, idmapped, 3 + opts.preserve_fds)?;
+    let idmap = crate::idmap_mount::install(&mut spec, bundle, idmapped, 3 + opts.preserve_fds)?;
     let poststart = engine_bundle::take_poststart(&mut spec);
     let start_barrier = engine_bundle::has_start_barrier(&spec);
     dir.write_config(&spec)?;
@@ -101,7 +101,7 @@ fn build(
     let _cgroup_guard = std::fs::File::open(&dir.root)
         .ok()
         .and_then(|f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockShared).ok());
-    let container = crate::init::spawn(dir, &bundle.path, spec, init_opts)?;
+    let container = crate::init::spawn(dir, &bundle.path, spec, init_opts).map_err(|e| idmap.explain(e))?;
     // Before `start` lets the user's program run; a failure fails create.
     let pid = container.pid().ok_or_else(|| Error::Invalid(format!("create {}: the engine gave no init pid", dir.id)))?;
     crate::device_filter::apply(&bundle.spec, pid.as_raw())?;

@@ -186,9 +186,9 @@ pub fn install(
     bundle: &crate::engine_bundle::Bundle,
     planned: &[Planned],
     min_fd: RawFd,
-) -> crate::error::Result<Vec<Detached>> {
+) -> crate::error::Result<Installed> {
     if planned.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Installed::default());
     }
     let config_error = |reason| crate::error::Error::Config {
         path: bundle.path.join("config.json"),
@@ -198,11 +198,42 @@ pub fn install(
     if let Some(mounts) = spec.mounts_mut() {
         mounts.retain(|m| !is_idmapped(m));
     }
-    let detached = make_all(planned, min_fd).map_err(config_error)?;
-    if let Some(hook) = hook(&bundle.rootfs, &detached) {
-        crate::engine_bundle::prepend_create_container(spec, hook);
+    let mounts = make_all(planned, min_fd).map_err(config_error)?;
+    let (errors, errors_w) = error_pipe(min_fd).map_err(config_error)?;
+    let hook = hook(&bundle.rootfs, errors_w.as_raw_fd(), &mounts);
+    crate::engine_bundle::prepend_create_container(spec, hook);
+    Ok(Installed { _mounts: mounts, errors: Some((errors, errors_w)) })
+}
+
+/// What `install` made, held until the init has run our hook: the detached
+/// mounts, and the pipe on which the hook reports why it failed.
+#[derive(Debug, Default)]
+pub struct Installed {
+    _mounts: Vec<Detached>,
+    errors: Option<(OwnedFd, OwnedFd)>,
+}
+
+impl Installed {
+    /// The hook's own one-line reason in place of the engine's "failed to
+    /// run hooks", when it gave one.
+    pub fn explain(self, err: crate::error::Error) -> crate::error::Error {
+        let Some((read, write)) = self.errors else { return err };
+        drop(write);
+        let mut buf = [0u8; 4096];
+        match nix::unistd::read(read.as_raw_fd(), &mut buf) {
+            Ok(n) if n > 0 => crate::error::Error::Invalid(String::from_utf8_lossy(&buf[..n]).trim().to_string()),
+            _ => err,
+        }
     }
-    Ok(detached)
+}
+
+/// A pipe: our non-blocking read end, and an inheritable write end at or
+/// above `min_fd` for the hook.
+fn error_pipe(min_fd: RawFd) -> Result<(OwnedFd, OwnedFd), String> {
+    let flags = nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK;
+    let (read, write) = nix::unistd::pipe2(flags).map_err(|e| format!("pipe2: {e}"))?;
+    let write = inheritable_above(&write, min_fd).map_err(|e| format!("fcntl(F_DUPFD): {e}"))?;
+    Ok((read, write))
 }
 
 /// Makes the missing destinations that lie on the rootfs itself (under no
@@ -313,27 +344,35 @@ pub fn kernel_supports() -> bool {
     rc == 0 || Errno::last() != Errno::ENOSYS
 }
 
-/// The createContainer hook moving `mounts` into `rootfs`, in order.
-pub fn hook(rootfs: &Path, mounts: &[Detached]) -> Option<oci_spec::runtime::Hook> {
-    if mounts.is_empty() {
-        return None;
-    }
-    let mut args = vec![HOOK_ARG0.to_string(), rootfs.display().to_string()];
+/// The createContainer hook moving `mounts` into `rootfs`, in order, and
+/// writing why it failed to `errors`.
+pub fn hook(rootfs: &Path, errors: RawFd, mounts: &[Detached]) -> oci_spec::runtime::Hook {
+    let mut args = vec![HOOK_ARG0.to_string(), rootfs.display().to_string(), errors.to_string()];
     for m in mounts {
         args.push(m.fd.as_raw_fd().to_string());
         args.push(if m.is_dir { "dir" } else { "file" }.to_string());
         args.push(m.destination.display().to_string());
     }
-    Some(crate::rootfs_hook::self_exec_hook(args))
+    crate::rootfs_hook::self_exec_hook(args)
 }
 
-/// The hook's body: `<rootfs> (<fd> <dir|file> <destination>)…`; returns
-/// the exit code.
+/// The hook's body: `<rootfs> <error fd> (<fd> <dir|file> <destination>)…`;
+/// returns the exit code. The reason of a failure goes to create through
+/// the error fd (one line there), else to stderr.
 pub fn main(args: Vec<OsString>) -> i32 {
-    match move_all(args) {
+    let errors: Option<RawFd> = args.get(1).and_then(|a| a.to_str()?.parse().ok());
+    let rest = args.iter().enumerate().filter(|(i, _)| *i != 1).map(|(_, a)| a.clone()).collect();
+    match move_all(rest) {
         Ok(()) => 0,
         Err(err) => {
-            eprintln!("rustpod: idmapped mount: {err}");
+            let reported = errors.is_some_and(|fd| {
+                // SAFETY: create passed this descriptor to us for this one use.
+                let pipe = unsafe { OwnedFd::from_raw_fd(fd) };
+                nix::unistd::write(&pipe, format!("idmapped mount: {err}").as_bytes()).is_ok()
+            });
+            if !reported {
+                eprintln!("rustpod: idmapped mount: {err}");
+            }
             1
         }
     }

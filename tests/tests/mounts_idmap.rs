@@ -254,6 +254,27 @@ fn bad_idmap_configs_are_refused_in_one_line() {
     rt.assert_nothing_left(&id, bundle.path());
 }
 
+/// A destination our hook must make on a read-only mount of the engine's (EROFS): create fails
+/// with the hook's own one line (the mount, the syscall, the errno), nothing left.
+#[test]
+fn a_destination_the_hook_cannot_make_fails_create_in_one_line() {
+    skip_if!(needs::containers());
+    skip_if!(kernel_lacks(5, 12));
+    skip_if!(runc_has_none());
+    let host = HostMounts::new("idmap-erofs");
+    let empty = host.mkdir("empty");
+    let disk = host.mkdir("disk");
+    let rt = Runtime::under_test();
+    let mut bundle = userns_bundle(&[], &["/ro"]);
+    bundle.add_mount(json!({"destination": "/ro", "type": "bind", "source": empty, "options": ["rbind", "ro"]}));
+    bundle.add_mount(idmapped(&disk, "/ro/sub", &["bind", "idmap"], None));
+    let id = rt.new_id("erofs");
+    let out = rt.try_create(&id, &bundle, &[]);
+    assert_one_line_error(&out, &["idmapped mount", "/ro/sub", "mkdirat", "erofs"]);
+    rt.assert_nothing_left(&id, bundle.path());
+    assert!(fs::read_dir(&empty).expect("read empty").next().is_none(), "nothing made in the host dir");
+}
+
 /// A filesystem the kernel cannot idmap (sysfs) fails create naming the mount, the syscall and
 /// the errno; never an unmapped bind, nothing left.
 #[test]
