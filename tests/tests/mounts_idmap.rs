@@ -127,7 +127,8 @@ fn host_root_files_are_container_root_files_on_ext4_and_tmpfs() {
 }
 
 /// `ridmap` maps a submount of the source too; `idmap` on an rbind maps only the top mount, so
-/// the submount's root-owned files stay unmapped (nobody) inside.
+/// the submount's root-owned files stay unmapped (nobody) inside. The mounts' other options
+/// (propagation, `ro`) still apply.
 #[test]
 fn ridmap_maps_submounts_and_idmap_does_not() {
     skip_if!(needs::containers());
@@ -140,9 +141,13 @@ fn ridmap_maps_submounts_and_idmap_does_not() {
     host.tmpfs_with_marker(&sub, "owned");
     let args = ["--path", "/r/owned", "--path", "/r/sub/owned", "--path", "/n/owned", "--path", "/n/sub/owned"];
     let mut bundle = userns_bundle(&args, &["/r", "/n"]);
-    bundle.add_mount(idmapped(&top, "/r", &["rbind", "ridmap"], None));
-    bundle.add_mount(idmapped(&top, "/n", &["rbind", "idmap"], None));
+    bundle.add_mount(idmapped(&top, "/r", &["rbind", "ridmap", "rshared"], None));
+    bundle.add_mount(idmapped(&top, "/n", &["rbind", "idmap", "ro"], None));
     let report = Report::run(&Runtime::under_test(), &bundle);
+    // Propagation is applied after our move (rootfs_hook runs second); ro by our mount_setattr.
+    assert_eq!(report.propagation("/r"), "shared", "{}", report.mount_table());
+    assert!(report.mount_options("/n").contains("ro"), "{}", report.mount_table());
+    assert!(!report.mount_options("/r").contains("ro"), "{}", report.mount_table());
     assert_eq!(owner(&report, "/r/owned"), (0, 0));
     assert_eq!(owner(&report, "/r/sub/owned"), (0, 0), "ridmap maps the submount");
     assert_eq!(owner(&report, "/n/owned"), (0, 0));
