@@ -84,7 +84,7 @@ fn build(
     let mut spec = engine_bundle::engine_spec(&dir.id, bundle, &engine_opts)?;
     // Made here, moved in by our first createContainer step; the fds close
     // when this function returns (the init's copies at its exec).
-    let idmap = crate::idmap_mount::install(&mut spec, bundle, idmapped, 3 + opts.preserve_fds)?;
+    let idmap = crate::idmap_detached::install(&mut spec, bundle, idmapped, 3 + opts.preserve_fds)?;
     let poststart = engine_bundle::take_poststart(&mut spec);
     let start_barrier = engine_bundle::has_start_barrier(&spec);
     dir.write_config(&spec)?;

@@ -75,7 +75,7 @@ pub fn features() -> Value {
             "intelRdt": { "enabled": false },
             // We make idmapped mounts ourselves (`idmap_mount`): claimed where the kernel
             // has mount_setattr (5.12); a filesystem that cannot be idmapped fails create.
-            "mountExtensions": { "idmap": { "enabled": crate::idmap_mount::kernel_supports() } }
+            "mountExtensions": { "idmap": { "enabled": crate::idmap_detached::kernel_supports() } }
         },
         "annotations": {
             "io.github.rustpod.version": env!("CARGO_PKG_VERSION"),

@@ -61,6 +61,8 @@ mod exec;
 mod executor;
 mod hook_state;
 mod home_env;
+mod idmap_detached;
+mod idmap_hook;
 mod idmap_mount;
 mod idmap_userns;
 mod in_root;
