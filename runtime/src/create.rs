@@ -53,6 +53,8 @@ pub fn create_from(
             "systemd not running on this host, cannot use --systemd-cgroup".into(),
         ));
     }
+    let idmapped = crate::idmap_mount::plan(&bundle.spec)
+        .map_err(|reason| Error::Config { path: bundle.path.join("config.json"), reason })?;
     // Claimed first: a create racing us for the id must fail on the id, not
     // on our processes, which it would find in the cgroup it checks.
     dir.claim()?;
@@ -62,7 +64,7 @@ pub fn create_from(
         return Err(err);
     }
     debug_pause("claimed");
-    let result = build(&dir, bundle, opts);
+    let result = build(&dir, bundle, opts, &idmapped);
     match result {
         Ok(container) => Ok(container),
         Err(err) => {
@@ -82,11 +84,19 @@ fn check(id: &str, bundle: &engine_bundle::Bundle, systemd_cgroup: bool) -> Resu
         .map_err(|reason| Error::Config { path: bundle.path.join("config.json"), reason })
 }
 
-fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions) -> Result<Container> {
+fn build(
+    dir: &ContainerDir,
+    bundle: &engine_bundle::Bundle,
+    opts: CreateOptions,
+    idmapped: &[crate::idmap_mount::Planned],
+) -> Result<Container> {
     let engine_opts = EngineOptions {
         systemd_cgroup: opts.systemd_cgroup,
     };
     let mut spec = engine_bundle::engine_spec(&dir.id, bundle, &engine_opts)?;
+    // Made here, moved in by our first createContainer step; the fds close
+    // when this function returns (the init's copies at its exec).
+    let idmap = crate::idmap_detached::install(&mut spec, bundle, idmapped, 3 + opts.preserve_fds)?;
     let poststart = engine_bundle::take_poststart(&mut spec);
     let start_barrier = engine_bundle::has_start_barrier(&spec);
     dir.write_config(&spec)?;
@@ -106,7 +116,7 @@ fn build(dir: &ContainerDir, bundle: &engine_bundle::Bundle, opts: CreateOptions
     let named = crate::named_cgroup::join_for(&dir.id, &spec, opts.systemd_cgroup)?;
     let container = crate::init::spawn(dir, &bundle.path, spec, init_opts);
     drop(named);
-    let container = container?;
+    let container = container.map_err(|e| idmap.explain(e))?;
     // Before `start` lets the user's program run; a failure fails create.
     let pid = container.pid().ok_or_else(|| Error::Invalid(format!("create {}: the engine gave no init pid", dir.id)))?;
     crate::device_filter::apply(&bundle.spec, pid.as_raw())?;

@@ -183,7 +183,7 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
 }
 
 /// Our own createContainer steps run before the user's hooks.
-fn prepend_create_container(spec: &mut Spec, hook: Hook) {
+pub(crate) fn prepend_create_container(spec: &mut Spec, hook: Hook) {
     let hooks = spec.hooks_mut().get_or_insert_with(Hooks::default);
     let mut create_container = hooks.create_container().clone().unwrap_or_default();
     create_container.insert(0, hook);

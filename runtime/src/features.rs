@@ -9,7 +9,7 @@ const MOUNT_OPTIONS: &[&str] = &[
     "rprivate", "rshared", "rslave", "runbindable", "rbind", "relatime", "remount", "ro", "rw",
     "shared", "slave", "strictatime", "suid", "sync", "unbindable", "rro", "rrw", "rnosuid",
     "rsuid", "rnodev", "rdev", "rnoexec", "rexec", "rnoatime", "ratime", "rnodiratime",
-    "rdiratime", "rrelatime", "rnorelatime", "rstrictatime", "rnostrictatime",
+    "rdiratime", "rrelatime", "rnorelatime", "rstrictatime", "rnostrictatime", "idmap", "ridmap",
     // runc 1.5's symlink options: the engine applies the recursive pair,
     // `mount_symfollow` the others; `mount_sb_flags` the superblock flags
     // (refused on a bind), `mount_copyup` runc's tmpcopyup extension.
@@ -98,9 +98,9 @@ pub fn features() -> Value {
             // The engine applies `linux.intelRdt` only in its own builder, which we do not
             // use: create refuses the field, so it is not claimed.
             "intelRdt": { "enabled": false },
-            // libcontainer 0.7 drops `idmap`/`ridmap` without mapping the mount: not claimed,
-            // so CRI does not offer idmapped volumes on this handler.
-            "mountExtensions": { "idmap": { "enabled": false } },
+            // We make idmapped mounts ourselves (`idmap_mount`): claimed where the kernel
+            // has mount_setattr (5.12); a filesystem that cannot be idmapped fails create.
+            "mountExtensions": { "idmap": { "enabled": crate::idmap_detached::kernel_supports() } },
             // The engine moves them into the netns and sets the init's
             // policy (config_spec_1_3.rs checks the kernel's view).
             "netDevices": { "enabled": true },

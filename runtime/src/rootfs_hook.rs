@@ -27,10 +27,16 @@ pub fn hook<'a>(rootfs: &Path, entries: impl IntoIterator<Item = (&'a Path, &'a 
     if args.len() == 2 {
         return None;
     }
+    Some(self_exec_hook(args))
+}
+
+/// A hook re-executing the running binary (`/proc/self/exe`) with `args`
+/// (argv[0] first, which selects the job).
+pub fn self_exec_hook(args: Vec<String>) -> Hook {
     let mut hook = Hook::default();
     hook.set_path(PathBuf::from("/proc/self/exe"));
     hook.set_args(Some(args));
-    Some(hook)
+    hook
 }
 
 /// The hook's body: `<rootfs> (<destination> <options>)…`; returns the

@@ -3,7 +3,7 @@
 
 use std::os::unix::ffi::OsStrExt;
 
-use crate::{hook_state, rootfs_hook, start_barrier};
+use crate::{hook_state, idmap_hook, rootfs_hook, start_barrier};
 
 /// Call first thing in `main` of every binary that creates containers.
 /// Returns only if this process is not one of our hook runs.
@@ -13,6 +13,7 @@ pub fn run_if_invoked() {
     let rest: Vec<_> = args.collect();
     let code = match arg0.as_bytes() {
         a if a == rootfs_hook::HOOK_ARG0.as_bytes() => rootfs_hook::main(rest),
+        a if a == idmap_hook::HOOK_ARG0.as_bytes() => idmap_hook::main(rest),
         a if a == hook_state::WRAPPER_ARG0.as_bytes() => hook_state::main(rest, false),
         a if a == hook_state::START_WRAPPER_ARG0.as_bytes() => hook_state::main(rest, true),
         a if a == start_barrier::BARRIER_ARG0.as_bytes() => start_barrier::main(),

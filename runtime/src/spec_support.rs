@@ -1,14 +1,10 @@
 //! The runtime-spec 1.2/1.3 fields oci-spec 0.10 or libcontainer 0.7 get
-//! wrong. Mount fields rustpod cannot honour yet:
-//! libcontainer 0.7 drops `uidMappings`/`gidMappings` and `idmap`/`ridmap`
-//! (leaving a plain, unmapped bind); `tmpcopyup` on a mount that is not a
-//! tmpfs and a superblock flag on a bind cannot be applied (runc lets both
-//! go). Each is refused at create, naming the mount and field.
+//! wrong. Mount fields rustpod cannot honour: `tmpcopyup` on a mount that is
+//! not a tmpfs and a superblock flag on a bind (runc lets both go). Each is
+//! refused at create, naming the mount and field. (Idmapped mounts:
+//! `idmap_mount` plans them and refuses what it cannot do.)
 
 use oci_spec::runtime::{Mount, Spec};
-
-/// The options that ask for an idmapped mount.
-const IDMAP_OPTIONS: &[&str] = &["idmap", "ridmap"];
 
 /// The first mount field of `spec` we would otherwise drop, as an error
 /// naming the mount (index, destination) and the field.
@@ -20,17 +16,7 @@ pub fn check_mounts(spec: &Spec) -> Result<(), String> {
 }
 
 fn check_mount(mount: &Mount) -> Result<(), String> {
-    const IDMAP: &str = "idmapped mounts are not supported by rustpod yet (features: mountExtensions.idmap.enabled is false)";
-    if mount.uid_mappings().is_some() {
-        return Err(format!("uidMappings: {IDMAP}"));
-    }
-    if mount.gid_mappings().is_some() {
-        return Err(format!("gidMappings: {IDMAP}"));
-    }
     for option in mount.options().iter().flatten() {
-        if IDMAP_OPTIONS.contains(&option.as_str()) {
-            return Err(format!("option {option:?}: {IDMAP}"));
-        }
         // runc copies up into a tmpfs only, and ignores it on other mounts.
         if crate::mount_copyup::is_copyup(option) && mount.typ().as_deref() != Some("tmpfs") {
             return Err(format!("option {option:?}: only a tmpfs mount can copy up the image's files"));
@@ -79,11 +65,8 @@ mod tests {
     }
 
     #[test]
-    fn idmapped_and_unapplied_mounts_are_refused_naming_the_mount() {
-        let maps = json!([{"containerID": 0, "hostID": 1000, "size": 1}]);
+    fn unapplied_mounts_are_refused_naming_the_mount() {
         let cases = [
-            (json!({"destination": "/a", "type": "bind", "source": "/tmp", "uidMappings": maps, "gidMappings": maps}), "uidMappings"),
-            (json!({"destination": "/a", "type": "bind", "source": "/tmp", "options": ["rbind", "ridmap"]}), "\"ridmap\""),
             (json!({"destination": "/a", "type": "bind", "source": "/tmp", "options": ["bind", "tmpcopyup"]}), "\"tmpcopyup\""),
             (json!({"destination": "/a", "type": "bind", "source": "/tmp", "options": ["bind", "lazytime"]}), "\"lazytime\""),
         ];

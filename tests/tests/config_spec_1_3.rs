@@ -36,25 +36,6 @@ fn option_named(option: &str) -> String {
     format!("option \\\"{option}\\\"")
 }
 
-/// libcontainer 0.7 drops a mount's uid/gid mappings and `idmap`/`ridmap`, which would give a
-/// plain, unmapped bind: refused until idmapped mounts are implemented, as `features` says.
-#[test]
-fn idmapped_mounts_are_refused_naming_the_mount_and_field() {
-    skip_if!(needs::containers());
-    if env::testing_runc_itself() {
-        skip!("runc 1.1.5 predates idmapped mounts (RUNC_DIFFERENCES.md)");
-    }
-    let maps = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
-    let mut mapped = bind_tmp("/mapped", &["rbind"]);
-    mapped["uidMappings"] = maps.clone();
-    mapped["gidMappings"] = maps;
-    refused_at_create(mapped, "uidMappings");
-    refused_at_create(bind_tmp("/idmap", &["rbind", "idmap"]), &option_named("idmap"));
-    refused_at_create(bind_tmp("/ridmap", &["rbind", "ridmap"]), &option_named("ridmap"));
-    let features = Runtime::under_test().cmd(&["features"]).ok().stdout_json();
-    assert_eq!(features["linux"]["mountExtensions"]["idmap"]["enabled"], false, "{features}");
-}
-
 /// runc 1.5's `tmpcopyup` (libcontainer passed it to mount(2) as data, which failed with only
 /// "failed to prepare rootfs"): the tmpfs at /etc starts with the image's files, owners and
 /// modes, is writable, and the image is untouched; next to runc 1.1.5, which has it too.
@@ -377,37 +358,24 @@ fn net_devices_move_in_and_go_with_the_namespace() {
     assert!(!ip(&["link", "show", &format!("{}p", link.0)]).success(), "the veth outlived its namespace");
 }
 
-/// Through containerd too: an idmapped mount is refused naming the field (no task runs), and
-/// `pids.limit: 0` gives pids.max 0. runc 1.1.5, the reference, predates both: it runs the
-/// unmapped bind and writes "max" (RUNC_DIFFERENCES.md), so it is printed, not compared.
+/// Through containerd too: `pids.limit: 0` gives pids.max 0. runc 1.1.5, the reference, predates
+/// it and writes "max" (RUNC_DIFFERENCES.md), so it is printed, not compared. (Idmapped mounts
+/// through containerd: mounts_idmap.rs.)
 #[test]
-fn containerd_paths_refuse_idmapped_mounts_and_apply_pids_limit_zero() {
+fn containerd_paths_apply_pids_limit_zero() {
     skip_if!(shim::blocker());
     if env::testing_runc_itself() {
-        skip!("runc 1.1.5 predates both (RUNC_DIFFERENCES.md); the reference path runs it anyway");
+        skip!("runc 1.1.5 predates it (RUNC_DIFFERENCES.md); the reference path runs it anyway");
     }
     let ctd = ShimContainerd::start();
     let dir = ScratchDir::new("spec13");
     let rootfs = Bundle::new(SLEEP);
-    let maps = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
     for (path, flags) in shim::paths() {
         let write = |name: &str, spec: &Value| {
             let file = dir.join_str(&format!("{name}.json"));
             std::fs::write(&file, spec.to_string()).expect("write spec");
             file
         };
-        let mapped = format!("{path}-idmap");
-        let mut spec = ctd.oci_spec(&mapped, &rootfs.rootfs());
-        let mount = json!({"destination": "/mapped", "type": "bind", "source": "/tmp",
-                           "options": ["rbind"], "uidMappings": maps, "gidMappings": maps});
-        spec["mounts"].as_array_mut().expect("mounts").push(mount);
-        let out = ctd.run_config(&write(&mapped, &spec), &flags, &mapped);
-        eprintln!("{path}: idmapped mount: exit {}: {}", out.code(), out.stderr.trim_end());
-        if path != "runc-shim-runc" {
-            assert!(!out.success() && out.stderr.contains("uidMappings"), "{path}: {}", out.describe());
-            assert_ne!(ctd.task_status(&mapped).as_deref(), Some("RUNNING"), "{path}: the task runs");
-        }
-
         let limited = format!("{path}-pids0");
         let mut spec = ctd.oci_spec(&limited, &rootfs.rootfs());
         spec["linux"]["resources"]["pids"] = json!({"limit": 0});

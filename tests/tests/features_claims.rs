@@ -5,7 +5,8 @@
 // read-only (mounts_options.rs `bind_ro_rro_nosuid_nodev_noexec`), SCMP_ACT_NOTIFY
 // (config_process.rs), the hooks (config_hooks.rs), cgroup v1/v2/systemd (config_cgroups.rs,
 // cgroup_v2.rs, systemd_cgroup.rs). Here: every other claimed seccomp action, operator,
-// architecture and flag loads in one filter, and no idmapped mount is claimed.
+// architecture and flag loads in one filter, and idmapped mounts are claimed (mounts_idmap.rs
+// proves them).
 
 use rustpod_tests::checker::{report_with, strings};
 use rustpod_tests::{json, needs, skip_if, Runtime, Value};
@@ -52,14 +53,15 @@ fn every_claimed_seccomp_action_operator_arch_and_flag_loads() {
     assert_eq!(report.at("/seccomp"), 2, "the filter with every claim loaded: {actions:?} {operators:?}");
 }
 
-/// libcontainer 0.7 skips `idmap`/`ridmap` without mapping anything: claiming them would make
-/// CRI give a pod idmapped volumes that are plain binds. runc 1.1.5 claims none either.
+/// We make idmapped mounts ourselves (libcontainer 0.7 would bind them unmapped), so on a
+/// kernel with mount_setattr (5.12) they are claimed, as runc 1.2 does; mounts_idmap.rs proves
+/// them. runc 1.1.5 claims none.
 #[test]
-fn idmapped_mounts_are_not_claimed() {
+fn idmapped_mounts_are_claimed_on_this_kernel() {
     let claims = features();
     let options = strings(&claims["mountOptions"]);
-    assert!(!options.iter().any(|o| o == "idmap" || o == "ridmap"), "{options:?}");
-    assert_ne!(claims["linux"]["mountExtensions"]["idmap"]["enabled"], true, "{claims}");
+    assert!(options.iter().any(|o| o == "idmap") && options.iter().any(|o| o == "ridmap"), "{options:?}");
+    assert_eq!(claims["linux"]["mountExtensions"]["idmap"]["enabled"], true, "{claims}");
     // What CRI needs for recursive read-only mounts and user namespaces stays claimed.
     assert!(options.iter().any(|o| o == "rro"), "{options:?}");
     assert!(strings(&claims["linux"]["namespaces"]).iter().any(|n| n == "user"), "{claims}");

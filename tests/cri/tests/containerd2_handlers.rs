@@ -34,8 +34,12 @@ fn containerd2_reports_handler_features_learnt_from_info() {
     if version.starts_with("2.1.") {
         assert_eq!(rustpod.features, None, "containerd 2.1 introspects only io.containerd.runc.v2 handlers: {handlers:#?}");
     } else {
-        // What `-info` tells: rro is claimed, idmapped mounts are not.
+        // What `-info` tells: rro is claimed, and idmapped mounts where this kernel makes them
+        // (mounts_idmap.rs proves them; `rustpod features` says which).
         let features = rustpod.features.expect("containerd introspects the rustpod handler");
-        assert!(features.recursive_read_only_mounts && !features.user_namespaces, "{handlers:#?}");
+        let ours = process::run(&env::rustpod_bin(), &["features"], b"").ok().stdout_json();
+        let idmap = ours["linux"]["mountExtensions"]["idmap"]["enabled"] == true;
+        assert!(features.recursive_read_only_mounts, "{handlers:#?}");
+        assert_eq!(features.user_namespaces, idmap, "{handlers:#?}");
     }
 }
