@@ -136,6 +136,9 @@ fn podman_run_rm_leaves_no_runtime_state() {
         );
         let cgroups = container_cgroups(&podman, &id);
         assert!(cgroups.is_empty(), "{rt:?}: cgroups left: {cgroups:?}");
+        // podman's own conmon and its `container cleanup --rm` may still be finishing when
+        // `run --rm` returns (seen under load): wait for them, boundedly, then look.
+        rustpod_tests::wait::eventually(|| leftovers::processes_under(&id).is_empty());
         let processes = leftovers::processes_under(&id);
         assert!(
             processes.is_empty(),
