@@ -33,6 +33,7 @@ pub mod engine_bundle;
 pub mod error;
 pub mod features;
 pub mod mount_propagation;
+pub mod pressure;
 pub mod sealed_exe;
 pub mod self_exec;
 pub mod signal;
