@@ -29,8 +29,9 @@ if [[ -s $RUSTPOD_SKIP_LOG ]]; then
 	sort -u "$RUSTPOD_SKIP_LOG"
 fi
 
-# The guest suites (this host is cgroup v1 without systemd): pure cgroup v2, then
-# systemd 252 on cgroup v2. RUSTPOD_GUESTS=0 leaves them out, loudly.
+# The guest suites (this host is cgroup v1 without systemd): pure cgroup v2, then a
+# Debian sid node (its kernel, systemd 262 on cgroup v2, containerd 2.1, runc 1.3).
+# RUSTPOD_GUESTS=0 leaves them out, loudly.
 echo
 if [[ ${RUSTPOD_GUESTS:-1} == 0 ]]; then
 	echo "== SKIP the QEMU guest suites (cgroup v2, systemd): RUSTPOD_GUESTS=0; CI runs them ==" >&2
@@ -38,7 +39,7 @@ else
 	echo "== cgroup v2 guest suite (hack/guest-v2.sh) =="
 	"$hack/guest-v2.sh" --no-build || status=1
 	echo
-	echo "== systemd guest suite (hack/guest-systemd.sh) =="
-	"$hack/guest-systemd.sh" --no-build || status=1
+	echo "== sid guest suite (hack/guest-sid.sh) =="
+	"$hack/guest-sid.sh" --no-build || status=1
 fi
 exit "$status"
