@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Usage: containerd.sh start DIR [--cri [--systemd-cgroup]] [--shim-dir PATHDIR] [--containerd BIN] | stop DIR | kill DIR | restart DIR
-# Run a private containerd (apt's) rooted at DIR; it never touches the system containerd.
+# Run a private containerd (the one on PATH, or BIN) rooted at DIR; it never touches the system
+# containerd. Its config is in the format of its version: `version = 2` for containerd 1.x,
+# `version = 3` for 2.x (2.3+ still reads 3), where the CRI plugin is split in three.
 # --systemd-cgroup: `SystemdCgroup = true` in both CRI handlers' options, as on a node whose
 # kubelet uses the systemd cgroup driver.
-# --containerd BIN: that containerd instead (a 2.x one gets a `version = 3` config, and its own
-# ctr and containerd-shim-runc-v2 beside it are used: put the latter on PATHDIR).
+# --containerd BIN: that containerd instead (its own ctr and containerd-shim-runc-v2 beside it
+# are used: put the latter on PATHDIR).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -32,16 +34,6 @@ conf=$dir/config.toml sock=$dir/containerd.sock pidfile=$dir/containerd.pid log=
 [[ $action == start || ! -f $dir/containerd-bin ]] || containerd=$(cat "$dir/containerd-bin")
 containerd=${containerd:-containerd}
 ctr=$(ctr_beside "$containerd")
-
-# major_version: containerd's major version ("containerd github.com/… v2.1.9 …" or "1.6.20~ds1").
-major_version() {
-	local word
-	for word in $("$containerd" --version); do
-		word=${word#v}
-		[[ $word =~ ^([0-9]+)\.[0-9] ]] && { echo "${BASH_REMATCH[1]}"; return; }
-	done
-	echo 0
-}
 ((${#sock} + 6 < 108)) || die "socket path too long (unix sockets allow 107 bytes): $sock.ttrpc"
 
 # running: print the PID of the containerd that owns DIR, if any (guards against PID reuse).
@@ -53,70 +45,75 @@ running() {
 	echo "$pid"
 }
 
-cri_toml() {
+# containerd_major: the major version of the containerd we run ("… containerd/v2 2.1.9~ds1 …"
+# gives 2, Debian 12's "… 1.6.20~ds1 …" 1).
+containerd_major() {
+	"$containerd" --version | awk '{for (i = 2; i <= NF; i++) if ($i ~ /^v?[0-9]+\./) {sub(/^v/, "", $i); split($i, v, "."); print v[1]; exit}}'
+}
+
+# runtimes_toml TABLE: both CRI handlers, under the table the version puts them in.
+runtimes_toml() {
+	cat <<-TOML
+		  [$1.containerd]
+		    default_runtime_name = "runc"
+		    [$1.containerd.runtimes.runc]
+		      runtime_type = "io.containerd.runc.v2"
+		      [$1.containerd.runtimes.runc.options]
+		        SystemdCgroup = $systemd_cgroup
+		    [$1.containerd.runtimes.rustpod]
+		      runtime_type = "io.containerd.rustpod.v1"
+		      [$1.containerd.runtimes.rustpod.options]
+		        SystemdCgroup = $systemd_cgroup
+	TOML
+}
+
+# cri_toml_v2: containerd 1.x, one CRI plugin.
+cri_toml_v2() {
+	local cri='plugins."io.containerd.grpc.v1.cri"'
 	cat <<-TOML
 
-		[plugins."io.containerd.grpc.v1.cri"]
+		[$cri]
 		  sandbox_image = "registry.k8s.io/pause:3.9"
 		  restrict_oom_score_adj = true
 		  enable_unprivileged_ports = false
 		  enable_unprivileged_icmp = false
 		  stream_server_address = "127.0.0.1"
 		  stream_server_port = "0"
-		  [plugins."io.containerd.grpc.v1.cri".cni]
+		  [$cri.cni]
 		    bin_dir = "$dir/cni/bin"
 		    conf_dir = "$dir/cni/net.d"
-		  [plugins."io.containerd.grpc.v1.cri".containerd]
-		    default_runtime_name = "runc"
-		    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-		      runtime_type = "io.containerd.runc.v2"
-		      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-		        SystemdCgroup = $systemd_cgroup
-		    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.rustpod]
-		      runtime_type = "io.containerd.rustpod.v1"
-		      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.rustpod.options]
-		        SystemdCgroup = $systemd_cgroup
 	TOML
+	runtimes_toml "$cri"
 }
 
-# cri_toml_v3: the same for containerd 2.0-2.2 (2.3 reads it too): the CRI settings moved to
-# the io.containerd.cri.v1.runtime and io.containerd.cri.v1.images plugins.
+# cri_toml_v3: containerd 2.x, where CRI is the server, the images and the runtime plugins.
 cri_toml_v3() {
-	local rt="plugins.'io.containerd.cri.v1.runtime'"
+	local runtime="plugins.'io.containerd.cri.v1.runtime'"
 	cat <<-TOML
 
-		[plugins.'io.containerd.cri.v1.images'.pinned_images]
-		  sandbox = "registry.k8s.io/pause:3.9"
 		[plugins.'io.containerd.grpc.v1.cri']
 		  stream_server_address = "127.0.0.1"
 		  stream_server_port = "0"
-		[$rt]
+		[plugins.'io.containerd.cri.v1.images'.pinned_images]
+		  sandbox = "registry.k8s.io/pause:3.9"
+		[$runtime]
 		  restrict_oom_score_adj = true
 		  enable_unprivileged_ports = false
 		  enable_unprivileged_icmp = false
-		  [$rt.cni]
+		  [$runtime.cni]
 		    bin_dirs = ["$dir/cni/bin"]
 		    conf_dir = "$dir/cni/net.d"
-		  [$rt.containerd]
-		    default_runtime_name = "runc"
-		    [$rt.containerd.runtimes.runc]
-		      runtime_type = "io.containerd.runc.v2"
-		      [$rt.containerd.runtimes.runc.options]
-		        SystemdCgroup = $systemd_cgroup
-		    [$rt.containerd.runtimes.rustpod]
-		      runtime_type = "io.containerd.rustpod.v1"
-		      [$rt.containerd.runtimes.rustpod.options]
-		        SystemdCgroup = $systemd_cgroup
 	TOML
+	runtimes_toml "$runtime"
 }
 
 write_config() {
-	local version=2 opt='plugins."io.containerd.internal.v1.opt"' cri_plugins='"io.containerd.grpc.v1.cri"'
-	if (($(major_version) >= 2)); then
-		version=3 opt="plugins.'io.containerd.internal.v1.opt'"
-		cri_plugins+=', "io.containerd.cri.v1.runtime", "io.containerd.cri.v1.images"'
+	local version=2 opt='"io.containerd.internal.v1.opt"'
+	local plugins='disabled_plugins = ["io.containerd.grpc.v1.cri"]'
+	if (($(containerd_major) >= 2)); then
+		version=3 opt="'io.containerd.internal.v1.opt'"
+		plugins='disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime", "io.containerd.cri.v1.images"]'
 	fi
-	local plugins="disabled_plugins = [$cri_plugins]"
 	[[ $cri ]] && plugins='required_plugins = ["io.containerd.grpc.v1.cri"]'
 	mkdir -p "$dir"/{root,state,opt}
 	[[ $cri ]] && mkdir -p "$dir"/cni/{bin,net.d}
@@ -132,14 +129,13 @@ write_config() {
 			[ttrpc]
 			  address = "$sock.ttrpc"
 
-			[$opt]
+			[plugins.$opt]
 			  path = "$dir/opt"
 		TOML
-		if [[ $cri && $version == 3 ]]; then
-			cri_toml_v3
-		elif [[ $cri ]]; then
-			cri_toml
-		fi
+		# containerd 2.x starts NRI on the one /var/run/nri/nri.sock: a second private
+		# containerd would fail to bind it, and no test uses NRI.
+		((version < 3)) || printf "\n[plugins.'io.containerd.nri.v1.nri']\n  disable = true\n"
+		if [[ $cri ]]; then "cri_toml_v$version"; fi
 	} >"$conf.tmp"
 	mv -f "$conf.tmp" "$conf"
 }

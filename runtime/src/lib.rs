@@ -36,6 +36,7 @@ pub mod error;
 pub mod features;
 pub mod inherited_fds;
 pub mod mount_propagation;
+pub mod pressure;
 pub mod sealed_exe;
 pub mod self_exec;
 pub mod signal;

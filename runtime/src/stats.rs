@@ -13,16 +13,18 @@ use libcontainer::container::Container;
 use serde_json::{json, Map, Value};
 
 use crate::error::{Error, Result};
+use crate::pressure::{self, CgroupPressure};
 
 /// Where cgroup v2 is mounted on a unified host.
 const V2_ROOT: &str = "/sys/fs/cgroup";
 
 /// What `events --stats` reports: the cgroup's statistics and, as runc
-/// adds them, its cpuset.
+/// adds them, its cpuset and (v2, runc 1.2+) its pressure stall information.
 #[derive(Debug, Default)]
 pub struct ContainerStats {
     pub cgroup: Stats,
     pub cpuset: Option<Cpuset>,
+    pub pressure: CgroupPressure,
 }
 
 /// The cpuset a container may run on, and the v1 cpuset flags.
@@ -53,12 +55,11 @@ pub fn read(container: &Container) -> Result<ContainerStats> {
     match (unified, container.pid()) {
         (true, Some(pid)) => {
             let dir = v2_dir_of(pid.as_raw())?;
-            let cpuset = read_file(&dir, "cgroup.controllers")?
-                .split_whitespace()
-                .any(|c| c == "cpuset")
-                .then(|| Ok::<_, Error>(v2_cpuset()))
-                .transpose()?;
-            Ok(ContainerStats { cgroup: read_v2(&dir)?, cpuset })
+            let controllers = read_file(&dir, "cgroup.controllers")?;
+            let controllers: Vec<&str> = controllers.split_whitespace().collect();
+            let cpuset = controllers.contains(&"cpuset").then(v2_cpuset);
+            let pressure = pressure::read_cgroup(&dir, &controllers)?;
+            Ok(ContainerStats { cgroup: read_v2(&dir)?, cpuset, pressure })
         }
         (_, pid) => {
             let manager = crate::cgroup::manager_for(container)?;
@@ -67,7 +68,7 @@ pub fn read(container: &Container) -> Result<ContainerStats> {
                 Some(dir) => Some(read_cpuset(&dir, "", CPUSET_FLAGS)?),
                 None => None,
             };
-            Ok(ContainerStats { cgroup, cpuset })
+            Ok(ContainerStats { cgroup, cpuset, pressure: CgroupPressure::default() })
         }
     }
 }
@@ -264,7 +265,7 @@ pub fn runc_shape(all: &ContainerStats) -> Value {
         .iter()
         .map(|(size, h)| (size.clone(), nonzero(json!({"usage": h.usage, "max": h.max_usage, "failcnt": h.fail_count}), &["failcnt"])))
         .collect();
-    json!({
+    let mut shape = json!({
         "cpu": {
             "usage": nonzero(json!({
                 "total": usage.usage_total,
@@ -302,7 +303,18 @@ pub fn runc_shape(all: &ContainerStats) -> Value {
         "hugetlb": hugetlb,
         "cpuset": all.cpuset.as_ref().map(cpuset_shape),
         "network_interfaces": null,
-    })
+    });
+    add_pressure(&mut shape, &all.pressure);
+    shape
+}
+
+/// runc 1.2+'s `psi` under cpu, memory and blkio, where the kernel has it.
+fn add_pressure(shape: &mut Value, all: &CgroupPressure) {
+    for (section, pressure) in [("cpu", &all.cpu), ("memory", &all.memory), ("blkio", &all.io)] {
+        if let Some(pressure) = pressure {
+            shape[section]["psi"] = pressure::runc_shape(pressure);
+        }
+    }
 }
 
 fn cpuset_shape(cpuset: &Cpuset) -> Value {
@@ -382,7 +394,7 @@ mod tests {
         assert_eq!(stats.cpu.usage.usage_total, 243_891_000);
         assert_eq!(stats.cpu.usage.usage_kernel, 43_891_000);
         assert_eq!(stats.cpu.throttling.throttled_time, 7_000);
-        let all = ContainerStats { cgroup: stats, cpuset: None };
+        let all = ContainerStats { cgroup: stats, ..Default::default() };
         assert_eq!(runc_shape(&all)["cpu"]["usage"]["total"], 243_891_000u64);
     }
 
@@ -392,7 +404,7 @@ mod tests {
         let dir = cgroup(&[("cgroup.controllers", "cpu io\n"), ("cpu.stat", CPU_STAT), ("io.stat", "8:0 rbytes=4096 wbytes=0 rios=1 wios=0\n")]);
         let stats = read_v2(&dir.0).unwrap();
         assert!(stats.hugetlb.is_empty());
-        let shape = runc_shape(&ContainerStats { cgroup: stats, cpuset: None });
+        let shape = runc_shape(&ContainerStats { cgroup: stats, ..Default::default() });
         assert_eq!(shape["blkio"]["ioServiceBytesRecursive"][0], json!({"major": 8, "op": "Read", "value": 4096}));
         assert!(shape["memory"].get("raw").is_none() && shape["memory"]["usage"]["usage"].is_null());
     }
@@ -409,11 +421,28 @@ mod tests {
             ("pids.current", "1\n"),
             ("pids.max", "100\n"),
         ]);
-        let shape = runc_shape(&ContainerStats { cgroup: read_v2(&dir.0).unwrap(), cpuset: None });
+        let shape = runc_shape(&ContainerStats { cgroup: read_v2(&dir.0).unwrap(), ..Default::default() });
         assert_eq!(shape["memory"]["usage"], json!({"usage": 1114112, "limit": u64::MAX, "failcnt": 3}));
         assert_eq!(shape["memory"]["cache"], 4096);
         assert_eq!(shape["memory"]["raw"]["anon"], 8192);
         assert_eq!(shape["pids"], json!({"current": 1, "limit": 100}));
+    }
+
+    #[test]
+    fn pressure_goes_under_cpu_memory_and_blkio_as_runc_puts_it() {
+        let dir = cgroup(&[
+            ("cgroup.controllers", "cpu memory\n"),
+            ("cpu.stat", CPU_STAT),
+            ("cpu.pressure", "some avg10=0.50 avg60=0.00 avg300=0.00 total=42\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=7\n"),
+            ("memory.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"),
+            ("io.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=9\n"),
+        ]);
+        let pressure = pressure::read_cgroup(&dir.0, &["cpu", "memory"]).unwrap();
+        let shape = runc_shape(&ContainerStats { pressure, ..Default::default() });
+        assert_eq!(shape["cpu"]["psi"]["some"], json!({"avg10": 0.5, "avg60": 0.0, "avg300": 0.0, "total": 42}));
+        assert_eq!(shape["cpu"]["psi"]["full"]["total"], 7);
+        assert_eq!(shape["memory"]["psi"]["some"]["total"], 0, "zeros are printed, as runc does");
+        assert!(shape["blkio"].get("psi").is_none(), "io is not enabled: {shape}");
     }
 
     #[test]

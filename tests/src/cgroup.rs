@@ -161,7 +161,7 @@ pub fn assert_memory(what: &str, before: u64, value: u64, after: u64) {
 pub fn systemd_blocker() -> Option<String> {
     (!Path::new("/run/systemd/system").is_dir()).then(|| {
         "systemd cgroup driver: systemd is not PID 1 here (/run/systemd/system is missing); \
-         hack/guest-systemd.sh runs this in a guest where it is"
+         hack/guest-sid.sh runs this in a guest where it is"
             .to_string()
     })
 }

@@ -37,17 +37,10 @@ fn runc_shim(containerd: &Path) -> PathBuf {
     containerd.with_file_name(RUNC_SHIM_NAME)
 }
 
-/// `containerd --version`'s (major, minor): "… containerd/v2 v2.3.4 …" gives (2, 3), Debian's
-/// "… 1.6.20~ds1 …" (1, 6); (0, 0) when it prints no version.
+/// `containerd --version`'s (major, minor).
 fn version_of(containerd: &Path) -> (u32, u32) {
-    let out = process::run(containerd, &["--version"], b"");
-    let version = out
-        .stdout
-        .split_whitespace()
-        .map(|w| w.strip_prefix('v').unwrap_or(w))
-        .find(|w| w.starts_with(|c: char| c.is_ascii_digit()) && w.contains('.'));
-    let mut parts = version.unwrap_or_default().split('.').map(|p| p.parse().unwrap_or(0));
-    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+    let (major, minor, _) = crate::env::version_of(containerd);
+    (major, minor)
 }
 
 /// Why the containerd 2.x tests cannot run here, if they cannot.

@@ -30,6 +30,24 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// `BIN --version`'s first version number as (major, minor, patch): containerd 2.x's
+/// "… containerd/v2 v2.3.4 …" gives (2, 3, 4), Debian's runc "runc version 1.3.6+ds1" (1, 3, 6);
+/// (0, 0, 0) when it prints none.
+pub fn version_of(bin: &Path) -> (u32, u32, u32) {
+    let out = crate::process::run(bin, &["--version"], b"");
+    let version = out
+        .stdout
+        .split_whitespace()
+        .map(|w| w.strip_prefix('v').unwrap_or(w))
+        .find(|w| w.starts_with(|c: char| c.is_ascii_digit()) && w.contains('.'))
+        .unwrap_or_default();
+    let mut parts = version.split('.').map(|p| {
+        let digits: String = p.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().unwrap_or(0)
+    });
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+}
+
 /// Both runtimes are the same file (the suite is being validated against runc).
 pub fn testing_runc_itself() -> bool {
     is_runc(&rustpod_bin())

@@ -2,7 +2,7 @@
 // container whose config lists /dev/kmsg as a node but allows it no access must not write it,
 // and a container with CAP_MKNOD (which containerd and kubelet grant by default) must not make a
 // node for an unlisted device, the node's own disk, and read it. Each run is compared with runc
-// in the same test; with --systemd-cgroup where systemd runs (hack/guest-systemd.sh's guest), and
+// in the same test; with --systemd-cgroup where systemd runs (hack/guest-sid.sh's guest), and
 // through containerd with our shim next to containerd's runc shim driving runc.
 
 use rustpod_tests::cgroup::systemd_blocker;

@@ -1,6 +1,6 @@
 // The shim's events as containerd publishes them (`ctr events`): the task lifecycle in order
 // (exit after start), exec events, and /tasks/oom when a container exceeds its memory limit
-// (memory.oom_control on cgroup v1, memory.events on v2: run in the systemd guest).
+// (memory.oom_control on cgroup v1, memory.events on v2: run in the sid guest).
 
 use rustpod_tests::events::{assert_task_lifecycle, position};
 use rustpod_tests::shim::{blocker, ShimContainerd, IMAGE, RUNTIME};

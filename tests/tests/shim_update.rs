@@ -1,7 +1,7 @@
 // A live resource update through the shim's Update call changes the container's cgroup. ctr 1.6
 // has no `task update`, so the test calls the shim's task API (containerd.task.v3.Task/Update)
 // on the socket containerd recorded, exactly as containerd's Update would. The limit is read
-// from memory.limit_in_bytes on cgroup v1 and memory.max on v2 (the systemd guest).
+// from memory.limit_in_bytes on cgroup v1 and memory.max on v2 (the sid guest).
 
 use containerd_shim_protos::protobuf::well_known_types::any::Any;
 use containerd_shim_protos::protobuf::MessageField;

@@ -1,7 +1,7 @@
 // The systemd cgroup driver's own behaviour (issue 14): systemd removes a scope's cgroup as soon
 // as its last process exits, so `kill --all` of a stopped container (what containerd's
 // WithProcessKill sends after every exit) finds no cgroup and must succeed, as runc does.
-// Needs systemd as PID 1: hack/guest-systemd.sh runs it in a guest.
+// Needs systemd as PID 1: hack/guest-sid.sh runs it in a guest.
 
 use rustpod_tests::cgroup::systemd_blocker;
 use rustpod_tests::{json, needs, skip_if, Bundle, Runtime};

@@ -27,14 +27,15 @@ fn limits(cri: &Cri, id: &str) -> (i64, i64, i64, i64) {
 }
 
 /// What the cgroup holds for `shares`: themselves on v1; on v2 the cpu.weight the handler's
-/// runtime converts them to: runc 1.1's linear map (512 -> 20), or the fit of runc 1.3.2+, crun
-/// and libcgroups that rustpod uses (512 -> 59; tests/RUNC_DIFFERENCES.md).
+/// runtime converts them to: runc before 1.3.2's linear map (512 -> 20; Debian 12's 1.1.5), or
+/// the fit of runc 1.3.2+ (sid's 1.3.6), crun and libcgroups that rustpod uses (512 -> 59;
+/// tests/RUNC_DIFFERENCES.md).
 fn shares_as_held(cri: &Cri, id: &str, shares: i64) -> i64 {
     let v1 = cgroup_v1_file(cri.container_pid(id), "cpu", "cpu.shares").is_some();
     if v1 {
         return shares;
     }
-    if cri.handler == "runc" {
+    if cri.handler == "runc" && rustpod_tests::env::version_of(&rustpod_tests::env::runc_bin()) < (1, 3, 2) {
         return 1 + ((shares - 2) * 9999) / 262142;
     }
     let l = (shares as f64).log2();

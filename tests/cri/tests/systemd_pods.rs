@@ -2,7 +2,7 @@
 // the handler's options and each pod's cgroup_parent a slice, the sandbox and its containers
 // must land in the pod's slice (never in a directory named `slice:prefix:name` at the cgroup
 // root), and a limit kubelet sets on the pod's slice must bind its containers. Needs systemd as
-// PID 1: hack/guest-systemd.sh runs it in a guest.
+// PID 1: hack/guest-sid.sh runs it in a guest.
 
 use rustpod_cri_tests::cri::ContainerState;
 use rustpod_cri_tests::{container, cri_or_skip, pod_slice, sleeper, systemd_driver, Cri};

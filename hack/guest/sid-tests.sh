@@ -1,8 +1,8 @@
 #!/bin/bash
-# Runs in the systemd guest (hack/guest-systemd.sh), from the unit rustpod-guest-tests.service:
+# Runs in the sid guest (hack/guest-sid.sh), from the unit rustpod-guest-tests.service:
 # every test file of OUT/tests.list with the test binary the host built (OUT/binaries) and the
 # environment in OUT/env; writes per-file logs, OUT/summary, OUT/skips and OUT/status (0 when
-# nothing failed). Usage: systemd-tests.sh OUT
+# nothing failed). Usage: sid-tests.sh OUT
 set -uo pipefail
 out=$1
 set -a
@@ -16,7 +16,8 @@ echo "guest booted to its test unit in $(cut -d' ' -f1 /proc/uptime) s" >"$out/t
 
 {
 	echo "guest: kernel $(uname -r); $(systemctl --version | head -n1); /sys/fs/cgroup is $(stat -fc %T /sys/fs/cgroup)" \
-		"(controllers: $(cat /sys/fs/cgroup/cgroup.subtree_control)); $(containerd --version | cut -d' ' -f1,3); $(runc --version | head -n1)"
+		"(controllers: $(cat /sys/fs/cgroup/cgroup.subtree_control)); $(containerd --version | cut -d' ' -f1,3);" \
+		"$(runc --version | head -n1); $(crun --version | head -n1); criu $(criu --version | sed -n 's/^Version: //p')"
 } >"$out/summary"
 
 # A hung file is stopped after this long; what was running and what containerd said are logged.

@@ -1,0 +1,316 @@
+#!/usr/bin/env bash
+# Usage: guest-sid.sh [--no-build] [--keep-log] [--image-only]
+# Run the systemd / cgroup v2 test suite in a throw-away QEMU guest that is a 2026 node: Debian
+# sid with its own kernel (linux-image-amd64, 7.2), systemd 262 as PID 1 on pure cgroup v2,
+# containerd 2.1, runc 1.3, crun and criu from sid. The host (Debian 12, cgroup v1 hybrid, no
+# systemd, containerd 1.6, runc 1.1) cannot run these.
+#
+#   1. installs qemu-system-x86 and debootstrap on the host (nothing from sid goes on the host);
+#   2. builds the guest once: debootstrap sid from the mirror apt uses into a directory (the
+#      kernel and its initramfs-tools initramfs are installed in it), copies the kernel and
+#      initramfs out for QEMU's -kernel/-initrd, and makes an ext4 image of it (mkfs.ext4 -d),
+#      all cached under /var/tmp/rustpod-guest-sid: keyed by the package list, the suite and
+#      IMAGE_VERSION, with the versions it got in a .versions file next to it; an image older
+#      than RUSTPOD_GUEST_MAX_AGE days (7) is built again, as sid moves;
+#   3. builds rustpod, the shim and the test binaries on the host (hack/build.sh, cargo test
+#      --no-run; they run in sid as they are, its glibc is newer) and boots the guest under TCG
+#      with the repository and the target dir shared read-only at the same paths (virtio-9p,
+#      mounted by systemd from systemd.mount-extra=) and a writable results dir; the disk is a
+#      -snapshot, so the cached image never changes;
+#   4. a unit in the guest runs hack/guest/sid-tests.sh, which runs the tests listed in
+#      hack/guest/sid-tests.list and powers off; this prints its summary and exits non-zero if
+#      a test failed or the guest did not finish.
+# --no-build: use the binaries already in $CARGO_TARGET_DIR. --keep-log: keep the results dir.
+# --image-only: build (or find cached) the image, kernel and initramfs, and stop.
+# Environment: RUSTPOD_GUEST_SUITE (sid; `testing` when sid is broken for a day),
+# RUSTPOD_GUEST_TIMEOUT (seconds, default 1500), RUSTPOD_GUEST_MEM (MiB, 2048),
+# RUSTPOD_GUEST_CPUS (2), RUSTPOD_GUEST_TESTS (a test list in the format of
+# hack/guest/sid-tests.list, to run fewer tests), RUSTPOD_GUEST_MAX_AGE (days, 7).
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/lib.sh"
+need_root
+
+# Bump to rebuild the cached image when how it is built changes.
+IMAGE_VERSION=1
+SUITE=${RUSTPOD_GUEST_SUITE:-sid}
+# udev loads the virtio modules (the disk's in the initramfs, 9p's after it). The kernel brings
+# the initramfs generator sid prefers (dracut: naming initramfs-tools too makes them conflict).
+GUEST_PKGS=(systemd systemd-sysv udev dbus linux-image-amd64 busybox-static iproute2 util-linux jq kmod procps
+	containerd runc crun criu)
+# What the summary and the .versions file show.
+SHOWN_PKGS=(linux-image-amd64 systemd containerd runc crun criu libc6)
+HOST_PKGS=(qemu-system-x86 debootstrap e2fsprogs)
+CACHE=/var/tmp/rustpod-guest-sid
+MAX_AGE=${RUSTPOD_GUEST_MAX_AGE:-7}
+TIMEOUT=${RUSTPOD_GUEST_TIMEOUT:-1500}
+
+build=1 keep= image_only=
+for arg; do
+	case $arg in
+	--no-build) build= ;;
+	--keep-log) keep=1 ;;
+	--image-only) image_only=1 ;;
+	*) die "usage: guest-sid.sh [--no-build] [--keep-log] [--image-only]" ;;
+	esac
+done
+
+now() { date +%s; }
+say() { echo "guest-sid: $*" >&2; }
+
+# install_host_packages: apt-get only what is missing; another engineer's apt may hold the lock.
+install_host_packages() {
+	local missing=() p policy=/usr/sbin/policy-rc.d mine=
+	for p in "${HOST_PKGS[@]}"; do
+		[[ $(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null) == installed ]] || missing+=("$p")
+	done
+	((${#missing[@]})) || return 0
+	say "installing ${missing[*]} (qemu-system-x86 replaces a backported qemu-utils)"
+	# Keep postinst scripts (udev) from starting services on the host.
+	if [[ ! -e $policy ]]; then
+		printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && mine=1
+	fi
+	local log=/var/tmp/rustpod-guest-apt.log rc=0
+	{ DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 -qq update &&
+		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 -qq install -y \
+			--no-install-recommends "${missing[@]}"; } >"$log" 2>&1 || rc=$?
+	[[ $mine ]] && rm -f "$policy"
+	((rc == 0)) || { tail -n 20 "$log" >&2; die "apt-get failed installing ${missing[*]} (log: $log)"; }
+}
+
+# mirror: the Debian mirror apt already uses (deb822 or one-line sources).
+mirror() {
+	local url
+	url=$(grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources | awk '$2 ~ /\/debian\/?$/ {print $2; exit}')
+	[[ $url ]] || url=$(grep -hs '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list |
+		awk '$2 ~ /\/debian\/?$/ {print $2; exit}')
+	echo "${url:-http://deb.debian.org/debian}"
+}
+
+image_key() {
+	printf '%s\n' "$IMAGE_VERSION" "$SUITE" "$(mirror)" "${GUEST_PKGS[@]}" | sha256sum | cut -c1-16
+}
+
+# configure_root DIR: what the image needs besides its packages.
+configure_root() {
+	local root=$1
+	echo rustpod-guest >"$root/etc/hostname"
+	printf '127.0.0.1 localhost rustpod-guest\n' >"$root/etc/hosts"
+	: >"$root/etc/fstab"
+	mkdir -p "$root/mnt/rustpod-out"
+	# The tests start their own containerds; the distro's must not run.
+	ln -sfn /dev/null "$root/etc/systemd/system/containerd.service"
+	# Account every controller, as kubelet's slices make systemd do on a node.
+	mkdir -p "$root/etc/systemd/system.conf.d"
+	cat >"$root/etc/systemd/system.conf.d/rustpod.conf" <<-'EOF'
+		[Manager]
+		DefaultCPUAccounting=yes
+		DefaultMemoryAccounting=yes
+		DefaultIOAccounting=yes
+		DefaultTasksAccounting=yes
+	EOF
+	# The test run: a script the host writes into the results share for each run.
+	cat >"$root/etc/systemd/system/rustpod-guest-tests.service" <<-'EOF'
+		[Unit]
+		Description=rustpod guest test suite
+		Wants=dbus.service
+		After=dbus.service systemd-logind.service basic.target local-fs.target remote-fs.target
+		RequiresMountsFor=/mnt/rustpod-out
+		SuccessAction=poweroff-immediate
+		FailureAction=poweroff-immediate
+		[Service]
+		Type=oneshot
+		ExecStart=/mnt/rustpod-out/run
+		StandardOutput=journal+console
+		StandardError=journal+console
+		TimeoutStartSec=infinity
+		[Install]
+		WantedBy=multi-user.target
+	EOF
+	ln -sfn ../rustpod-guest-tests.service "$root/etc/systemd/system/multi-user.target.wants/rustpod-guest-tests.service"
+	# Nothing that waits for a network, a clock or a login the guest does not have.
+	local unit
+	for unit in serial-getty@.service getty@.service systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer \
+		fstrim.timer man-db.timer systemd-networkd-wait-online.service; do
+		ln -sfn /dev/null "$root/etc/systemd/system/$unit"
+	done
+	passwd -R "$root" -d root >/dev/null
+	rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+	first_boot_work "$root"
+}
+
+# first_boot_work DIR: what systemd would do on every boot of the -snapshot disk (an /etc
+# newer than /usr: ldconfig, sysusers; the journal catalog is not needed), done once here;
+# under TCG it costs 10 s a boot.
+first_boot_work() {
+	local root=$1 unit
+	chroot "$root" ldconfig
+	chroot "$root" systemd-sysusers >/dev/null
+	for unit in systemd-journal-catalog-update.service e2scrub_reap.service dpkg-db-backup.timer \
+		systemd-tmpfiles-clean.timer; do
+		ln -sfn /dev/null "$root/etc/systemd/system/$unit"
+	done
+	touch "$root/etc/.updated" "$root/var/.updated"
+}
+
+# build_image BASE: debootstrap into a temp dir; BASE.vmlinuz and BASE.initrd are its kernel and
+# initramfs, BASE.versions what it got, BASE.ext4 the disk; each renamed into place.
+build_image() {
+	local base=$1 root include t0
+	root=$(mktemp -d /var/tmp/rustpod-guest-root.XXXXXX)
+	# shellcheck disable=SC2064
+	trap "rm -rf '$root' '$base'.*.tmp" RETURN
+	include=$(IFS=,; echo "${GUEST_PKGS[*]}")
+	say "debootstrap $SUITE from $(mirror) (a few minutes)"
+	t0=$(now)
+	if ! debootstrap --variant=minbase --include="$include" "$SUITE" "$root" "$(mirror)" \
+		>"$CACHE/debootstrap.log" 2>&1; then
+		tail -n 20 "$CACHE/debootstrap.log" >&2
+		die "debootstrap $SUITE failed (log: $CACHE/debootstrap.log; RUSTPOD_GUEST_SUITE=testing if sid is broken today)"
+	fi
+	say "debootstrap took $(($(now) - t0)) s"
+	configure_root "$root"
+	copy_boot_files "$root" "$base"
+	chroot "$root" dpkg-query -W -f '${Package} ${Version}\n' "${SHOWN_PKGS[@]}" >"$base.versions.tmp" ||
+		die "dpkg-query in $root failed"
+	mkfs.ext4 -q -F -L rustpod-root -d "$root" "$base.ext4.tmp" 8G >/dev/null || die "mkfs.ext4 -d $root failed"
+	local f
+	for f in vmlinuz initrd versions ext4; do mv -f "$base.$f.tmp" "$base.$f"; done
+}
+
+# copy_boot_files ROOT BASE: the kernel the image installed and the initramfs it made for it.
+copy_boot_files() {
+	local root=$1 base=$2 kernel
+	kernel=$(ls -1 "$root"/boot/vmlinuz-* 2>/dev/null | sort -V | tail -n1)
+	[[ $kernel ]] || die "no kernel in $root/boot (linux-image-amd64 did not install)"
+	[[ -f $root/boot/initrd.img-${kernel##*/vmlinuz-} ]] ||
+		die "no $root/boot/initrd.img-${kernel##*/vmlinuz-} (the initramfs generator the kernel pulled in did not run)"
+	cp "$kernel" "$base.vmlinuz.tmp"
+	cp "$root/boot/initrd.img-${kernel##*/vmlinuz-}" "$base.initrd.tmp"
+}
+
+# cached_base: the cached image's base path, if it is complete and young enough.
+cached_base() {
+	local base=$CACHE/debian-$SUITE-$(image_key) f
+	for f in vmlinuz initrd versions ext4; do [[ -f $base.$f ]] || return 1; done
+	[[ -z $(find "$base.ext4" -mmin +$((MAX_AGE * 1440))) ]] || { say "the cached $SUITE image is older than $MAX_AGE days"; return 1; }
+	echo "$base"
+}
+
+# plan DIR: the test binaries (cargo test --no-run) and the environment the guest runs them in.
+write_plan() {
+	local out=$1 list=${RUSTPOD_GUEST_TESTS:-$here/guest/sid-tests.list} pkg tests=() line
+	local -A targets=()
+	while read -r line; do
+		[[ $line == \#* || -z $line ]] && continue
+		while [[ $line =~ ^[A-Z_]+=[^\ ]*\ +(.*)$ ]]; do line=${BASH_REMATCH[1]}; done
+		read -r pkg test _ <<<"$line"
+		targets["$pkg"]+=" --test $test"
+	done <"$list"
+	: >"$out/binaries"
+	for pkg in "${!targets[@]}"; do
+		# shellcheck disable=SC2086
+		cargo test --locked --no-run --message-format=json -p "$pkg" ${targets[$pkg]} 2>"$out/cargo.log" |
+			jq -r 'select(.reason == "compiler-artifact" and .profile.test == true and .executable != null)
+				| .target.name + " " + .executable' >>"$out/binaries" ||
+			{ cat "$out/cargo.log" >&2; die "cargo test --no-run failed"; }
+	done
+	cp "$list" "$out/tests.list"
+	cat >"$out/env" <<-EOF
+		REPO=$(abspath "$here/..")
+		CARGO_TARGET_DIR=$CARGO_TARGET_DIR
+		RUSTPOD_BIN=$CARGO_TARGET_DIR/debug/rustpod
+		RUSTPOD_SHIM_BIN=$CARGO_TARGET_DIR/debug/containerd-shim-rustpod-v1
+		RUSTPOD_CHECKER_BIN=$checker
+		RUSTPOD_PAUSE_BIN=$pause
+		RUNC_BIN=/usr/sbin/runc
+		RUSTPOD_CONTAINERD=/usr/bin/containerd
+		RUSTPOD_TEST_THREADS=${RUSTPOD_GUEST_TEST_THREADS:-2}
+		RUSTPOD_GUEST_FILE_TIMEOUT=${RUSTPOD_GUEST_FILE_TIMEOUT:-600}
+	EOF
+	printf '#!/bin/sh\nexec %q %q\n' "$(abspath "$here/guest/sid-tests.sh")" /mnt/rustpod-out >"$out/run"
+	chmod 755 "$out/run"
+}
+
+# boot OUT BASE: run the guest until it powers off or the timeout. systemd mounts the shares
+# (systemd.mount-extra=) with the 9p modules of the guest's own kernel.
+boot() {
+	local out=$1 base=$2 repo rc=0 opts=trans=virtio,version=9p2000.L,msize=262144
+	repo=$(abspath "$here/..")
+	say "booting (TCG, ${RUSTPOD_GUEST_CPUS:-2} CPUs, ${RUSTPOD_GUEST_MEM:-2048} MiB; serial log: $out/console.log)"
+	local share=(-fsdev "local,id=f1,path=$repo,security_model=none,readonly=on"
+		-device virtio-9p-pci,fsdev=f1,mount_tag=repo
+		-fsdev "local,id=f2,path=$CARGO_TARGET_DIR,security_model=none,readonly=on"
+		-device virtio-9p-pci,fsdev=f2,mount_tag=target
+		-fsdev "local,id=f3,path=$out,security_model=none"
+		-device virtio-9p-pci,fsdev=f3,mount_tag=out)
+	local mounts="systemd.mount-extra=repo:$repo:9p:$opts,ro,cache=loose"
+	mounts+=" systemd.mount-extra=target:$CARGO_TARGET_DIR:9p:$opts,ro,cache=loose"
+	mounts+=" systemd.mount-extra=out:/mnt/rustpod-out:9p:$opts"
+	# KVM does not work on these machines (NOTES.md); -snapshot: writes go to a temp file
+	# (TMPDIR), the cached image stays as built.
+	TMPDIR=/var/tmp timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 \
+		-accel tcg,thread=multi -cpu max -machine q35 -smp "${RUSTPOD_GUEST_CPUS:-2}" -m "${RUSTPOD_GUEST_MEM:-2048}" \
+		-display none -no-reboot -nic none -snapshot \
+		-drive "file=$base.ext4,format=raw,if=virtio,cache=unsafe" \
+		-kernel "$base.vmlinuz" -initrd "$base.initrd" \
+		-append "root=/dev/vda rootfstype=ext4 rw console=ttyS0 panic=-1 systemd.show_status=error systemd.journald.forward_to_console=1 $mounts" \
+		"${share[@]}" -serial "file:$out/console.log" -monitor none </dev/null || rc=$?
+	((rc != 124)) || say "the guest did not finish within $TIMEOUT s (RUSTPOD_GUEST_TIMEOUT)"
+	return "$rc"
+}
+
+main() {
+	local t0 t_img t_boot base out status=0
+	t0=$(now)
+	install_host_packages
+	mkdir -p "$CACHE"
+	if ! base=$(cached_base); then
+		base=$CACHE/debian-$SUITE-$(image_key)
+		find "$CACHE" -maxdepth 1 -name 'debian-*' -delete
+		build_image "$base"
+	fi
+	t_img=$(now)
+	say "guest: $(tr '\n' ' ' <"$base.versions")"
+	if [[ $image_only ]]; then
+		say "image $base.ext4 with its kernel and initramfs ($((t_img - t0)) s)"
+		return 0
+	fi
+	if [[ $build ]]; then
+		need_cargo
+		"$here/build.sh"
+	fi
+	checker=$("$here/build-checker.sh")
+	pause=$("$here/build-pause.sh")
+	out=$(mktemp -d /var/tmp/rustpod-guest-out.XXXXXX)
+	chmod 755 "$out"
+	write_plan "$out"
+	t_boot=$(now)
+	boot "$out" "$base" || status=$?
+	echo
+	echo "== sid guest (Debian $SUITE, its kernel, systemd as PID 1, cgroup v2, containerd 2) =="
+	if [[ -f $out/summary ]]; then
+		cat "$out/summary"
+	else
+		say "no results: the guest did not run the tests; last lines of $out/console.log:"
+		tail -n 40 "$out/console.log" >&2 || true
+		status=1
+	fi
+	if [[ -s $out/skips ]]; then
+		echo "-- skipped in the guest --"
+		sort -u "$out/skips"
+	fi
+	[[ -f $out/status ]] && { read -r rc <"$out/status"; ((rc == 0)) || status=1; } || status=1
+	printf 'guest-sid: times: image %ss (cached: %s), build %ss, guest boot+tests %ss\n' \
+		"$((t_img - t0))" "$([[ $((t_img - t0)) -lt 5 ]] && echo yes || echo no)" \
+		"$((t_boot - t_img))" "$(($(now) - t_boot))" >&2
+	[[ -f $out/timing ]] && cat "$out/timing" >&2
+	if ((status)) || [[ $keep ]]; then
+		say "results kept in $out"
+	else
+		rm -rf "$out"
+	fi
+	return "$status"
+}
+
+main
