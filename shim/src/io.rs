@@ -218,6 +218,8 @@ fn open_output(uri: &str) -> Result<Option<File>, String> {
         return Err(format!("stdio {uri}: unsupported log URI (FIFOs, file:// and, without a terminal, binary:// are)"));
     }
     let path = uri.strip_prefix("fifo://").unwrap_or(uri);
+    // Held until the read-write handle is open, so the reader never sees EOF in between.
+    let _reader_seen = wait_for_reader(path)?;
     OpenOptions::new()
         .read(true)
         .write(true)
@@ -225,6 +227,40 @@ fn open_output(uri: &str) -> Result<Option<File>, String> {
         .open(path)
         .map(Some)
         .map_err(|e| format!("open output {path}: {e}"))
+}
+
+/// How long an output FIFO may wait for its reader before we hold it
+/// without one (as before: the output then waits in the FIFO).
+const READER_WAIT: Duration = Duration::from_secs(10);
+
+/// Waits until containerd has opened `path` for reading, as the Go shim's
+/// blocking open-for-write does. Our own handle is read-write (it outlives
+/// containerd), so the FIFO always has a reader once it is open: had we
+/// opened it before containerd's reader, a process that ends at once would
+/// have its output written and dropped before containerd opened the FIFO,
+/// whose open then waits for a writer that never comes (seen as a CRI
+/// ExecSync that never returns). Returns the write-only handle that proved
+/// it, or None once `READER_WAIT` has passed.
+fn wait_for_reader(path: &str) -> Result<Option<File>, String> {
+    let deadline = Instant::now() + READER_WAIT;
+    loop {
+        let opened = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NONBLOCK)
+            .open(path);
+        match opened {
+            Ok(file) => return Ok(Some(file)),
+            // ENXIO: no reader yet.
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                log::warn!("output {path}: no reader after {READER_WAIT:?}; holding it without one");
+                return Ok(None);
+            }
+            Err(e) => return Err(format!("open output {path} (O_WRONLY|O_NONBLOCK): {e}")),
+        }
+    }
 }
 
 fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
@@ -337,4 +373,66 @@ fn set_nonblocking(fd: RawFd) -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::sys::stat::Mode;
+
+    /// A FIFO of its own under the temp dir, removed on drop.
+    struct Fifo(std::path::PathBuf);
+
+    impl Fifo {
+        fn new(name: &str) -> Fifo {
+            let path = std::env::temp_dir().join(format!("rustpod-shim-io-{}-{name}", std::process::id()));
+            let _ = std::fs::remove_file(&path);
+            nix::unistd::mkfifo(&path, Mode::from_bits_truncate(0o600)).expect("mkfifo");
+            Fifo(path)
+        }
+    }
+
+    impl Drop for Fifo {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    /// Everything a reader opened now gets from the FIFO until its writers are gone, waiting
+    /// at most 5 s for each piece.
+    fn read_all(path: &std::path::Path) -> Vec<u8> {
+        let mut reader = OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).expect("open reader");
+        let mut got = Vec::new();
+        loop {
+            let mut fds = [PollFd::new(reader.as_fd(), PollFlags::POLLIN)];
+            if poll(&mut fds, PollTimeout::from(5000u16)).expect("poll") == 0 {
+                return got; // no writer ever came (Linux reports no hang-up then)
+            }
+            let mut buf = [0u8; 256];
+            match reader.read(&mut buf) {
+                Ok(0) => return got,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => continue,
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+    }
+
+    /// containerd's reader of an exec's stdout can open the FIFO after the exec has ended
+    /// (its opener is a goroutine; seen under load as a CRI ExecSync that never returned). The
+    /// output must still reach it: the shim waits for the reader before it holds the FIFO.
+    #[test]
+    fn output_of_a_process_that_ends_before_its_reader_opens_reaches_the_reader() {
+        let fifo = Fifo::new("late-reader");
+        let path = fifo.0.to_string_lossy().into_owned();
+        let writer = std::thread::spawn(move || {
+            let mut out = open_output(&path).expect("open output").expect("a FIFO");
+            out.write_all(b"output of a short process\n").expect("write");
+            // Dropped: the process ended and its copier closes the FIFO.
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let got = read_all(&fifo.0);
+        writer.join().expect("writer thread");
+        assert_eq!(String::from_utf8_lossy(&got), "output of a short process\n");
+    }
 }
