@@ -52,6 +52,8 @@ pub const NAMESPACE: &str = "k8s.io";
 const CTR: &str = "/usr/bin/ctr";
 const CONTAINERD: &str = "/usr/bin/containerd";
 const RUNC_SHIM_NAME: &str = "containerd-shim-runc-v2";
+/// The longest any one CRI call may take (under TCG in the guests a call can take seconds).
+const RPC_DEADLINE: std::time::Duration = std::time::Duration::from_secs(180);
 
 /// `$RUSTPOD_CRI_CONTAINERD`: another containerd (2.x) to run the CRI tests under.
 fn other_containerd() -> Option<PathBuf> {
@@ -234,11 +236,16 @@ impl Cri {
         process::run(&self.ctr, &all, b"")
     }
 
+    /// One CRI call, bounded: a call that never returns (containerd waiting on a stdio FIFO,
+    /// say) fails its test instead of hanging the suite.
     fn rpc<T>(
         &self,
         fut: impl std::future::Future<Output = Result<tonic::Response<T>, Status>>,
     ) -> Result<T, Status> {
-        self.rt.block_on(fut).map(tonic::Response::into_inner)
+        self.rt
+            .block_on(async { tokio::time::timeout(RPC_DEADLINE, fut).await })
+            .unwrap_or_else(|_| Err(Status::deadline_exceeded(format!("no answer within {RPC_DEADLINE:?}"))))
+            .map(tonic::Response::into_inner)
     }
 
     pub fn version(&self) -> Result<cri::VersionResponse, Status> {
