@@ -111,8 +111,8 @@ impl Container {
     }
 
     /// Changes the cgroup resources: `base` with `flags` over it, first
-    /// judging `memory.checkBeforeUpdate`. A pids limit of 0 is pids.max 0,
-    /// as runc ≥ 1.4 (libcgroups writes "max").
+    /// judging `memory.checkBeforeUpdate`. A pids limit of 0 is pids.max 1,
+    /// as runc ≥ 1.4 (libcgroups writes "max" on v1).
     pub fn update(&self, base: Option<LinuxResources>, flags: &ResourceFlags) -> Result<()> {
         let base_pids = base.as_ref().and_then(|r| *r.pids()).map(|p| p.limit());
         if let Some(pid) = self.engine.pid() {

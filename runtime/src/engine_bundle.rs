@@ -147,6 +147,7 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
     })?;
     default_cgroups_path(linux, id, opts.systemd_cgroup);
     deny_unlisted_devices(linux);
+    unlimited_pids_for_the_engine(linux);
     normalize_rootfs_propagation(linux, &config)?;
 
     let (propagations, taken) = match spec.mounts_mut() {
@@ -180,6 +181,19 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
         prepend_create_container(&mut spec, hook);
     }
     Ok(spec)
+}
+
+/// A pids limit of 0 (explicit, or how oci-spec reads a missing one) goes to
+/// the engine as no limit: libcgroups writes "1" for it on cgroup v2 before
+/// its intermediate process forks the init, which then fails ("failed to
+/// launch init process"). `pids_zero` sets an explicit 0 once the init exists.
+fn unlimited_pids_for_the_engine(linux: &mut oci_spec::runtime::Linux) {
+    let Some(resources) = linux.resources_mut() else { return };
+    if let Some(pids) = resources.pids_mut() {
+        if pids.limit() == 0 {
+            pids.set_limit(-1);
+        }
+    }
 }
 
 /// Our own createContainer steps run before the user's hooks.

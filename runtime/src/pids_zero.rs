@@ -1,6 +1,8 @@
-//! `linux.resources.pids.limit: 0` as runc ≥ 1.4 applies it: pids.max 0 (no
-//! new task in the container). libcgroups writes "max" for 0, so once the
-//! engine has made the cgroup, and before `start`, we write 0 over it.
+//! `linux.resources.pids.limit: 0` as runc ≥ 1.4 applies it: pids.max 1 (the
+//! init alone, so no new task; systemd cannot set 0, and runc writes 1 with
+//! either driver). The engine gets no limit for it (its intermediate process
+//! and the init could not both be in a cgroup of 1), so once the init exists,
+//! and before `start`, we write it.
 
 use std::path::PathBuf;
 
@@ -8,10 +10,13 @@ use libcgroups::common::CgroupSetup;
 
 use crate::error::{Error, Result};
 
-/// Writes pids.max 0 in the pids cgroup of `pid` (the container's init).
+/// What runc ≥ 1.4 writes to pids.max for a limit of 0.
+pub const PIDS_MAX_FOR_ZERO: &str = "1";
+
+/// Writes it in the pids cgroup of `pid` (the container's init).
 pub fn apply(pid: i32) -> Result<()> {
     let file = pids_dir_of(pid)?.join("pids.max");
-    std::fs::write(&file, "0").map_err(|e| Error::io("write", &file, e))
+    std::fs::write(&file, PIDS_MAX_FOR_ZERO).map_err(|e| Error::io("write", &file, e))
 }
 
 /// The directory of `pid`'s cgroup that has the pids controller.
