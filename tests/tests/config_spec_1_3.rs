@@ -443,7 +443,12 @@ fn memory_check_before_update_refuses_a_limit_below_usage() {
         });
         let update = json!({"memory": {"limit": 4 << 20, "checkBeforeUpdate": true}}).to_string();
         let out = fx.rt.cmd_stdin(&["update", "--resources", "-", &fx.id], update.as_bytes());
-        assert_one_line_error(&out, &["rejecting memory limit"]);
+        if env::is_runc(fx.rt.bin()) {
+            // runc 1.3 also warns that setting the old values back failed: two lines.
+            assert!(!out.success() && out.stderr.contains("rejecting memory limit"), "{}", out.describe());
+        } else {
+            assert_one_line_error(&out, &["rejecting memory limit"]);
+        }
         let max = std::fs::read_to_string(dir.join("memory.max")).expect("read memory.max");
         assert_eq!(max.trim(), (256u64 << 20).to_string(), "{}", fx.rt.bin().display());
     }
