@@ -287,6 +287,16 @@ main() {
 	write_plan "$out"
 	t_boot=$(now)
 	boot "$out" "$base" || status=$?
+	# The guest's kernel has been seen to panic under TCG (once in about six boots here, in
+	# the page allocator, with no test at fault). Such a boot ran no verdict: boot once more,
+	# keeping the first console log; a second panic fails the suite.
+	if [[ ! -f $out/status ]] && grep -q 'Kernel panic' "$out/console.log" 2>/dev/null; then
+		say "the guest's kernel panicked before the tests finished (console: $out/console-panic.log); booting once more"
+		mv "$out/console.log" "$out/console-panic.log"
+		rm -rf "$out/summary" "$out/skips" "$out/timing" "$out/logs"
+		status=0
+		boot "$out" "$base" || status=$?
+	fi
 	echo
 	echo "== sid guest (Debian $SUITE, its kernel, systemd as PID 1, cgroup v2, containerd 2) =="
 	if [[ -f $out/summary ]]; then
