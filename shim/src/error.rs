@@ -28,6 +28,9 @@ pub enum Error {
     /// What the runtime library refused or failed, with the request it served.
     #[error("{what}: {source}")]
     Runtime { what: String, source: rustpod::Error },
+    /// What a create or exec helper answered, with the code it chose for it.
+    #[error("{what}: {message}")]
+    Helper { what: String, message: String, code: Code },
     /// Any other failure (containerd gets Unknown, as from the Go shim).
     #[error("{0}")]
     Failed(String),
@@ -49,13 +52,14 @@ impl Error {
             Error::InvalidArgument(_) => Code::INVALID_ARGUMENT,
             Error::Unimplemented(_) => Code::UNIMPLEMENTED,
             Error::Runtime { source, .. } => runtime_code(source),
+            Error::Helper { code, .. } => *code,
             Error::Failed(_) => Code::UNKNOWN,
         }
     }
 }
 
 /// The code of a runtime library error.
-fn runtime_code(e: &rustpod::Error) -> Code {
+pub fn runtime_code(e: &rustpod::Error) -> Code {
     use rustpod::Error as E;
     match e {
         E::NotFound(_) => Code::NOT_FOUND,
@@ -70,6 +74,14 @@ fn runtime_code(e: &rustpod::Error) -> Code {
 impl From<String> for Error {
     fn from(e: String) -> Error {
         Error::Failed(e)
+    }
+}
+
+impl Error {
+    /// A helper's failure at `what`.
+    pub fn helper(what: impl Into<String>) -> impl FnOnce(crate::helper::Failure) -> Error {
+        let what = what.into();
+        move |f| Error::Helper { what, message: f.message, code: f.code }
     }
 }
 

@@ -70,8 +70,8 @@ pub struct Process {
     /// A Start is in flight: an exit now must wait for the start event.
     pub starting: bool,
     pub exit_published: bool,
-    /// An exec's process spec (JSON) until it is started.
-    pub spec: Vec<u8>,
+    /// An exec's process, parsed when Exec arrived, until it is started.
+    pub spec: Option<Box<oci_spec::runtime::Process>>,
 }
 
 impl Process {
@@ -85,7 +85,7 @@ impl Process {
             started: false,
             starting: false,
             exit_published: false,
-            spec: Vec::new(),
+            spec: None,
         }
     }
 

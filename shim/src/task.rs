@@ -19,7 +19,7 @@ use nix::unistd::Pid;
 use crate::container::Container;
 use crate::error::{Error, Result};
 use crate::events::{timestamp, Publisher};
-use crate::helper::{self, Kind};
+use crate::helper::{self, Job};
 use crate::io;
 use crate::mount::MountSpec;
 use crate::io::Stdio;
@@ -267,23 +267,25 @@ impl TaskService {
 
     /// Sets up stdio (pipes, or a console socket), runs the helper, and
     /// wires the pty if any. Returns the pid and the process's io.
-    fn spawn(&self, kind: Kind, mut req: helper::Request, stdio: &Stdio) -> std::result::Result<(i32, io::ProcessIo), String> {
+    /// `what` names the request in errors.
+    fn spawn(&self, what: &str, mut req: helper::Request, stdio: &Stdio) -> Result<(i32, io::ProcessIo)> {
         crate::cgroup_warmup::start();
+        let failed = |e: String| Error::Failed(format!("{what}: {e}"));
         if stdio.terminal {
-            let console = rustpod::ConsoleSocket::bind(&self.shared.root.join("pty")).map_err(|e| e.to_string())?;
+            let console = rustpod::ConsoleSocket::bind(&self.shared.root.join("pty")).map_err(Error::runtime(what))?;
             req.console_socket = Some(console.path().to_path_buf());
-            let pid = helper::run(kind, &req, rustpod::Stdio::default())?;
-            let master = console.receive_master().map_err(|e| e.to_string())?;
-            return Ok((pid, io::attach_console(stdio, master)?));
+            let pid = helper::run(&req, rustpod::Stdio::default()).map_err(Error::helper(what))?;
+            let master = console.receive_master().map_err(Error::runtime(what))?;
+            return Ok((pid, io::attach_console(stdio, master).map_err(failed)?));
         }
         let namespace = self.shared.root.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        let (pio, child) = io::open_pipes(stdio, (&req.id, namespace))?;
+        let (pio, child) = io::open_pipes(stdio, (&req.id, namespace)).map_err(failed)?;
         req.stdio = [child.stdin.is_some(), child.stdout.is_some(), child.stderr.is_some()];
-        let pid = helper::run(kind, &req, child)?;
+        let pid = helper::run(&req, child).map_err(Error::helper(what))?;
         Ok((pid, pio))
     }
 
-    fn create_container(&self, req: &api::CreateTaskRequest) -> std::result::Result<(i32, io::ProcessIo, Option<PathBuf>), String> {
+    fn create_container(&self, req: &api::CreateTaskRequest) -> Result<(i32, io::ProcessIo, Option<PathBuf>)> {
         let stdio = stdio_of(req.terminal, &req.stdin, &req.stdout, &req.stderr);
         let mounts: Vec<MountSpec> = req
             .rootfs
@@ -292,17 +294,16 @@ impl TaskService {
             .collect();
         let bundle = PathBuf::from(&req.bundle);
         let mounted = (!mounts.is_empty()).then(|| bundle.join("rootfs"));
+        let systemd_cgroup = crate::runtime_options::systemd_cgroup(&req.options)
+            .map_err(|e| Error::InvalidArgument(format!("create {}: {e}", req.id)))?;
         let hreq = helper::Request {
             root: self.shared.root.clone(),
             id: req.id.clone(),
-            bundle,
-            rootfs_mounts: mounts,
-            systemd_cgroup: crate::runtime_options::systemd_cgroup(&req.options)?,
-            process: None,
+            job: Job::Create { bundle, rootfs_mounts: mounts, systemd_cgroup },
             console_socket: None,
             stdio: [false; 3],
         };
-        let (pid, pio) = self.spawn(Kind::Create, hreq, &stdio)?;
+        let (pid, pio) = self.spawn(&format!("create {}", req.id), hreq, &stdio)?;
         Ok((pid, pio, mounted))
     }
 
@@ -350,13 +351,11 @@ impl TaskService {
                 return Err(Error::WrongState(format!("exec {exec_id} of {id} was already started")));
             }
             p.starting = true;
+            let process = p.spec.take().ok_or_else(|| Error::WrongState(format!("exec {exec_id} of {id} has no process")))?;
             let hreq = helper::Request {
                 root: self.shared.root.clone(),
                 id: id.to_string(),
-                bundle: PathBuf::new(),
-                rootfs_mounts: Vec::new(),
-                systemd_cgroup: false,
-                process: Some(String::from_utf8_lossy(&p.spec).into_owned()),
+                job: Job::Exec { process },
                 console_socket: None,
                 stdio: [false; 3],
             };
@@ -364,7 +363,7 @@ impl TaskService {
             inner.spawning += 1;
             (hreq, stdio)
         };
-        let result = self.spawn(Kind::Exec, hreq, &stdio);
+        let result = self.spawn(&format!("exec {exec_id} in {id}"), hreq, &stdio);
         let mut inner = self.shared.lock();
         let events = &self.shared.events;
         let outcome = match inner.container(id).ok().and_then(|c| c.execs.get_mut(exec_id)) {
@@ -381,7 +380,7 @@ impl TaskService {
                     }
                     Err(e) => {
                         release_waiters(p);
-                        Err(Error::Failed(format!("exec {exec_id} in {id}: {e}")))
+                        Err(e)
                     }
                 }
             }
@@ -507,6 +506,24 @@ fn delete_response(p: &Process, exit: Option<ExitStatus>) -> api::DeleteResponse
     }
 }
 
+/// The exec's OCI process, parsed when Exec arrives so that a bad one is
+/// refused then (InvalidArgument), not when it is started. As containerd's
+/// runc shim does, the request's terminal flag wins over the spec's.
+fn parse_exec_spec(req: &api::ExecProcessRequest) -> Result<Box<oci_spec::runtime::Process>> {
+    let bad = |why: String| Error::InvalidArgument(format!("exec {} in {}: process spec: {why}", req.exec_id, req.id));
+    let value = req.spec.as_ref().map(|s| s.value.as_slice()).unwrap_or_default();
+    if value.is_empty() {
+        return Err(bad("missing".into()));
+    }
+    let mut process: oci_spec::runtime::Process = serde_json::from_slice(value).map_err(|e| bad(e.to_string()))?;
+    if process.args().as_ref().is_none_or(|args| args.is_empty()) {
+        return Err(bad("args must not be empty".into()));
+    }
+    rustpod::validate::exec_process(&process).map_err(|e| bad(e.to_string()))?;
+    process.set_terminal(Some(req.terminal));
+    Ok(Box::new(process))
+}
+
 fn parse_signal(raw: u32) -> Result<Signal> {
     Signal::try_from(raw as i32).map_err(|_| Error::InvalidArgument(format!("invalid signal {raw}")))
 }
@@ -553,7 +570,7 @@ impl containerd_shim::Task for TaskService {
             Some(exit) => self.shared.exited(inner, req.id.clone(), String::new(), exit),
             None => drop(inner),
         }
-        let pid = outcome.map_err(|e| Error::Failed(format!("create {}: {e}", req.id)))?;
+        let pid = outcome?;
         self.watch_oom(&req.id, pid);
         Ok(api::CreateTaskResponse { pid: pid as u32, ..Default::default() })
     }
@@ -650,12 +667,9 @@ impl containerd_shim::Task for TaskService {
         if c.init.exited().is_some() {
             return Err(Error::WrongState(format!("container {} is stopped", req.id)).into());
         }
-        let spec = req.spec.as_ref().map(|s| s.value.clone()).unwrap_or_default();
-        if spec.is_empty() {
-            return Err(Error::InvalidArgument(format!("exec {} in {}: no process spec", req.exec_id, req.id)).into());
-        }
+        let spec = parse_exec_spec(&req)?;
         let mut p = Process::new(&req.exec_id, stdio_of(req.terminal, &req.stdin, &req.stdout, &req.stderr));
-        p.spec = spec;
+        p.spec = Some(spec);
         c.execs.insert(req.exec_id.clone(), p);
         self.shared.events.exec_added(&req.id, &req.exec_id);
         Ok(Empty::new())

@@ -215,3 +215,36 @@ fn state_root_follows_containerds_state_dir() {
     assert_eq!(state_root("ns1", Path::new("/tmp/bundle")), Path::new("/run/containerd/rustpod/ns1"));
     assert_eq!(state_root("ns2", bundle), Path::new("/run/containerd/rustpod/ns2"));
 }
+
+fn exec_request(spec: &[u8]) -> api::ExecProcessRequest {
+    api::ExecProcessRequest {
+        id: "c".into(),
+        exec_id: "e".into(),
+        spec: MessageField::some(Any { type_url: "types.containerd.io/opencontainers/runtime-spec/1/Process".into(), value: spec.to_vec(), ..Default::default() }),
+        ..Default::default()
+    }
+}
+
+fn code_of(e: Error) -> ttrpc::Code {
+    e.code()
+}
+
+#[test]
+fn a_bad_exec_spec_is_refused_when_exec_arrives() {
+    let invalid = |spec: &[u8]| code_of(parse_exec_spec(&exec_request(spec)).expect_err("refused"));
+    assert_eq!(invalid(b""), ttrpc::Code::INVALID_ARGUMENT, "no spec");
+    assert_eq!(invalid(b"not json"), ttrpc::Code::INVALID_ARGUMENT);
+    assert_eq!(invalid(br#"{"args":"sh","cwd":"/"}"#), ttrpc::Code::INVALID_ARGUMENT, "args of the wrong type");
+    assert_eq!(invalid(br#"{"args":[],"cwd":"/"}"#), ttrpc::Code::INVALID_ARGUMENT, "nothing to run");
+    assert_eq!(invalid(br#"{"args":["sh"],"cwd":"/","user":{"uid":4294967295,"gid":0}}"#), ttrpc::Code::INVALID_ARGUMENT);
+    assert_eq!(invalid(br#"{"args":["sh"],"cwd":"relative"}"#), ttrpc::Code::INVALID_ARGUMENT);
+}
+
+#[test]
+fn a_good_exec_spec_takes_the_requests_terminal() {
+    let mut req = exec_request(br#"{"args":["sh"],"cwd":"/","terminal":false,"user":{"uid":0,"gid":0}}"#);
+    req.terminal = true;
+    let process = parse_exec_spec(&req).expect("accepted");
+    assert_eq!(process.args().as_deref(), Some(&["sh".to_string()][..]));
+    assert_eq!(process.terminal(), Some(true));
+}
