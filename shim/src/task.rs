@@ -23,7 +23,7 @@ use crate::helper::{self, Job};
 use crate::io;
 use crate::mount::MountSpec;
 use crate::io::Stdio;
-use crate::process::{ExitCell, ExitStatus, Process, Status};
+use crate::process::{Event, ExitCell, ExitStatus, Process, State};
 
 /// How long Delete waits for a killed, never-started init to be reaped.
 const DELETE_EXIT_WAIT: Duration = Duration::from_secs(2);
@@ -50,8 +50,8 @@ pub struct Shared {
 #[derive(Default)]
 struct Inner {
     containers: HashMap<String, Container>,
-    /// Live pid → (container id, exec id).
-    pids: HashMap<i32, (String, String)>,
+    /// Live pid → (container id, exec id: None for the init).
+    pids: HashMap<i32, (String, Option<String>)>,
     /// Helpers in flight: exits of unknown pids are kept meanwhile, since
     /// one may be of a process whose pid the helper has not told us yet.
     spawning: usize,
@@ -66,6 +66,11 @@ fn no_container(id: &str) -> Error {
 
 fn no_process(id: &str, exec_id: &str) -> Error {
     Error::NoProcess { id: id.to_string(), exec_id: exec_id.to_string() }
+}
+
+/// containerd's exec id: empty for the init.
+fn exec_id_of(raw: &str) -> Option<&str> {
+    (!raw.is_empty()).then_some(raw)
 }
 
 impl Shared {
@@ -91,7 +96,7 @@ impl Shared {
     pub fn on_exit(self: &Arc<Self>, pid: i32, exit: ExitStatus) {
         let mut inner = self.lock();
         match inner.pids.remove(&pid) {
-            Some((cid, eid)) if eid.is_empty() => self.init_exited(inner, cid, exit),
+            Some((cid, None)) => self.init_exited(inner, cid, exit),
             Some((cid, eid)) => self.exited(inner, cid, eid, exit),
             None if inner.spawning > 0 => inner.early_exits.push((pid, exit)),
             None => {}
@@ -113,7 +118,7 @@ impl Shared {
         let execs: Vec<Arc<ExitCell>> =
             c.execs.values().filter(|p| p.pid != 0 && p.exited().is_none()).map(|p| Arc::clone(&p.exit)).collect();
         if !kill_all && execs.is_empty() {
-            return self.exited(inner, cid, String::new(), exit);
+            return self.exited(inner, cid, None, exit);
         }
         drop(inner);
         let (shared, thread_cid) = (Arc::clone(self), cid.clone());
@@ -127,11 +132,11 @@ impl Shared {
             for cell in execs {
                 cell.wait_timeout(deadline.saturating_duration_since(Instant::now()));
             }
-            shared.exited(shared.lock(), thread_cid, String::new(), exit);
+            shared.exited(shared.lock(), thread_cid, None, exit);
         });
         if let Err(e) = spawned {
             log::warn!("container {cid}: handle its init's exit: {e}");
-            self.exited(self.lock(), cid, String::new(), exit);
+            self.exited(self.lock(), cid, None, exit);
         }
     }
 
@@ -191,27 +196,27 @@ impl Shared {
     /// been passed to containerd, waiting for that (bounded) on a thread of
     /// its own: containerd's clients stop reading a process's FIFOs once they
     /// see it exit, so output still in our pipes then would be lost.
-    fn exited(self: &Arc<Self>, mut inner: MutexGuard<'_, Inner>, cid: String, eid: String, exit: ExitStatus) {
+    fn exited(self: &Arc<Self>, mut inner: MutexGuard<'_, Inner>, cid: String, eid: Option<String>, exit: ExitStatus) {
         let output = inner
             .containers
             .get(&cid)
-            .and_then(|c| c.process(&eid))
+            .and_then(|c| c.process(eid.as_deref()))
             .and_then(|p| p.io.as_ref())
             .map(|io| io.output())
             .filter(|copiers| !copiers.all_ended());
         let Some(output) = output else {
-            return inner.process_exited(&cid, &eid, exit, &self.events);
+            return inner.process_exited(&cid, eid.as_deref(), exit, &self.events);
         };
         drop(inner);
         let (shared, thread_cid, thread_eid) = (Arc::clone(self), cid.clone(), eid.clone());
         let spawned = std::thread::Builder::new().name("exit-drain".into()).stack_size(64 * 1024).spawn(move || {
             output.wait_ended(OUTPUT_DRAIN_WAIT);
-            shared.lock().process_exited(&thread_cid, &thread_eid, exit, &shared.events);
+            shared.lock().process_exited(&thread_cid, thread_eid.as_deref(), exit, &shared.events);
         });
         // A thread that never started ran nothing: record the exit here.
         if let Err(e) = spawned {
             log::warn!("wait for output of a process that exited: {e}");
-            self.lock().process_exited(&cid, &eid, exit, &self.events);
+            self.lock().process_exited(&cid, eid.as_deref(), exit, &self.events);
         }
     }
 }
@@ -221,7 +226,7 @@ impl Inner {
         self.containers.get_mut(id).ok_or_else(|| no_container(id))
     }
 
-    fn process_exited(&mut self, cid: &str, eid: &str, exit: ExitStatus, events: &Publisher) {
+    fn process_exited(&mut self, cid: &str, eid: Option<&str>, exit: ExitStatus, events: &Publisher) {
         let Some(p) = self.containers.get_mut(cid).and_then(|c| c.process_mut(eid)) else { return };
         if p.set_exited(exit) {
             p.exit_published = true;
@@ -230,8 +235,8 @@ impl Inner {
     }
 
     /// Records a new process's pid; returns the exit already reaped for it, if any.
-    fn register(&mut self, pid: i32, cid: &str, eid: &str) -> Option<ExitStatus> {
-        self.pids.insert(pid, (cid.to_string(), eid.to_string()));
+    fn register(&mut self, pid: i32, cid: &str, eid: Option<&str>) -> Option<ExitStatus> {
+        self.pids.insert(pid, (cid.to_string(), eid.map(str::to_string)));
         let i = self.early_exits.iter().position(|(p, _)| *p == pid)?;
         let (_, exit) = self.early_exits.remove(i);
         self.pids.remove(&pid);
@@ -251,7 +256,7 @@ fn flush_exit(p: &mut Process, cid: &str, events: &Publisher) {
     if let Some(exit) = p.exited() {
         if !p.exit_published {
             p.exit_published = true;
-            events.task_exit(cid, &p.exec_id, p.pid, exit);
+            events.task_exit(cid, p.exec_id.as_deref(), p.pid, exit);
         }
     }
 }
@@ -310,11 +315,7 @@ impl TaskService {
     fn start_init(&self, id: &str) -> Result<api::StartResponse> {
         {
             let mut inner = self.shared.lock();
-            let c = inner.container(id)?;
-            if c.init.status() != Status::Created || c.init.starting {
-                return Err(Error::WrongState(format!("container {id} is not in the created state")));
-            }
-            c.init.starting = true;
+            inner.container(id)?.init.apply(Event::Start, &format!("container {id}"))?;
         }
         // start waits for its poststart hooks: keep their status from the reaper.
         let hold = crate::reaper::hold();
@@ -328,10 +329,9 @@ impl TaskService {
         drop(hold);
         let mut inner = self.shared.lock();
         let c = inner.container(id)?;
-        c.init.starting = false;
+        c.init.finish_start(result.is_ok());
         let pid = c.init.pid;
         if result.is_ok() {
-            c.init.started = true;
             self.shared.events.task_start(id, pid);
         }
         flush_exit(&mut c.init, id, &self.shared.events);
@@ -343,15 +343,16 @@ impl TaskService {
         let (hreq, stdio) = {
             let mut inner = self.shared.lock();
             let c = inner.container(id)?;
-            if c.init.status() != Status::Running {
-                return Err(Error::WrongState(format!("container {id} init process is not running")));
+            if c.init.state() != State::Running {
+                return Err(Error::WrongState(format!("container {id} is {}: cannot start an exec in it", c.init.state().word())));
             }
             let p = c.execs.get_mut(exec_id).ok_or_else(|| no_process(id, exec_id))?;
-            if p.started || p.starting || p.exited().is_some() {
-                return Err(Error::WrongState(format!("exec {exec_id} of {id} was already started")));
-            }
-            p.starting = true;
-            let process = p.spec.take().ok_or_else(|| Error::WrongState(format!("exec {exec_id} of {id} has no process")))?;
+            p.apply(Event::Start, &format!("exec {exec_id} of {id}"))?;
+            // Exec always leaves one; a start takes it.
+            let Some(process) = p.spec.take() else {
+                p.finish_start(false);
+                return Err(Error::WrongState(format!("exec {exec_id} of {id} has no process to start")));
+            };
             let hreq = helper::Request {
                 root: self.shared.root.clone(),
                 id: id.to_string(),
@@ -368,27 +369,26 @@ impl TaskService {
         let events = &self.shared.events;
         let outcome = match inner.container(id).ok().and_then(|c| c.execs.get_mut(exec_id)) {
             None => Err(no_process(id, exec_id)),
-            Some(p) => {
-                p.starting = false;
-                match result {
-                    Ok((pid, pio)) => {
-                        p.pid = pid;
-                        p.io = Some(pio);
-                        p.started = true;
-                        events.exec_started(id, exec_id, pid);
-                        Ok(pid)
-                    }
-                    Err(e) => {
-                        release_waiters(p);
-                        Err(e)
-                    }
+            Some(p) => match result {
+                Ok((pid, pio)) => {
+                    p.pid = pid;
+                    p.io = Some(pio);
+                    p.finish_start(true);
+                    events.exec_started(id, exec_id, pid);
+                    Ok(pid)
                 }
-            }
+                Err(e) => {
+                    // It will never run: its waiters end with 255 and it is stopped.
+                    release_waiters(p);
+                    p.finish_start(false);
+                    Err(e)
+                }
+            },
         };
-        let early_exit = outcome.as_ref().ok().and_then(|&pid| inner.register(pid, id, exec_id));
+        let early_exit = outcome.as_ref().ok().and_then(|&pid| inner.register(pid, id, Some(exec_id)));
         inner.end_spawn();
         if let Some(exit) = early_exit {
-            self.shared.exited(inner, id.to_string(), exec_id.to_string(), exit);
+            self.shared.exited(inner, id.to_string(), Some(exec_id.to_string()), exit);
         }
         let pid = outcome?;
         Ok(api::StartResponse { pid: pid as u32, ..Default::default() })
@@ -397,11 +397,9 @@ impl TaskService {
     fn delete_exec(&self, id: &str, exec_id: &str) -> Result<api::DeleteResponse> {
         let mut inner = self.shared.lock();
         let c = inner.container(id)?;
-        let p = c.execs.get(exec_id).ok_or_else(|| no_process(id, exec_id))?;
-        if p.status() == Status::Running || p.starting {
-            return Err(Error::WrongState(format!("exec {exec_id} of {id} is still running")));
-        }
-        let p = c.execs.remove(exec_id).expect("checked above");
+        let p = c.execs.get_mut(exec_id).ok_or_else(|| no_process(id, exec_id))?;
+        p.apply(Event::Delete, &format!("exec {exec_id} of {id}"))?;
+        let p = c.execs.remove(exec_id).expect("found above");
         drop(inner);
         release_waiters(&p);
         if let Some(pio) = &p.io {
@@ -414,13 +412,10 @@ impl TaskService {
         let (cell, was_created) = {
             let mut inner = self.shared.lock();
             let c = inner.container(id)?;
-            match c.init.status() {
-                Status::Running => {
-                    return Err(Error::WrongState(format!("container {id} is running: kill it before delete")))
-                }
-                _ if c.init.starting => return Err(Error::WrongState(format!("container {id} is starting"))),
-                status => (Arc::clone(&c.init.exit), status == Status::Created),
-            }
+            let was_created = c.init.state() == State::Created;
+            // From here on nothing starts, pauses or deletes it again.
+            c.init.apply(Event::Delete, &format!("container {id}"))?;
+            (Arc::clone(&c.init.exit), was_created)
         };
         // Force: a created init is killed, and a half-dead container goes.
         // delete waits for the poststop hooks: keep their status from the reaper.
@@ -451,11 +446,12 @@ impl TaskService {
         let mut inner = self.shared.lock();
         let c = inner.container(id)?;
         let p = c.execs.get(exec_id).ok_or_else(|| no_process(id, exec_id))?;
-        if p.pid == 0 {
-            return Err(Error::WrongState(format!("exec {exec_id} of {id} is not started")));
-        }
-        if p.exited().is_some() {
-            return Err(Error::Finished(format!("exec {exec_id} of {id}")));
+        match p.state() {
+            State::Running | State::Paused if p.exited().is_none() => {}
+            State::Created | State::Starting => {
+                return Err(Error::WrongState(format!("exec {exec_id} of {id} is not started")))
+            }
+            _ => return Err(Error::Finished(format!("exec {exec_id} of {id}"))),
         }
         nix::sys::signal::kill(Pid::from_raw(p.pid), signal)
             .map_err(|e| Error::Failed(format!("signal exec {exec_id} of {id} (pid {}): kill: {e}", p.pid)))
@@ -465,13 +461,19 @@ impl TaskService {
     /// the shim's lock: a freeze can wait on the container's tasks, and the
     /// reaper needs that lock meanwhile.
     fn set_frozen(&self, id: &str, frozen: bool) -> Result<()> {
-        let (what, call): (_, fn(&mut rustpod::Container) -> rustpod::Result<()>) = match frozen {
-            true => ("pause", rustpod::Container::pause),
-            false => ("resume", rustpod::Container::resume),
+        let (what, event, call): (_, _, fn(&mut rustpod::Container) -> rustpod::Result<()>) = match frozen {
+            true => ("pause", Event::Pause, rustpod::Container::pause),
+            false => ("resume", Event::Resume, rustpod::Container::resume),
         };
+        let container = format!("container {id}");
+        {
+            let mut inner = self.shared.lock();
+            inner.container(id)?.init.check(event, &container)?;
+        }
         self.shared.with_handle(id, call)?.map_err(Error::runtime(format!("{what} {id}")))?;
-        if let Some(c) = self.shared.lock().containers.get_mut(id) {
-            c.paused = frozen;
+        if let Ok(c) = self.shared.lock().container(id) {
+            // It may have exited meanwhile: then it stays stopped.
+            let _ = c.init.apply(event, &container);
         }
         match frozen {
             true => self.shared.events.paused(id),
@@ -548,7 +550,7 @@ impl containerd_shim::Task for TaskService {
         let outcome = result.map(|(pid, pio, mounted_rootfs)| {
             let stdio = stdio_of(req.terminal, &req.stdin, &req.stdout, &req.stderr);
             events.task_create(&req.id, &req.bundle, pid, &stdio);
-            let mut init = Process::new("", stdio);
+            let mut init = Process::new(None, stdio);
             init.pid = pid;
             init.io = Some(pio);
             let c = Container {
@@ -558,16 +560,15 @@ impl containerd_shim::Task for TaskService {
                 mounted_rootfs,
                 init,
                 execs: HashMap::new(),
-                paused: false,
                 metrics: None,
             };
             inner.containers.insert(req.id.clone(), c);
             pid
         });
-        let early_exit = outcome.as_ref().ok().and_then(|&pid| inner.register(pid, &req.id, ""));
+        let early_exit = outcome.as_ref().ok().and_then(|&pid| inner.register(pid, &req.id, None));
         inner.end_spawn();
         match early_exit {
-            Some(exit) => self.shared.exited(inner, req.id.clone(), String::new(), exit),
+            Some(exit) => self.shared.exited(inner, req.id.clone(), None, exit),
             None => drop(inner),
         }
         let pid = outcome?;
@@ -576,20 +577,26 @@ impl containerd_shim::Task for TaskService {
     }
 
     fn start(&self, _ctx: &TtrpcContext, req: api::StartRequest) -> TtrpcResult<api::StartResponse> {
-        Ok(if req.exec_id.is_empty() { self.start_init(&req.id) } else { self.start_exec(&req.id, &req.exec_id) }?)
+        Ok(match exec_id_of(&req.exec_id) {
+            None => self.start_init(&req.id),
+            Some(exec_id) => self.start_exec(&req.id, exec_id),
+        }?)
     }
 
     fn delete(&self, _ctx: &TtrpcContext, req: api::DeleteRequest) -> TtrpcResult<api::DeleteResponse> {
-        Ok(if req.exec_id.is_empty() { self.delete_init(&req.id) } else { self.delete_exec(&req.id, &req.exec_id) }?)
+        Ok(match exec_id_of(&req.exec_id) {
+            None => self.delete_init(&req.id),
+            Some(exec_id) => self.delete_exec(&req.id, exec_id),
+        }?)
     }
 
     fn state(&self, _ctx: &TtrpcContext, req: api::StateRequest) -> TtrpcResult<api::StateResponse> {
         let mut inner = self.shared.lock();
         let c = inner.container(&req.id)?;
-        let p = c.process(&req.exec_id).ok_or_else(|| no_process(&req.id, &req.exec_id))?;
+        let p = c.process(exec_id_of(&req.exec_id)).ok_or_else(|| no_process(&req.id, &req.exec_id))?;
         let exit = p.exited();
         Ok(api::StateResponse {
-            id: if req.exec_id.is_empty() { req.id.clone() } else { req.exec_id.clone() },
+            id: p.exec_id.clone().unwrap_or_else(|| req.id.clone()),
             bundle: c.bundle.clone(),
             pid: p.pid as u32,
             status: c.task_status(p).into(),
@@ -611,7 +618,7 @@ impl containerd_shim::Task for TaskService {
             .map_err(Error::runtime(format!("pids of {}", req.id)))?;
         let mut inner = self.shared.lock();
         let c = inner.container(&req.id)?;
-        let exec_of: HashMap<i32, &str> = c.execs.values().map(|p| (p.pid, p.exec_id.as_str())).collect();
+        let exec_of: HashMap<i32, &str> = c.execs.iter().map(|(exec_id, p)| (p.pid, exec_id.as_str())).collect();
         let processes = pids
             .into_iter()
             .map(|pid| {
@@ -638,8 +645,8 @@ impl containerd_shim::Task for TaskService {
 
     fn kill(&self, _ctx: &TtrpcContext, req: api::KillRequest) -> TtrpcResult<Empty> {
         let signal = parse_signal(req.signal)?;
-        if !req.exec_id.is_empty() {
-            self.signal_exec(&req.id, &req.exec_id, signal)?;
+        if let Some(exec_id) = exec_id_of(&req.exec_id) {
+            self.signal_exec(&req.id, exec_id, signal)?;
             return Ok(Empty::new());
         }
         {
@@ -668,7 +675,7 @@ impl containerd_shim::Task for TaskService {
             return Err(Error::WrongState(format!("container {} is stopped", req.id)).into());
         }
         let spec = parse_exec_spec(&req)?;
-        let mut p = Process::new(&req.exec_id, stdio_of(req.terminal, &req.stdin, &req.stdout, &req.stderr));
+        let mut p = Process::new(Some(&req.exec_id), stdio_of(req.terminal, &req.stdin, &req.stdout, &req.stderr));
         p.spec = Some(spec);
         c.execs.insert(req.exec_id.clone(), p);
         self.shared.events.exec_added(&req.id, &req.exec_id);
@@ -678,7 +685,7 @@ impl containerd_shim::Task for TaskService {
     fn resize_pty(&self, _ctx: &TtrpcContext, req: api::ResizePtyRequest) -> TtrpcResult<Empty> {
         let mut inner = self.shared.lock();
         let c = inner.container(&req.id)?;
-        let p = c.process(&req.exec_id).ok_or_else(|| no_process(&req.id, &req.exec_id))?;
+        let p = c.process(exec_id_of(&req.exec_id)).ok_or_else(|| no_process(&req.id, &req.exec_id))?;
         let pio = p.io.as_ref().ok_or_else(|| Error::WrongState(format!("resize {}: the process is not started", req.id)))?;
         pio.resize(req.width, req.height).map_err(Error::Failed)?;
         Ok(Empty::new())
@@ -687,7 +694,7 @@ impl containerd_shim::Task for TaskService {
     fn close_io(&self, _ctx: &TtrpcContext, req: api::CloseIORequest) -> TtrpcResult<Empty> {
         let mut inner = self.shared.lock();
         let c = inner.container(&req.id)?;
-        let p = c.process(&req.exec_id).ok_or_else(|| no_process(&req.id, &req.exec_id))?;
+        let p = c.process(exec_id_of(&req.exec_id)).ok_or_else(|| no_process(&req.id, &req.exec_id))?;
         if req.stdin {
             if let Some(pio) = &p.io {
                 pio.close_stdin();
@@ -711,7 +718,7 @@ impl containerd_shim::Task for TaskService {
         let cell = {
             let mut inner = self.shared.lock();
             let c = inner.container(&req.id)?;
-            let p = c.process(&req.exec_id).ok_or_else(|| no_process(&req.id, &req.exec_id))?;
+            let p = c.process(exec_id_of(&req.exec_id)).ok_or_else(|| no_process(&req.id, &req.exec_id))?;
             Arc::clone(&p.exit)
         };
         let exit = cell.wait();
