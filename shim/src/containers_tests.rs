@@ -3,6 +3,7 @@
 //! and in what order exit events go out.
 
 use containerd_shim::protos::events::task::TaskExit;
+use containerd_shim::protos::protobuf::Message;
 use containerd_shim::protos::types::task::Status as TaskStatus;
 
 use super::*;
@@ -37,8 +38,8 @@ fn container(init: Process) -> Container {
 }
 
 /// A registry holding container "c": its init and exec "e" both running.
-fn registry() -> Arc<Shared> {
-    let shared = Shared::new(PathBuf::from("/nonexistent/rustpod-unit"), Publisher::unforwarded(), Arc::default());
+fn registry() -> Arc<Containers> {
+    let shared = Containers::new(PathBuf::from("/nonexistent/rustpod-unit"), Publisher::unforwarded(), Arc::default());
     let mut c = container(running(None, INIT_PID));
     c.execs.insert("e".into(), running(Some("e"), EXEC_PID));
     let mut inner = shared.lock();
@@ -50,7 +51,7 @@ fn registry() -> Arc<Shared> {
 }
 
 /// The (id, exit status) of every exit event queued, in order.
-fn exit_events(shared: &Shared) -> Vec<(String, u32)> {
+fn exit_events(shared: &Containers) -> Vec<(String, u32)> {
     shared
         .events
         .queued()
@@ -64,7 +65,7 @@ fn exit_events(shared: &Shared) -> Vec<(String, u32)> {
 }
 
 /// The exit events once `n` are queued (or whatever is queued after RECORDED).
-fn exit_events_once(shared: &Shared, n: usize) -> Vec<(String, u32)> {
+fn exit_events_once(shared: &Containers, n: usize) -> Vec<(String, u32)> {
     let deadline = std::time::Instant::now() + RECORDED;
     loop {
         let events = exit_events(shared);
@@ -75,7 +76,7 @@ fn exit_events_once(shared: &Shared, n: usize) -> Vec<(String, u32)> {
     }
 }
 
-fn state_of(shared: &Shared, exec_id: Option<&str>) -> State {
+fn state_of(shared: &Containers, exec_id: Option<&str>) -> State {
     shared.lock().containers["c"].process(exec_id).expect("process known").state()
 }
 
@@ -202,13 +203,13 @@ fn status_words_follow_the_process_and_the_pause() {
 }
 
 #[test]
-fn an_empty_exec_id_is_the_init() {
+fn no_exec_id_is_the_init() {
     let c = registry();
     let inner = c.lock();
     let c = &inner.containers["c"];
-    assert_eq!(c.process(exec_id_of("")).map(|p| p.pid), Some(INIT_PID));
-    assert_eq!(c.process(exec_id_of("e")).map(|p| p.pid), Some(EXEC_PID));
-    assert!(c.process(exec_id_of("missing")).is_none());
+    assert_eq!(c.process(None).map(|p| p.pid), Some(INIT_PID));
+    assert_eq!(c.process(Some("e")).map(|p| p.pid), Some(EXEC_PID));
+    assert!(c.process(Some("missing")).is_none());
 }
 
 #[test]
@@ -220,37 +221,4 @@ fn state_root_follows_containerds_state_dir() {
     // Not containerd's layout (or another namespace's bundle): the default.
     assert_eq!(state_root("ns1", Path::new("/tmp/bundle")), Path::new("/run/containerd/rustpod/ns1"));
     assert_eq!(state_root("ns2", bundle), Path::new("/run/containerd/rustpod/ns2"));
-}
-
-fn exec_request(spec: &[u8]) -> api::ExecProcessRequest {
-    api::ExecProcessRequest {
-        id: "c".into(),
-        exec_id: "e".into(),
-        spec: MessageField::some(Any { type_url: "types.containerd.io/opencontainers/runtime-spec/1/Process".into(), value: spec.to_vec(), ..Default::default() }),
-        ..Default::default()
-    }
-}
-
-fn code_of(e: Error) -> ttrpc::Code {
-    e.code()
-}
-
-#[test]
-fn a_bad_exec_spec_is_refused_when_exec_arrives() {
-    let invalid = |spec: &[u8]| code_of(parse_exec_spec(&exec_request(spec)).expect_err("refused"));
-    assert_eq!(invalid(b""), ttrpc::Code::INVALID_ARGUMENT, "no spec");
-    assert_eq!(invalid(b"not json"), ttrpc::Code::INVALID_ARGUMENT);
-    assert_eq!(invalid(br#"{"args":"sh","cwd":"/"}"#), ttrpc::Code::INVALID_ARGUMENT, "args of the wrong type");
-    assert_eq!(invalid(br#"{"args":[],"cwd":"/"}"#), ttrpc::Code::INVALID_ARGUMENT, "nothing to run");
-    assert_eq!(invalid(br#"{"args":["sh"],"cwd":"/","user":{"uid":4294967295,"gid":0}}"#), ttrpc::Code::INVALID_ARGUMENT);
-    assert_eq!(invalid(br#"{"args":["sh"],"cwd":"relative"}"#), ttrpc::Code::INVALID_ARGUMENT);
-}
-
-#[test]
-fn a_good_exec_spec_takes_the_requests_terminal() {
-    let mut req = exec_request(br#"{"args":["sh"],"cwd":"/","terminal":false,"user":{"uid":0,"gid":0}}"#);
-    req.terminal = true;
-    let process = parse_exec_spec(&req).expect("accepted");
-    assert_eq!(process.args().as_deref(), Some(&["sh".to_string()][..]));
-    assert_eq!(process.terminal(), Some(true));
 }
