@@ -279,16 +279,15 @@ impl Containers {
     /// `what` names the request in errors.
     fn spawn(&self, what: &str, mut req: helper::Request, stdio: &Stdio) -> Result<(i32, io::ProcessIo)> {
         crate::cgroup_warmup::start();
-        let failed = |e: String| Error::Failed(format!("{what}: {e}"));
         if stdio.terminal {
             let console = rustpod::ConsoleSocket::bind(&self.root.join("pty")).map_err(Error::runtime(what))?;
             req.console_socket = Some(console.path().to_path_buf());
             let pid = helper::run(&req, rustpod::Stdio::default()).map_err(Error::helper(what))?;
             let master = console.receive_master().map_err(Error::runtime(what))?;
-            return Ok((pid, io::attach_console(stdio, master).map_err(failed)?));
+            return Ok((pid, io::attach_console(stdio, master).map_err(Error::stdio(what))?));
         }
         let namespace = self.root.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        let (pio, child) = io::open_pipes(stdio, (&req.id, namespace)).map_err(failed)?;
+        let (pio, child) = io::open_pipes(stdio, (&req.id, namespace)).map_err(Error::stdio(what))?;
         req.stdio = [child.stdin.is_some(), child.stdout.is_some(), child.stderr.is_some()];
         let pid = helper::run(&req, child).map_err(Error::helper(what))?;
         Ok((pid, pio))
@@ -412,8 +411,9 @@ impl Containers {
         let mut inner = self.lock();
         let c = inner.container(id)?;
         let p = c.process(exec_id).ok_or_else(|| no_process(id, exec_id.unwrap_or_default()))?;
-        let pio = p.io.as_ref().ok_or_else(|| Error::WrongState(format!("resize {id}: the process is not started")))?;
-        pio.resize(width, height).map_err(Error::Failed)
+        // Not started yet: no terminal to resize, as in containerd's runc shim.
+        let Some(pio) = p.io.as_ref() else { return Ok(()) };
+        pio.resize(width, height).map_err(Error::stdio(format!("resize {id}")))
     }
 
     pub fn close_stdin(&self, id: &str, exec_id: Option<&str>) -> Result<()> {

@@ -31,6 +31,10 @@ pub enum Error {
     /// What a create or exec helper answered, with the code it chose for it.
     #[error("{what}: {message}")]
     Helper { what: String, message: String, code: Code },
+    /// Stdio for a process could not be set up (a log URI we do not take:
+    /// InvalidArgument; a failed call: Unknown).
+    #[error("{what}: {source}")]
+    Stdio { what: String, source: crate::io::StdioError },
     /// Any other failure (containerd gets Unknown, as from the Go shim).
     #[error("{0}")]
     Failed(String),
@@ -53,6 +57,8 @@ impl Error {
             Error::Unimplemented(_) => Code::UNIMPLEMENTED,
             Error::Runtime { source, .. } => runtime_code(source),
             Error::Helper { code, .. } => *code,
+            Error::Stdio { source: crate::io::StdioError::Unsupported(_), .. } => Code::INVALID_ARGUMENT,
+            Error::Stdio { .. } => Code::UNKNOWN,
             Error::Failed(_) => Code::UNKNOWN,
         }
     }
@@ -78,6 +84,12 @@ impl From<String> for Error {
 }
 
 impl Error {
+    /// A stdio failure at `what`.
+    pub fn stdio(what: impl Into<String>) -> impl FnOnce(crate::io::StdioError) -> Error {
+        let what = what.into();
+        move |source| Error::Stdio { what, source }
+    }
+
     /// A helper's failure at `what`.
     pub fn helper(what: impl Into<String>) -> impl FnOnce(crate::helper::Failure) -> Error {
         let what = what.into();
@@ -112,6 +124,16 @@ mod tests {
         assert_eq!(code_of(Error::InvalidArgument("signal".into())), Code::INVALID_ARGUMENT);
         assert_eq!(code_of(Error::Unimplemented("checkpoint".into())), Code::UNIMPLEMENTED);
         assert_eq!(code_of(Error::from("pipe: EMFILE".to_string())), Code::UNKNOWN);
+    }
+
+    #[test]
+    fn stdio_we_do_not_take_is_the_requests_fault() {
+        use crate::io::StdioError;
+        let unsupported = Error::stdio("create c")(StdioError::Unsupported("stdio syslog://x".into()));
+        assert_eq!(code_of(unsupported), Code::INVALID_ARGUMENT);
+        let failed = Error::stdio("create c")(StdioError::os("open stdin /f (O_RDWR)")(std::io::Error::from_raw_os_error(libc::EMFILE)));
+        assert_eq!(failed.to_string(), "create c: open stdin /f (O_RDWR): Too many open files (os error 24)");
+        assert_eq!(code_of(failed), Code::UNKNOWN);
     }
 
     #[test]
