@@ -449,7 +449,7 @@ impl Containers {
             Some(source) => source,
             None => {
                 let source = self.with_handle(id, |c| Ok(crate::metrics::Source::open(c)));
-                let source = Arc::new(source?.map_err(Error::runtime(format!("stats of {id}")))?.map_err(Error::Failed)?);
+                let source = Arc::new(source?.map_err(Error::runtime(format!("stats of {id}")))??);
                 if source.cacheable() {
                     if let Some(c) = self.lock().containers.get_mut(id) {
                         c.metrics = Some(Arc::clone(&source));
@@ -458,7 +458,7 @@ impl Containers {
                 source
             }
         };
-        source.collect().map_err(Error::Failed)
+        Ok(source.collect()?)
     }
 
     /// The init's pid, 0 if container `id` is not ours.
@@ -607,7 +607,7 @@ impl Containers {
         let unmounted = c.mounted_rootfs.as_deref().map_or(Ok(()), crate::mount::unmount_all);
         self.events.task_delete(id, c.init.pid, exit);
         deleted.map_err(Error::runtime(format!("delete {id}")))?;
-        unmounted?;
+        unmounted.map_err(|message| Error::Unmount { id: id.to_string(), message })?;
         Ok((c.init.pid, exit))
     }
 
@@ -623,7 +623,11 @@ impl Containers {
             _ => return Err(Error::Finished(format!("exec {exec_id} of {id}"))),
         }
         nix::sys::signal::kill(Pid::from_raw(p.pid), signal)
-            .map_err(|e| Error::Failed(format!("signal exec {exec_id} of {id} (pid {}): kill: {e}", p.pid)))
+            .map_err(|errno| match errno {
+                // It exited and is not reaped yet: as for an exited process.
+                nix::errno::Errno::ESRCH => Error::Finished(format!("exec {exec_id} of {id}")),
+                errno => Error::Signal { what: format!("signal exec {exec_id} of {id} (pid {})", p.pid), errno },
+            })
     }
 
     /// Pause (freeze) or resume container `id`, then publish it. Not under

@@ -35,9 +35,15 @@ pub enum Error {
     /// InvalidArgument; a failed call: Unknown).
     #[error("{what}: {source}")]
     Stdio { what: String, source: crate::io::StdioError },
-    /// Any other failure (containerd gets Unknown, as from the Go shim).
-    #[error("{0}")]
-    Failed(String),
+    /// The rootfs containerd gave could not be unmounted (mount.rs reports
+    /// in words).
+    #[error("delete {id}: unmount its rootfs: {message}")]
+    Unmount { id: String, message: String },
+    #[error(transparent)]
+    Stats(#[from] crate::metrics::StatsError),
+    /// kill(2) of an exec's pid failed other than with ESRCH.
+    #[error("{what}: kill: {errno}")]
+    Signal { what: String, errno: nix::errno::Errno },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -59,7 +65,8 @@ impl Error {
             Error::Helper { code, .. } => *code,
             Error::Stdio { source: crate::io::StdioError::Unsupported(_), .. } => Code::INVALID_ARGUMENT,
             Error::Stdio { .. } => Code::UNKNOWN,
-            Error::Failed(_) => Code::UNKNOWN,
+            Error::Stats(crate::metrics::StatsError::Runtime { source, .. }) => runtime_code(source),
+            Error::Stats(_) | Error::Signal { .. } | Error::Unmount { .. } => Code::UNKNOWN,
         }
     }
 }
@@ -73,13 +80,6 @@ pub fn runtime_code(e: &rustpod::Error) -> Code {
         E::Bundle { .. } | E::Config { .. } | E::InvalidId { .. } | E::InvalidSignal(_) => Code::INVALID_ARGUMENT,
         E::WrongStatus { .. } => Code::FAILED_PRECONDITION,
         _ => Code::UNKNOWN,
-    }
-}
-
-/// Internal steps (stdio, helpers, mounts) still report in words.
-impl From<String> for Error {
-    fn from(e: String) -> Error {
-        Error::Failed(e)
     }
 }
 
@@ -123,7 +123,9 @@ mod tests {
         assert_eq!(code_of(Error::WrongState("running".into())), Code::FAILED_PRECONDITION);
         assert_eq!(code_of(Error::InvalidArgument("signal".into())), Code::INVALID_ARGUMENT);
         assert_eq!(code_of(Error::Unimplemented("checkpoint".into())), Code::UNIMPLEMENTED);
-        assert_eq!(code_of(Error::from("pipe: EMFILE".to_string())), Code::UNKNOWN);
+        let signal = Error::Signal { what: "signal exec e of c (pid 9)".into(), errno: nix::errno::Errno::EPERM };
+        assert_eq!(signal.to_string(), "signal exec e of c (pid 9): kill: EPERM: Operation not permitted");
+        assert_eq!(code_of(signal), Code::UNKNOWN);
     }
 
     #[test]
