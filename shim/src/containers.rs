@@ -19,8 +19,7 @@ use crate::container::Container;
 use crate::error::{Error, Result};
 use crate::events::Publisher;
 use crate::helper::{self, Job};
-use crate::io;
-use crate::io::Stdio;
+use crate::io::{self, Stdio};
 use crate::mount::MountSpec;
 use crate::process::{Event, ExitCell, ExitStatus, Process, State};
 
@@ -35,6 +34,8 @@ const OUTPUT_CLOSE_WAIT: Duration = Duration::from_secs(2);
 /// How long an init's exit waits for the exits of its container's execs.
 const EXECS_EXIT_WAIT: Duration = Duration::from_secs(5);
 
+/// The shim's containers under one state root, with the event queue they
+/// publish to; shared by the Task service, the reaper and the server.
 pub struct Containers {
     root: PathBuf,
     events: Publisher,

@@ -36,9 +36,9 @@ struct Task {
 
 impl Task {
     fn connect(ctd: &ShimContainerd, id: &str) -> Task {
-        let address_file = format!("{}/state/io.containerd.runtime.v2.task/{}/{id}/address", ctd.dir(), ctd.namespace);
-        let address = std::fs::read_to_string(&address_file).expect("read the shim's address");
-        Task { id: id.to_string(), client: Client::connect(address.trim()).expect("connect to the shim") }
+        let address = ctd.shim_address(id);
+        let client = Client::connect(&address).unwrap_or_else(|e| panic!("connect to the shim at {address}: {e}"));
+        Task { id: id.to_string(), client }
     }
 
     /// The code `method` is answered with (OK on success).
@@ -120,6 +120,11 @@ fn exec_errors_get_the_runc_shims_codes() {
         if *who == "rustpod-shim" {
             assert_eq!(closed, Code::NOT_FOUND, "{who}: CloseIO of an unknown exec id");
         }
+
+        // A resize of an init without a terminal: nothing to do, as the reference answers.
+        let resize = ResizePtyRequest { id: task.id.clone(), width: 80, height: 24, ..Default::default() };
+        let ref_resize = ResizePtyRequest { id: ref_task.id.clone(), ..resize.clone() };
+        assert_eq!(task.call("ResizePty", &resize), ref_task.call("ResizePty", &ref_resize), "{who}: ResizePty without a terminal");
 
         // An unknown container: NotFound ("container not created").
         let other = Task { id: "nosuch-container".into(), client: task.client.clone() };
