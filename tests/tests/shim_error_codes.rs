@@ -3,7 +3,8 @@
 // serving a running container of one private containerd. containerd branches on these codes
 // (NotFound: what it cleans up is gone; AlreadyExists; FailedPrecondition), so an exec id it
 // does not know, a duplicate exec id and a bad exec spec must come back as from the runc shim.
-// The calls go to each task's shim socket, on `containerd.task.v2.Task`, exactly as containerd
+// The calls go to each task's shim socket, on the task service it serves (1.6's runc shim
+// `containerd.task.v2.Task`, 2.x's `containerd.task.v3.Task`, ours both), exactly as containerd
 // makes them (ctr cannot send a malformed spec or an unknown exec id to a Start).
 //
 // One deliberate difference: a process spec that is not JSON is refused at Exec by both, the
@@ -14,7 +15,7 @@
 use containerd_shim_protos::protobuf::well_known_types::any::Any;
 use containerd_shim_protos::protobuf::MessageField;
 use containerd_shim_protos::shim::shim::{
-    CloseIORequest, DeleteRequest, ExecProcessRequest, KillRequest, ResizePtyRequest, StartRequest, StateRequest,
+    CloseIORequest, ConnectRequest, DeleteRequest, ExecProcessRequest, KillRequest, ResizePtyRequest, StartRequest, StateRequest,
     WaitRequest,
 };
 use containerd_shim_protos::shim_sync::Client;
@@ -22,23 +23,32 @@ use rustpod_tests::shim::{self, ShimContainerd};
 use rustpod_tests::skip_if;
 use ttrpc::proto::{Code, Codec, Request, RequestInit};
 
-const SERVICE: &str = "containerd.task.v2.Task";
+/// The task service's names: containerd 2.x's, then 1.x's.
+const SERVICES: [&str; 2] = ["containerd.task.v3.Task", "containerd.task.v2.Task"];
 const TIMEOUT_NS: i64 = 30_000_000_000;
 const PROCESS_TYPE: &str = "types.containerd.io/opencontainers/runtime-spec/1/Process";
 const GOOD_SPEC: &[u8] = br#"{"args":["true"],"cwd":"/","user":{"uid":0,"gid":0},"env":["PATH=/bin:/usr/bin"]}"#;
 const NOT_JSON: &[u8] = b"this is not a process spec";
 
-/// A connection to the shim serving task `id`.
+/// A connection to the shim serving task `id`, on the task service it answers.
 struct Task {
     id: String,
     client: Client,
+    service: &'static str,
 }
 
 impl Task {
     fn connect(ctd: &ShimContainerd, id: &str) -> Task {
         let address = ctd.shim_address(id);
         let client = Client::connect(&address).unwrap_or_else(|e| panic!("connect to the shim at {address}: {e}"));
-        Task { id: id.to_string(), client }
+        let connect = ConnectRequest { id: id.to_string(), ..Default::default() };
+        for service in SERVICES {
+            let task = Task { id: id.to_string(), client: client.clone(), service };
+            if task.call("Connect", &connect) != Code::UNIMPLEMENTED {
+                return task;
+            }
+        }
+        panic!("the shim at {address} serves none of {SERVICES:?}");
     }
 
     /// The code `method` is answered with (OK on success).
@@ -46,7 +56,7 @@ impl Task {
     where
         M::E: std::fmt::Debug,
     {
-        let mut req = <Request as RequestInit>::init_request(SERVICE.into(), method.into(), TIMEOUT_NS, vec![]);
+        let mut req = <Request as RequestInit>::init_request(self.service.into(), method.into(), TIMEOUT_NS, vec![]);
         RequestInit::set_payload(&mut req, msg.encode().expect("encode the request"));
         match self.client.request(req) {
             Ok(_) => Code::OK,
@@ -127,7 +137,7 @@ fn exec_errors_get_the_runc_shims_codes() {
         assert_eq!(task.call("ResizePty", &resize), ref_task.call("ResizePty", &ref_resize), "{who}: ResizePty without a terminal");
 
         // An unknown container: NotFound ("container not created").
-        let other = Task { id: "nosuch-container".into(), client: task.client.clone() };
+        let other = Task { id: "nosuch-container".into(), client: task.client.clone(), service: task.service };
         assert_eq!(other.start(""), Code::NOT_FOUND, "{who}: Start of an unknown container");
 
         // The same exec id twice: AlreadyExists; the first, never started, is deleted.
