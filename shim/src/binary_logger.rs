@@ -9,6 +9,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::io::{Result, StdioError};
+
 /// How long a logger has to say it is ready (containerd's runc shim gives it as long).
 const READY_WAIT: Duration = Duration::from_secs(10);
 /// The descriptor numbers the protocol gives the logger: stdout, stderr, ready.
@@ -23,25 +25,27 @@ pub struct Logger {
 
 /// The logger a process's stdout and stderr URIs name, if they name one.
 /// Both streams go to the same program, so the URIs must agree (or one be empty).
-pub fn for_output(stdout: &str, stderr: &str) -> Result<Option<Logger>, String> {
+pub fn for_output(stdout: &str, stderr: &str) -> Result<Option<Logger>> {
     let (out, err) = (parse(stdout), parse(stderr));
     match (out, err) {
         (None, None) => Ok(None),
         (Some(logger), None) if stderr.is_empty() => Ok(Some(logger?)),
         (None, Some(logger)) if stdout.is_empty() => Ok(Some(logger?)),
         (Some(logger), Some(_)) if stdout == stderr => Ok(Some(logger?)),
-        _ => Err(format!("stdout {stdout:?} and stderr {stderr:?}: a binary:// logger must take both streams")),
+        _ => Err(StdioError::Unsupported(format!(
+            "stdout {stdout:?} and stderr {stderr:?}: a binary:// logger must take both streams"
+        ))),
     }
 }
 
 /// `binary:///path?key=value&flag`: the path, then each key and its value (if
 /// any) as arguments, in order, %-decoded.
-fn parse(uri: &str) -> Option<Result<Logger, String>> {
+fn parse(uri: &str) -> Option<Result<Logger>> {
     let rest = uri.strip_prefix("binary://")?;
     let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
     let path = decode(path);
     if !path.starts_with('/') {
-        return Some(Err(format!("log URI {uri}: the logger must be an absolute path")));
+        return Some(Err(StdioError::Unsupported(format!("log URI {uri}: the logger must be an absolute path"))));
     }
     let mut args = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -80,13 +84,13 @@ fn decode(s: &str) -> String {
 
 /// Starts the logger on the read ends of the process's output pipes and waits
 /// until it says it is ready.
-pub fn start(logger: &Logger, id: &str, namespace: &str, stdout: OwnedFd, stderr: OwnedFd) -> Result<(), String> {
+pub fn start(logger: &Logger, id: &str, namespace: &str, stdout: OwnedFd, stderr: OwnedFd) -> Result<()> {
     // Before forking the multi-threaded server: a program that is not there
     // (or not executable) fails the create at once, naming it.
     nix::unistd::access(&logger.program, nix::unistd::AccessFlags::X_OK)
-        .map_err(|e| format!("start logger {}: {}", logger.program.display(), e.desc()))?;
+        .map_err(StdioError::errno(format!("start logger {}: access(X_OK)", logger.program.display())))?;
     let (ready_read, ready_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-        .map_err(|e| format!("create logger ready pipe: {e}"))?;
+        .map_err(StdioError::errno("create logger ready pipe: pipe2"))?;
     // Above the target numbers, so that no dup2 in the child overwrites a source.
     let sources = [above_targets(&stdout)?, above_targets(&stderr)?, above_targets(&ready_write)?];
     let raw = sources.each_ref().map(|fd| fd.as_raw_fd());
@@ -110,24 +114,26 @@ pub fn start(logger: &Logger, id: &str, namespace: &str, stdout: OwnedFd, stderr
         });
     }
     let program = logger.program.display();
-    command.spawn().map_err(|e| format!("start logger {program}: {e}"))?;
+    command.spawn().map_err(StdioError::os(format!("start logger {program}: fork/exec")))?;
     // Only the logger holds the pipes and the ready pipe's write end now.
     drop((sources, ready_write, stdout, stderr));
-    wait_ready(&ready_read).map_err(|e| format!("logger {program}: {e}"))
+    wait_ready(&ready_read, &program.to_string())
 }
 
-fn above_targets(fd: &OwnedFd) -> Result<OwnedFd, String> {
+fn above_targets(fd: &OwnedFd) -> Result<OwnedFd> {
     let dup = nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(10))
-        .map_err(|e| format!("duplicate a logger descriptor: {e}"))?;
+        .map_err(StdioError::errno("duplicate a logger descriptor: fcntl(F_DUPFD_CLOEXEC)"))?;
     // SAFETY: fcntl just returned this new descriptor, which we own.
     Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(dup) })
 }
 
-fn wait_ready(ready: &OwnedFd) -> Result<(), String> {
+fn wait_ready(ready: &OwnedFd, program: &str) -> Result<()> {
     match rustpod::wait_readable(ready.as_fd(), READY_WAIT) {
         Ok(true) => Ok(()),
-        Ok(false) => Err(format!("not ready within {READY_WAIT:?} (it must close or write to fd 5)")),
-        Err(e) => Err(format!("wait until ready: {e}")),
+        Ok(false) => Err(StdioError::os(format!("logger {program}: not ready within {READY_WAIT:?} (it must close or write to fd 5)"))(
+            std::io::ErrorKind::TimedOut.into(),
+        )),
+        Err(e) => Err(StdioError::errno(format!("logger {program}: wait until ready: poll"))(e)),
     }
 }
 

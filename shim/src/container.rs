@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use containerd_shim::protos::types::task::Status as TaskStatus;
 
-use crate::process::{Process, Status};
+use crate::process::{Process, State};
 
 pub struct Container {
     pub bundle: String,
@@ -22,28 +22,35 @@ pub struct Container {
     pub mounted_rootfs: Option<PathBuf>,
     pub init: Process,
     pub execs: HashMap<String, Process>,
-    pub paused: bool,
     /// Its cgroup manager for Stats, built on the first call.
     pub metrics: Option<std::sync::Arc<crate::metrics::Source>>,
 }
 
 impl Container {
-    /// The init for an empty exec id, else that exec.
-    pub fn process(&self, exec_id: &str) -> Option<&Process> {
-        if exec_id.is_empty() { Some(&self.init) } else { self.execs.get(exec_id) }
+    /// The init for None, else that exec.
+    pub fn process(&self, exec_id: Option<&str>) -> Option<&Process> {
+        match exec_id {
+            None => Some(&self.init),
+            Some(exec_id) => self.execs.get(exec_id),
+        }
     }
 
-    pub fn process_mut(&mut self, exec_id: &str) -> Option<&mut Process> {
-        if exec_id.is_empty() { Some(&mut self.init) } else { self.execs.get_mut(exec_id) }
+    pub fn process_mut(&mut self, exec_id: Option<&str>) -> Option<&mut Process> {
+        match exec_id {
+            None => Some(&mut self.init),
+            Some(exec_id) => self.execs.get_mut(exec_id),
+        }
     }
 
-    /// containerd's status of one of our processes.
+    /// containerd's status of one of our processes: an exec of a paused
+    /// container is paused too, as containerd's runc shim reports it.
     pub fn task_status(&self, p: &Process) -> TaskStatus {
-        match p.status() {
-            Status::Stopped => TaskStatus::STOPPED,
-            Status::Created => TaskStatus::CREATED,
-            Status::Running if self.paused => TaskStatus::PAUSED,
-            Status::Running => TaskStatus::RUNNING,
+        match p.state() {
+            State::Created | State::Starting => TaskStatus::CREATED,
+            State::Running if self.init.state() == State::Paused => TaskStatus::PAUSED,
+            State::Running => TaskStatus::RUNNING,
+            State::Paused => TaskStatus::PAUSED,
+            State::Stopped | State::Deleted => TaskStatus::STOPPED,
         }
     }
 }

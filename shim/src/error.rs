@@ -28,9 +28,22 @@ pub enum Error {
     /// What the runtime library refused or failed, with the request it served.
     #[error("{what}: {source}")]
     Runtime { what: String, source: rustpod::Error },
-    /// Any other failure (containerd gets Unknown, as from the Go shim).
-    #[error("{0}")]
-    Failed(String),
+    /// What a create or exec helper answered, with the code it chose for it.
+    #[error("{what}: {message}")]
+    Helper { what: String, message: String, code: Code },
+    /// Stdio for a process could not be set up (a log URI we do not take:
+    /// InvalidArgument; a failed call: Unknown).
+    #[error("{what}: {source}")]
+    Stdio { what: String, source: crate::io::StdioError },
+    /// The rootfs containerd gave could not be unmounted (mount.rs reports
+    /// in words).
+    #[error("delete {id}: unmount its rootfs: {message}")]
+    Unmount { id: String, message: String },
+    #[error(transparent)]
+    Stats(#[from] crate::metrics::StatsError),
+    /// kill(2) of an exec's pid failed other than with ESRCH.
+    #[error("{what}: kill: {errno}")]
+    Signal { what: String, errno: nix::errno::Errno },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -49,13 +62,17 @@ impl Error {
             Error::InvalidArgument(_) => Code::INVALID_ARGUMENT,
             Error::Unimplemented(_) => Code::UNIMPLEMENTED,
             Error::Runtime { source, .. } => runtime_code(source),
-            Error::Failed(_) => Code::UNKNOWN,
+            Error::Helper { code, .. } => *code,
+            Error::Stdio { source: crate::io::StdioError::Unsupported(_), .. } => Code::INVALID_ARGUMENT,
+            Error::Stdio { .. } => Code::UNKNOWN,
+            Error::Stats(crate::metrics::StatsError::Runtime { source, .. }) => runtime_code(source),
+            Error::Stats(_) | Error::Signal { .. } | Error::Unmount { .. } => Code::UNKNOWN,
         }
     }
 }
 
 /// The code of a runtime library error.
-fn runtime_code(e: &rustpod::Error) -> Code {
+pub fn runtime_code(e: &rustpod::Error) -> Code {
     use rustpod::Error as E;
     match e {
         E::NotFound(_) => Code::NOT_FOUND,
@@ -66,10 +83,17 @@ fn runtime_code(e: &rustpod::Error) -> Code {
     }
 }
 
-/// Internal steps (stdio, helpers, mounts) still report in words.
-impl From<String> for Error {
-    fn from(e: String) -> Error {
-        Error::Failed(e)
+impl Error {
+    /// A stdio failure at `what`.
+    pub fn stdio(what: impl Into<String>) -> impl FnOnce(crate::io::StdioError) -> Error {
+        let what = what.into();
+        move |source| Error::Stdio { what, source }
+    }
+
+    /// A helper's failure at `what`.
+    pub fn helper(what: impl Into<String>) -> impl FnOnce(crate::helper::Failure) -> Error {
+        let what = what.into();
+        move |f| Error::Helper { what, message: f.message, code: f.code }
     }
 }
 
@@ -99,7 +123,19 @@ mod tests {
         assert_eq!(code_of(Error::WrongState("running".into())), Code::FAILED_PRECONDITION);
         assert_eq!(code_of(Error::InvalidArgument("signal".into())), Code::INVALID_ARGUMENT);
         assert_eq!(code_of(Error::Unimplemented("checkpoint".into())), Code::UNIMPLEMENTED);
-        assert_eq!(code_of(Error::from("pipe: EMFILE".to_string())), Code::UNKNOWN);
+        let signal = Error::Signal { what: "signal exec e of c (pid 9)".into(), errno: nix::errno::Errno::EPERM };
+        assert_eq!(signal.to_string(), "signal exec e of c (pid 9): kill: EPERM: Operation not permitted");
+        assert_eq!(code_of(signal), Code::UNKNOWN);
+    }
+
+    #[test]
+    fn stdio_we_do_not_take_is_the_requests_fault() {
+        use crate::io::StdioError;
+        let unsupported = Error::stdio("create c")(StdioError::Unsupported("stdio syslog://x".into()));
+        assert_eq!(code_of(unsupported), Code::INVALID_ARGUMENT);
+        let failed = Error::stdio("create c")(StdioError::os("open stdin /f (O_RDWR)")(std::io::Error::from_raw_os_error(libc::EMFILE)));
+        assert_eq!(failed.to_string(), "create c: open stdin /f (O_RDWR): Too many open files (os error 24)");
+        assert_eq!(code_of(failed), Code::UNKNOWN);
     }
 
     #[test]

@@ -135,11 +135,11 @@ impl Publisher {
         self.publish("/tasks/start", event);
     }
 
-    /// `exec_id` is empty for the init, whose exit carries the container id.
-    pub fn task_exit(&self, id: &str, exec_id: &str, pid: i32, exit: ExitStatus) {
+    /// `exec_id` is None for the init, whose exit carries the container id.
+    pub fn task_exit(&self, id: &str, exec_id: Option<&str>, pid: i32, exit: ExitStatus) {
         let event = TaskExit {
             container_id: id.to_string(),
-            id: if exec_id.is_empty() { id.to_string() } else { exec_id.to_string() },
+            id: exec_id.unwrap_or(id).to_string(),
             pid: pid as u32,
             exit_status: exit.code,
             exited_at: MessageField::some(timestamp(exit.at)),
@@ -296,7 +296,7 @@ mod tests {
 
         let publisher = Publisher::start(socket.display().to_string(), "test".into());
         publisher.task_start("c", 1);
-        publisher.task_exit("c", "", 1, ExitStatus { code: 9, at: std::time::SystemTime::now() });
+        publisher.task_exit("c", None, 1, ExitStatus { code: 9, at: std::time::SystemTime::now() });
         publisher.task_delete("c", 1, None);
         let left = publisher.flush(Duration::from_secs(10));
         let topics = receiver.topics.lock().unwrap().clone();

@@ -18,7 +18,9 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
+use protobuf::Enum;
 use serde::{Deserialize, Serialize};
+use ttrpc::Code;
 
 use crate::mount::MountSpec;
 
@@ -27,56 +29,74 @@ const EXEC_ARGV0: &str = "containerd-shim-rustpod-v1-exec";
 /// A create that takes longer than this is given up (and the helper killed).
 const HELPER_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// What the helper is asked to do, for container `id` under state root `root`.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Request {
     pub root: PathBuf,
     pub id: String,
-    /// Create: the bundle and containerd's rootfs mounts for `<bundle>/rootfs`.
-    pub bundle: PathBuf,
-    pub rootfs_mounts: Vec<MountSpec>,
-    pub systemd_cgroup: bool,
-    /// Exec: the OCI process (JSON).
-    pub process: Option<String>,
+    pub job: Job,
     pub console_socket: Option<PathBuf>,
     /// Which of stdin, stdout, stderr were passed (in that order, with the request).
     pub stdio: [bool; 3],
 }
 
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct Answer {
-    pid: Option<i32>,
-    error: Option<String>,
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Job {
+    /// Mount containerd's rootfs at `<bundle>/rootfs`, then create the container.
+    Create { bundle: PathBuf, rootfs_mounts: Vec<MountSpec>, systemd_cgroup: bool },
+    /// Start this process (parsed by the shim when Exec arrived) in the container.
+    Exec { process: Box<oci_spec::runtime::Process> },
 }
 
-#[derive(Clone, Copy)]
-pub enum Kind {
-    Create,
-    Exec,
+/// The helper's one-line answer: the container process's pid, or why not,
+/// with the gRPC code the failure reaches containerd with.
+#[derive(Debug, Serialize, Deserialize)]
+enum Answer {
+    Pid(i32),
+    Failed { message: String, code: i32 },
+}
+
+/// A helper's failure, as the shim reports it.
+#[derive(Debug)]
+pub struct Failure {
+    pub message: String,
+    pub code: Code,
+}
+
+impl Failure {
+    /// A failure of the shim's side of the exchange (containerd gets Unknown).
+    fn local(message: String) -> Failure {
+        Failure { message, code: Code::UNKNOWN }
+    }
+}
+
+impl From<rustpod::Error> for Failure {
+    fn from(e: rustpod::Error) -> Failure {
+        Failure { code: crate::error::runtime_code(&e), message: e.to_string() }
+    }
 }
 
 /// Runs a helper for `req` and returns the container process's pid. The
 /// helper's own exit is reaped (and ignored) by the shim's reaper.
-pub fn run(kind: Kind, req: &Request, stdio: rustpod::Stdio) -> Result<i32, String> {
-    let (ours, theirs) = UnixStream::pair().map_err(|e| format!("create helper socket: {e}"))?;
-    let argv0 = match kind {
-        Kind::Create => CREATE_ARGV0,
-        Kind::Exec => EXEC_ARGV0,
+pub fn run(req: &Request, stdio: rustpod::Stdio) -> Result<i32, Failure> {
+    let (ours, theirs) = UnixStream::pair().map_err(|e| Failure::local(format!("create helper socket: socketpair: {e}")))?;
+    // One name per job, so that `ps` tells them apart.
+    let argv0 = match req.job {
+        Job::Create { .. } => CREATE_ARGV0,
+        Job::Exec { .. } => EXEC_ARGV0,
     };
     // No pre_exec closure, so the standard library uses posix_spawn.
     let mut cmd = Command::new(helper_binary());
     cmd.arg0(argv0).stdin(Stdio::from(OwnedFd::from(theirs))).stdout(Stdio::null()).stderr(Stdio::null());
-    let mut child = cmd.spawn().map_err(|e| format!("start helper: {e}"))?;
-    let sent = send_request(&ours, req, stdio);
-    let answer = sent.clone().and_then(|()| read_answer(&ours));
+    let mut child = cmd.spawn().map_err(|e| Failure::local(format!("start helper: posix_spawn: {e}")))?;
+    let answer = send_request(&ours, req, stdio).and_then(|()| read_answer(&ours));
     if answer.is_err() {
         let _ = child.kill();
     }
     // The reaper thread reaps the helper; `child` is not waited for.
-    let answer = answer?;
-    match (answer.pid, answer.error) {
-        (_, Some(error)) => Err(error),
-        (Some(pid), None) => Ok(pid),
-        (None, None) => Err("helper answered without a pid".into()),
+    match answer.map_err(Failure::local)? {
+        Answer::Pid(pid) => Ok(pid),
+        Answer::Failed { message, code } => Err(Failure { message, code: Code::from_i32(code).unwrap_or(Code::UNKNOWN) }),
     }
 }
 
@@ -135,11 +155,9 @@ fn read_answer(sock: &UnixStream) -> Result<Answer, String> {
 /// At the top of main: if we were started as a helper, do its job and exit.
 pub fn run_if_invoked() {
     let argv0 = std::env::args_os().next().unwrap_or_default();
-    let kind = match Path::new(&argv0).file_name().and_then(|n| n.to_str()) {
-        Some(CREATE_ARGV0) => Kind::Create,
-        Some(EXEC_ARGV0) => Kind::Exec,
-        _ => return,
-    };
+    if !matches!(Path::new(&argv0).file_name().and_then(|n| n.to_str()), Some(CREATE_ARGV0 | EXEC_ARGV0)) {
+        return;
+    }
     // The helper enters containers: run it from a sealed copy of the binary
     // (CVE-2019-5736). The request socket (stdin) survives the re-exec.
     if !rustpod::sealed_exe::is_sealed() {
@@ -156,27 +174,29 @@ pub fn run_if_invoked() {
             std::process::exit(1);
         }
     };
-    let answer = match helper_main(kind, &sock) {
-        Ok(pid) => Answer { pid: Some(pid), error: None },
-        Err(e) => Answer { pid: None, error: Some(e) },
+    let answer = match helper_main(&sock) {
+        Ok(pid) => Answer::Pid(pid),
+        Err(Failure { message, code }) => Answer::Failed { message, code: code.value() },
     };
     let mut line = serde_json::to_vec(&answer).unwrap_or_default();
     line.push(b'\n');
     let _ = (&sock).write_all(&line);
-    std::process::exit(if answer.error.is_some() { 1 } else { 0 });
+    std::process::exit(if matches!(answer, Answer::Pid(_)) { 0 } else { 1 });
 }
 
-fn helper_main(kind: Kind, sock: &UnixStream) -> Result<i32, String> {
-    let (data, fds) = receive_request(sock)?;
-    let req: Request = serde_json::from_slice(&data).map_err(|e| format!("bad request: {e}"))?;
+fn helper_main(sock: &UnixStream) -> Result<i32, Failure> {
+    let (data, fds) = receive_request(sock).map_err(Failure::local)?;
+    let req: Request = serde_json::from_slice(&data).map_err(|e| Failure::local(format!("bad request: {e}")))?;
     // The container must start with SIGPIPE at its default, but a SIGPIPE
     // before its program runs must not kill the init (see rustpod::sigpipe).
     rustpod::sigpipe::handle_for_children();
     rustpod::spawn_signals::reset_inherited_ignores();
-    let stdio = stdio_for(&req, fds)?;
-    match kind {
-        Kind::Create => create(&req, stdio),
-        Kind::Exec => exec(&req, stdio),
+    let stdio = stdio_for(&req, fds).map_err(Failure::local)?;
+    match &req.job {
+        Job::Create { bundle, rootfs_mounts, systemd_cgroup } => {
+            create(&req, stdio, bundle, rootfs_mounts, *systemd_cgroup)
+        }
+        Job::Exec { process } => exec(&req, stdio, process),
     }
 }
 
@@ -216,25 +236,28 @@ fn receive_request(sock: &UnixStream) -> Result<(Vec<u8>, Vec<OwnedFd>), String>
     Ok((first, fds))
 }
 
-fn create(req: &Request, stdio: rustpod::Stdio) -> Result<i32, String> {
-    let rootfs = req.bundle.join("rootfs");
-    if !req.rootfs_mounts.is_empty() {
-        crate::mount::mount_all(&req.rootfs_mounts, &rootfs)?;
+fn create(req: &Request, stdio: rustpod::Stdio, bundle: &Path, mounts: &[MountSpec], systemd_cgroup: bool) -> Result<i32, Failure> {
+    let rootfs = bundle.join("rootfs");
+    if !mounts.is_empty() {
+        crate::mount::mount_all(mounts, &rootfs).map_err(Failure::local)?;
     }
     let opts = rustpod::CreateOptions {
-        bundle: req.bundle.clone(),
+        bundle: bundle.to_path_buf(),
         console_socket: req.console_socket.clone(),
-        systemd_cgroup: req.systemd_cgroup,
+        systemd_cgroup,
         stdio,
         ..Default::default()
     };
-    let result = rustpod::Runtime::new(&req.root).create(&req.id, opts)
-        .map_err(|e| e.to_string())
-        .and_then(|c| c.pid().ok_or_else(|| format!("container {}: no init pid", req.id)));
-    if result.is_err() && !req.rootfs_mounts.is_empty() {
+    let result = rustpod::Runtime::new(&req.root).create(&req.id, opts).map_err(Failure::from).and_then(|c| {
+        c.pid().ok_or_else(|| Failure::local(format!("container {}: no init pid", req.id)))
+    });
+    if result.is_err() && !mounts.is_empty() {
         let _ = crate::mount::unmount_all(&rootfs);
     }
-    result.map_err(|e| e + &dead_children())
+    result.map_err(|mut f| {
+        f.message += &dead_children();
+        f
+    })
 }
 
 /// How our children that already ended ended, e.g. a container init that
@@ -257,19 +280,16 @@ fn dead_children() -> String {
     }
 }
 
-fn exec(req: &Request, stdio: rustpod::Stdio) -> Result<i32, String> {
-    let process = req.process.as_deref().ok_or("exec request without a process")?;
-    let process: oci_spec::runtime::Process =
-        serde_json::from_str(process).map_err(|e| format!("exec process spec: {e}"))?;
+fn exec(req: &Request, stdio: rustpod::Stdio, process: &oci_spec::runtime::Process) -> Result<i32, Failure> {
     let opts = rustpod::ExecOptions {
-        process: rustpod::ProcessArgs { process: Some(process), ..Default::default() },
+        process: rustpod::ProcessArgs { process: Some(process.clone()), ..Default::default() },
         detach: true,
         console_socket: req.console_socket.clone(),
         stdio,
         ..Default::default()
     };
     let result = rustpod::Runtime::new(&req.root).load(&req.id).and_then(|c| c.exec(opts));
-    result.map(|pid| pid.as_raw()).map_err(|e| e.to_string())
+    Ok(result?.as_raw())
 }
 
 /// The container's stdio: what the shim passed (`fds`, in order), /dev/null
@@ -304,5 +324,43 @@ fn redirect_stdin_to_null() {
     if let Ok(null) = std::fs::File::open("/dev/null") {
         // SAFETY: dup2 onto fd 0, which we own.
         unsafe { libc::dup2(null.as_raw_fd(), 0) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The exec's process travels as part of the request, not as a string
+    /// of JSON inside it, and comes back whole.
+    #[test]
+    fn an_exec_request_carries_its_process_typed() {
+        let mut process = oci_spec::runtime::Process::default();
+        process.set_args(Some(vec!["sh".into(), "-c".into(), "echo hi".into()]));
+        let req = Request {
+            root: "/run/r".into(),
+            id: "c".into(),
+            job: Job::Exec { process: Box::new(process.clone()) },
+            console_socket: None,
+            stdio: [false, true, true],
+        };
+        let wire: serde_json::Value = serde_json::to_value(&req).expect("encode");
+        assert!(wire["job"]["Exec"]["process"]["args"].is_array(), "{wire}");
+        let back: Request = serde_json::from_value(wire).expect("decode");
+        match back.job {
+            Job::Exec { process: got } => assert_eq!(*got, process),
+            other => panic!("not an exec: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_failure_keeps_its_code_across_the_socket() {
+        let failure = Failure::from(rustpod::Error::NotFound("c".into()));
+        let answer = Answer::Failed { message: failure.message, code: failure.code.value() };
+        let line = serde_json::to_string(&answer).expect("encode");
+        match serde_json::from_str::<Answer>(&line).expect("decode") {
+            Answer::Failed { code, .. } => assert_eq!(Code::from_i32(code), Some(Code::NOT_FOUND)),
+            other => panic!("not a failure: {other:?}"),
+        }
     }
 }

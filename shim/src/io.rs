@@ -22,6 +22,32 @@ pub struct Stdio {
     pub terminal: bool,
 }
 
+/// Why a process's stdio could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum StdioError {
+    /// A call on a path or descriptor failed: `what` names both.
+    #[error("{what}: {source}")]
+    Os { what: String, source: std::io::Error },
+    /// containerd asked for stdio the shim does not provide.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+impl StdioError {
+    pub fn os(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> StdioError {
+        let what = what.into();
+        move |source| StdioError::Os { what, source }
+    }
+
+    /// The same, for a nix call.
+    pub fn errno(what: impl Into<String>) -> impl FnOnce(nix::errno::Errno) -> StdioError {
+        let what = what.into();
+        move |errno| StdioError::Os { what, source: errno.into() }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, StdioError>;
+
 
 const BUF_SIZE: usize = 32 * 1024;
 const COPY_STACK: usize = 64 * 1024;
@@ -48,7 +74,7 @@ pub struct OutputCopiers {
 }
 
 impl OutputCopiers {
-    fn new() -> Result<Arc<OutputCopiers>, String> {
+    fn new() -> Result<Arc<OutputCopiers>> {
         let (stop_read, stop_write) = pipe()?;
         Ok(Arc::new(OutputCopiers {
             running: Mutex::new(0),
@@ -117,13 +143,15 @@ impl ProcessIo {
         }
     }
 
-    pub fn resize(&self, width: u32, height: u32) -> Result<(), String> {
-        let console = self.console.as_ref().ok_or("the process has no terminal")?;
+    /// Resizes the terminal; without one there is nothing to do (containerd's
+    /// runc shim answers OK too).
+    pub fn resize(&self, width: u32, height: u32) -> Result<()> {
+        let Some(console) = self.console.as_ref() else { return Ok(()) };
         let size = libc::winsize { ws_row: height as u16, ws_col: width as u16, ws_xpixel: 0, ws_ypixel: 0 };
         // SAFETY: TIOCSWINSZ reads a winsize from a valid pointer.
         let rc = unsafe { libc::ioctl(console.as_raw_fd(), libc::TIOCSWINSZ, &size) };
         if rc < 0 {
-            return Err(format!("resize terminal: {}", std::io::Error::last_os_error()));
+            return Err(StdioError::os("resize terminal: ioctl(TIOCSWINSZ)")(std::io::Error::last_os_error()));
         }
         Ok(())
     }
@@ -133,7 +161,7 @@ impl ProcessIo {
 /// copiers, or for a `binary://` URI the logging program (which then reads
 /// the output pipes itself). `owner` is the container's id and namespace.
 /// Returns the shim's handles and the container's pipe ends (for the helper).
-pub fn open_pipes(stdio: &Stdio, owner: (&str, &str)) -> Result<(ProcessIo, rustpod::Stdio), String> {
+pub fn open_pipes(stdio: &Stdio, owner: (&str, &str)) -> Result<(ProcessIo, rustpod::Stdio)> {
     let logger = crate::binary_logger::for_output(&stdio.stdout, &stdio.stderr)?;
     let mut child = rustpod::Stdio::default();
     let mut stdin_close = None;
@@ -170,9 +198,9 @@ pub fn open_pipes(stdio: &Stdio, owner: (&str, &str)) -> Result<(ProcessIo, rust
 }
 
 /// Wires a received pty master to containerd's stdin and stdout.
-pub fn attach_console(stdio: &Stdio, master: OwnedFd) -> Result<ProcessIo, String> {
+pub fn attach_console(stdio: &Stdio, master: OwnedFd) -> Result<ProcessIo> {
     let master = File::from(master);
-    let dup = |f: &File| f.try_clone().map_err(|e| format!("dup pty master: {e}"));
+    let dup = |f: &File| f.try_clone().map_err(StdioError::os("dup pty master: fcntl(F_DUPFD_CLOEXEC)"));
     let mut stdin_close = None;
     let output = OutputCopiers::new()?;
     if !stdio.stdin.is_empty() {
@@ -192,17 +220,17 @@ pub fn attach_console(stdio: &Stdio, master: OwnedFd) -> Result<ProcessIo, Strin
 
 /// A FIFO we read from, opened read-write so that its writer (containerd)
 /// going away is not EOF and the open never blocks.
-fn open_input(path: &str) -> Result<File, String> {
+fn open_input(path: &str) -> Result<File> {
     OpenOptions::new()
         .read(true)
         .write(true)
         .open(path)
-        .map_err(|e| format!("open stdin {path}: {e}"))
+        .map_err(StdioError::os(format!("open stdin {path} (O_RDWR)")))
 }
 
 /// Where output goes: a FIFO held read-write (no EPIPE, no blocking open),
 /// or with `file://` a file appended to. None when there is no such stream.
-fn open_output(uri: &str) -> Result<Option<File>, String> {
+fn open_output(uri: &str) -> Result<Option<File>> {
     if uri.is_empty() {
         return Ok(None);
     }
@@ -211,11 +239,13 @@ fn open_output(uri: &str) -> Result<Option<File>, String> {
             .create(true)
             .append(true)
             .open(path)
-            .map_err(|e| format!("open log file {path}: {e}"))?;
+            .map_err(StdioError::os(format!("open log file {path} (O_APPEND|O_CREAT)")))?;
         return Ok(Some(file));
     }
     if uri.contains("://") && !uri.starts_with("fifo://") {
-        return Err(format!("stdio {uri}: unsupported log URI (FIFOs, file:// and, without a terminal, binary:// are)"));
+        return Err(StdioError::Unsupported(format!(
+            "stdio {uri}: unsupported log URI (FIFOs, file:// and, without a terminal, binary:// are)"
+        )));
     }
     let path = uri.strip_prefix("fifo://").unwrap_or(uri);
     // Held until the read-write handle is open, so the reader never sees EOF in between.
@@ -226,7 +256,7 @@ fn open_output(uri: &str) -> Result<Option<File>, String> {
         .custom_flags(libc::O_CLOEXEC)
         .open(path)
         .map(Some)
-        .map_err(|e| format!("open output {path}: {e}"))
+        .map_err(StdioError::os(format!("open output {path} (O_RDWR)")))
 }
 
 /// How long an output FIFO may wait for its reader before we hold it
@@ -241,7 +271,7 @@ const READER_WAIT: Duration = Duration::from_secs(10);
 /// whose open then waits for a writer that never comes (seen as a CRI
 /// ExecSync that never returns). Returns the write-only handle that proved
 /// it, or None once `READER_WAIT` has passed.
-fn wait_for_reader(path: &str) -> Result<Option<File>, String> {
+fn wait_for_reader(path: &str) -> Result<Option<File>> {
     let deadline = Instant::now() + READER_WAIT;
     loop {
         let opened = OpenOptions::new()
@@ -258,22 +288,22 @@ fn wait_for_reader(path: &str) -> Result<Option<File>, String> {
                 log::warn!("output {path}: no reader after {READER_WAIT:?}; holding it without one");
                 return Ok(None);
             }
-            Err(e) => return Err(format!("open output {path} (O_WRONLY|O_NONBLOCK): {e}")),
+            Err(e) => return Err(StdioError::os(format!("open output {path} (O_WRONLY|O_NONBLOCK)"))(e)),
         }
     }
 }
 
-fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
-    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("create pipe: {e}"))
+fn pipe() -> Result<(OwnedFd, OwnedFd)> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(StdioError::errno("create pipe: pipe2"))
 }
 
-fn spawn_copier(name: &str, body: impl FnOnce() + Send + 'static) -> Result<(), String> {
+fn spawn_copier(name: &str, body: impl FnOnce() + Send + 'static) -> Result<()> {
     std::thread::Builder::new()
         .name(name.into())
         .stack_size(COPY_STACK)
         .spawn(body)
         .map(|_| ())
-        .map_err(|e| format!("start {name} copier: {e}"))
+        .map_err(StdioError::os(format!("start {name} copier: clone")))
 }
 
 /// Container output to containerd until the container side closes (or we

@@ -6,6 +6,7 @@ mod binary_logger;
 mod bootstrap;
 mod cgroup_warmup;
 mod container;
+mod containers;
 mod error;
 mod events;
 mod helper;

@@ -11,6 +11,19 @@ use containerd_shim::protos::protobuf::{Message, MessageField};
 use libcgroups::common::{AnyCgroupManager, CgroupManager, CgroupSetup};
 use libcgroups::stats::Stats;
 
+/// Why a container's statistics could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum StatsError {
+    /// Finding or reading its cgroup (rustpod's v2 reader, the v1 manager's setup).
+    #[error("cgroup stats of {id}: {source}")]
+    Runtime { id: String, source: rustpod::Error },
+    /// libcgroups' v1 manager failed to read a controller.
+    #[error("cgroup stats of {id}: {source}")]
+    V1 { id: String, source: <AnyCgroupManager as CgroupManager>::Error },
+    #[error("encode metrics: {0}")]
+    Encode(#[from] containerd_shim::protos::protobuf::Error),
+}
+
 /// Where a container's statistics come from: its cgroup manager, built once.
 /// Building one reads `/proc/self/mountinfo` once per v1 controller, which on
 /// a node with many mounts costs milliseconds, and kubelet asks for stats of
@@ -29,14 +42,17 @@ enum Cgroup {
 }
 
 impl Source {
-    pub fn open(container: &rustpod::Container) -> Result<Source, String> {
-        let id = container.id();
+    pub fn open(container: &rustpod::Container) -> Result<Source, StatsError> {
+        let id = container.id().to_string();
         let unified = matches!(libcgroups::common::get_cgroup_setup(), Ok(CgroupSetup::Unified));
         let cgroup = match (unified, container.pid()) {
-            (true, Some(pid)) => Cgroup::V2(rustpod::stats::v2_dir_of(pid).map_err(|e| e.to_string())?),
-            _ => Cgroup::V1(container.cgroup_manager().map_err(|e| e.to_string())?),
+            (true, Some(pid)) => rustpod::stats::v2_dir_of(pid).map(Cgroup::V2),
+            _ => container.cgroup_manager().map(Cgroup::V1),
         };
-        Ok(Source { id: id.to_string(), cgroup })
+        match cgroup {
+            Ok(cgroup) => Ok(Source { id, cgroup }),
+            Err(source) => Err(StatsError::Runtime { id, source }),
+        }
     }
 
     /// Worth keeping for the container's lifetime: a systemd manager holds a
@@ -45,11 +61,17 @@ impl Source {
         !matches!(self.cgroup, Cgroup::V1(AnyCgroupManager::Systemd(_)))
     }
 
-    pub fn collect(&self) -> Result<Any, String> {
-        let failed = |e: &dyn std::fmt::Display| format!("cgroup stats of {}: {e}", self.id);
+    pub fn collect(&self) -> Result<Any, StatsError> {
+        let id = || self.id.clone();
         match &self.cgroup {
-            Cgroup::V1(manager) => to_any(&metrics_v1(&manager.stats().map_err(|e| failed(&e))?), V1_TYPE),
-            Cgroup::V2(dir) => to_any(&metrics_v2(&rustpod::stats::read_v2(dir).map_err(|e| failed(&e))?), V2_TYPE),
+            Cgroup::V1(manager) => {
+                let stats = manager.stats().map_err(|source| StatsError::V1 { id: id(), source })?;
+                to_any(&metrics_v1(&stats), V1_TYPE)
+            }
+            Cgroup::V2(dir) => {
+                let stats = rustpod::stats::read_v2(dir).map_err(|source| StatsError::Runtime { id: id(), source })?;
+                to_any(&metrics_v2(&stats), V2_TYPE)
+            }
         }
     }
 }
@@ -59,10 +81,10 @@ impl Source {
 const V1_TYPE: &str = "io.containerd.cgroups.v1.Metrics";
 const V2_TYPE: &str = "io.containerd.cgroups.v2.Metrics";
 
-fn to_any<M: Message>(m: &M, type_url: &str) -> Result<Any, String> {
+fn to_any<M: Message>(m: &M, type_url: &str) -> Result<Any, StatsError> {
     let mut any = Any::new();
     any.type_url = type_url.to_string();
-    any.value = m.write_to_bytes().map_err(|e| format!("encode metrics: {e}"))?;
+    any.value = m.write_to_bytes()?;
     Ok(any)
 }
 

@@ -4,6 +4,7 @@
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, SystemTime};
 
+use crate::error::{Error, Result};
 use crate::io::{ProcessIo, Stdio};
 
 /// How a process ended: the exit code, or 128+signal; and when.
@@ -50,52 +51,121 @@ impl ExitCell {
     }
 }
 
+/// Where a process is in its life, as the init and exec state machines of
+/// containerd's runc shim (pkg/process) have it; `Starting` is a Start in
+/// flight, which the shim runs without holding its lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
+pub enum State {
     Created,
+    Starting,
     Running,
+    /// The container is frozen (only its init is in this state; its execs
+    /// report it through the init).
+    Paused,
     Stopped,
+    Deleted,
+}
+
+/// What happens to a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    Start,
+    Started,
+    StartFailed,
+    /// Reaped (or, never to run, released with 255).
+    Exit,
+    Pause,
+    Resume,
+    Delete,
+}
+
+impl State {
+    /// The state after `event`, or None where the event is not allowed.
+    /// Every transition of a process is decided here.
+    pub fn on(self, event: Event) -> Option<State> {
+        use Event as E;
+        use State as S;
+        match (self, event) {
+            (S::Created, E::Start) => Some(S::Starting),
+            (S::Starting, E::Started) => Some(S::Running),
+            (S::Starting, E::StartFailed) => Some(S::Created),
+            // An exit during a start waits for it: the start event goes out first.
+            (S::Starting, E::Exit) => Some(S::Starting),
+            (S::Created | S::Running | S::Paused, E::Exit) => Some(S::Stopped),
+            (S::Running, E::Pause) => Some(S::Paused),
+            (S::Paused, E::Resume) => Some(S::Running),
+            (S::Created | S::Stopped, E::Delete) => Some(S::Deleted),
+            _ => None,
+        }
+    }
+
+    /// How errors name it.
+    pub fn word(self) -> &'static str {
+        match self {
+            State::Created => "created",
+            State::Starting => "starting",
+            State::Running => "running",
+            State::Paused => "paused",
+            State::Stopped => "stopped",
+            State::Deleted => "deleted",
+        }
+    }
 }
 
 pub struct Process {
-    /// Empty for the init.
-    pub exec_id: String,
+    /// None for the init.
+    pub exec_id: Option<String>,
     /// 0 until the process exists (an exec before Start).
     pub pid: i32,
     pub stdio: Stdio,
     pub io: Option<ProcessIo>,
     pub exit: Arc<ExitCell>,
-    /// Start (or exec-started) has been published.
-    pub started: bool,
-    /// A Start is in flight: an exit now must wait for the start event.
-    pub starting: bool,
+    state: State,
     pub exit_published: bool,
-    /// An exec's process spec (JSON) until it is started.
-    pub spec: Vec<u8>,
+    /// An exec's process, parsed when Exec arrived, until it is started.
+    pub spec: Option<Box<oci_spec::runtime::Process>>,
 }
 
 impl Process {
-    pub fn new(exec_id: &str, stdio: Stdio) -> Process {
+    pub fn new(exec_id: Option<&str>, stdio: Stdio) -> Process {
         Process {
-            exec_id: exec_id.to_string(),
+            exec_id: exec_id.map(str::to_string),
             pid: 0,
             stdio,
             io: None,
             exit: Arc::new(ExitCell::default()),
-            started: false,
-            starting: false,
+            state: State::Created,
             exit_published: false,
-            spec: Vec::new(),
+            spec: None,
         }
     }
 
-    pub fn status(&self) -> Status {
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// Moves to the state after `event`; a FailedPrecondition naming the
+    /// process (`what`, e.g. "container c1") and its state if not allowed.
+    pub fn apply(&mut self, event: Event, what: &str) -> Result<State> {
+        let next = self.check(event, what)?;
+        self.state = next;
+        Ok(next)
+    }
+
+    /// The state `event` would lead to, or the error `apply` would give.
+    pub fn check(&self, event: Event, what: &str) -> Result<State> {
+        self.state
+            .on(event)
+            .ok_or_else(|| Error::WrongState(format!("{what} is {}: cannot {}", self.state.word(), event.verb())))
+    }
+
+    /// Ends a start: running (or back to created if it failed), and stopped
+    /// if it exited meanwhile.
+    pub fn finish_start(&mut self, ok: bool) {
+        let event = if ok { Event::Started } else { Event::StartFailed };
+        self.state = self.state.on(event).unwrap_or(self.state);
         if self.exit.get().is_some() {
-            Status::Stopped
-        } else if self.started {
-            Status::Running
-        } else {
-            Status::Created
+            self.state = self.state.on(Event::Exit).unwrap_or(self.state);
         }
     }
 
@@ -110,6 +180,89 @@ impl Process {
         if let Some(io) = &self.io {
             io.on_exit();
         }
-        !self.starting && !self.exit_published
+        self.state = self.state.on(Event::Exit).unwrap_or(self.state);
+        self.state != State::Starting && !self.exit_published
+    }
+}
+
+impl Event {
+    fn verb(self) -> &'static str {
+        match self {
+            Event::Start => "start it",
+            Event::Started | Event::StartFailed => "finish a start",
+            Event::Exit => "record an exit",
+            Event::Pause => "pause it",
+            Event::Resume => "resume it",
+            Event::Delete => "delete it",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Event as E, State as S};
+
+    const ALL_STATES: [S; 6] = [S::Created, S::Starting, S::Running, S::Paused, S::Stopped, S::Deleted];
+    const ALL_EVENTS: [E; 7] = [E::Start, E::Started, E::StartFailed, E::Exit, E::Pause, E::Resume, E::Delete];
+
+    #[test]
+    fn a_process_lives_created_starting_running_stopped_deleted() {
+        let mut s = S::Created;
+        for (event, want) in [(E::Start, S::Starting), (E::Started, S::Running), (E::Exit, S::Stopped), (E::Delete, S::Deleted)] {
+            s = s.on(event).unwrap_or_else(|| panic!("{event:?} refused in {s:?}"));
+            assert_eq!(s, want);
+        }
+    }
+
+    #[test]
+    fn pause_and_resume_only_between_running_and_paused() {
+        assert_eq!(S::Running.on(E::Pause), Some(S::Paused));
+        assert_eq!(S::Paused.on(E::Resume), Some(S::Running));
+        assert_eq!(S::Paused.on(E::Exit), Some(S::Stopped), "a paused container can be killed");
+        for s in ALL_STATES {
+            assert_eq!(s.on(E::Pause).is_some(), s == S::Running, "pause in {s:?}");
+            assert_eq!(s.on(E::Resume).is_some(), s == S::Paused, "resume in {s:?}");
+        }
+    }
+
+    #[test]
+    fn only_a_created_process_starts_and_only_once() {
+        for s in ALL_STATES {
+            assert_eq!(s.on(E::Start).is_some(), s == S::Created, "start in {s:?}");
+        }
+        assert_eq!(S::Starting.on(E::StartFailed), Some(S::Created), "a failed start can be deleted as created");
+    }
+
+    #[test]
+    fn a_running_or_starting_process_is_not_deleted() {
+        for s in ALL_STATES {
+            assert_eq!(s.on(E::Delete).is_some(), matches!(s, S::Created | S::Stopped), "delete in {s:?}");
+        }
+    }
+
+    #[test]
+    fn a_deleted_process_is_final() {
+        for e in ALL_EVENTS {
+            assert_eq!(S::Deleted.on(e), None, "{e:?} after delete");
+        }
+    }
+
+    #[test]
+    fn an_exit_during_a_start_is_held_for_it() {
+        assert_eq!(S::Starting.on(E::Exit), Some(S::Starting));
+        let mut p = super::Process::new(None, Default::default());
+        p.apply(E::Start, "container c").expect("start");
+        assert!(!p.set_exited(super::ExitStatus { code: 1, at: std::time::SystemTime::now() }), "held");
+        p.finish_start(true);
+        assert_eq!(p.state(), S::Stopped);
+    }
+
+    #[test]
+    fn a_refused_event_names_the_process_and_its_state() {
+        let mut p = super::Process::new(Some("e1"), Default::default());
+        let e = p.apply(E::Resume, "exec e1 of c").expect_err("a created process is not resumed");
+        assert_eq!(e.code(), ttrpc::Code::FAILED_PRECONDITION);
+        assert_eq!(e.to_string(), "exec e1 of c is created: cannot resume it");
+        assert_eq!(p.state(), S::Created, "a refused event changes nothing");
     }
 }

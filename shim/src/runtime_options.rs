@@ -4,8 +4,25 @@
 //! it to every runtime type that is not runc's).
 
 use containerd_shim::protos::protobuf::well_known_types::any::Any;
-use containerd_shim::protos::protobuf::{CodedInputStream, Message, MessageField};
+use containerd_shim::protos::protobuf::{CodedInputStream, Error as ProtobufError, Message, MessageField};
 use containerd_shim::protos::shim::oci::Options as RuncOptions;
+
+/// Why the options containerd sent cannot be read (the request is at fault).
+#[derive(Debug, thiserror::Error)]
+pub enum OptionsError {
+    #[error("runc options: {0}")]
+    Runc(ProtobufError),
+    #[error("runtimeoptions.v1.Options: {0}")]
+    Cri(ProtobufError),
+    #[error("runtimeoptions.v1.Options: bad wire type in tag {0:#x}")]
+    WireType(u32),
+    #[error("runtime options file {path}: read: {source}")]
+    File { path: String, source: std::io::Error },
+    #[error("runtime options TOML: {0}")]
+    Toml(#[from] toml_edit::TomlError),
+    #[error("runtime options: SystemdCgroup is a {0}, not a boolean")]
+    NotBool(&'static str),
+}
 
 /// The fields of runtimeoptions.v1.Options we read.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -16,16 +33,16 @@ struct CriOptions {
 
 /// Whether containerd asked for the systemd cgroup driver; a malformed
 /// option is an error, so that a pod never silently lands outside its slice.
-pub fn systemd_cgroup(options: &MessageField<Any>) -> Result<bool, String> {
+pub fn systemd_cgroup(options: &MessageField<Any>) -> Result<bool, OptionsError> {
     let Some(any) = options.as_ref() else { return Ok(false) };
     if any.type_url.ends_with("containerd.runc.v1.Options") {
-        let runc = RuncOptions::parse_from_bytes(&any.value).map_err(|e| format!("runc options: {e}"))?;
+        let runc = RuncOptions::parse_from_bytes(&any.value).map_err(OptionsError::Runc)?;
         return Ok(runc.systemd_cgroup);
     }
     if any.type_url.ends_with("runtimeoptions.v1.Options") {
         let cri = parse_cri_options(&any.value)?;
         let toml = if cri.config_body.is_empty() && !cri.config_path.is_empty() {
-            std::fs::read(&cri.config_path).map_err(|e| format!("runtime options file {}: {e}", cri.config_path))?
+            std::fs::read(&cri.config_path).map_err(|source| OptionsError::File { path: cri.config_path.clone(), source })?
         } else {
             cri.config_body
         };
@@ -35,19 +52,17 @@ pub fn systemd_cgroup(options: &MessageField<Any>) -> Result<bool, String> {
 }
 
 /// `SystemdCgroup` of the handler's options table.
-fn systemd_cgroup_in_toml(text: &str) -> Result<bool, String> {
-    let doc: toml_edit::DocumentMut = text.parse().map_err(|e| format!("runtime options TOML: {e}"))?;
+fn systemd_cgroup_in_toml(text: &str) -> Result<bool, OptionsError> {
+    let doc: toml_edit::DocumentMut = text.parse()?;
     match doc.get("SystemdCgroup") {
         None => Ok(false),
-        Some(item) => item
-            .as_bool()
-            .ok_or_else(|| format!("runtime options: SystemdCgroup is a {}, not a boolean", item.type_name())),
+        Some(item) => item.as_bool().ok_or_else(|| OptionsError::NotBool(item.type_name())),
     }
 }
 
 /// Decodes runtimeoptions.v1.Options: config_path = 2, config_body = 3.
-fn parse_cri_options(bytes: &[u8]) -> Result<CriOptions, String> {
-    let bad = |e: containerd_shim::protos::protobuf::Error| format!("runtimeoptions.v1.Options: {e}");
+fn parse_cri_options(bytes: &[u8]) -> Result<CriOptions, OptionsError> {
+    let bad = OptionsError::Cri;
     let mut input = CodedInputStream::from_bytes(bytes);
     let mut options = CriOptions::default();
     while let Some(tag) = input.read_raw_tag_or_eof().map_err(bad)? {
@@ -56,7 +71,7 @@ fn parse_cri_options(bytes: &[u8]) -> Result<CriOptions, String> {
             0x12 => options.config_path = input.read_string().map_err(bad)?,
             0x1a => options.config_body = input.read_bytes().map_err(bad)?,
             _ => input
-                .skip_field(containerd_shim::protos::protobuf::rt::WireType::new(tag & 7).ok_or("runtimeoptions.v1.Options: bad wire type")?)
+                .skip_field(containerd_shim::protos::protobuf::rt::WireType::new(tag & 7).ok_or(OptionsError::WireType(tag))?)
                 .map_err(bad)?,
         }
     }
@@ -81,8 +96,8 @@ mod tests {
     #[test]
     fn cri_handler_options_toml_turns_on_systemd() {
         let options = cri_options("io.containerd.rustpod.v1", "BinaryName = \"\"\nSystemdCgroup = true\n");
-        assert_eq!(systemd_cgroup(&options), Ok(true));
-        assert_eq!(systemd_cgroup(&cri_options("", "Root = \"/x\"\n")), Ok(false));
+        assert_eq!(systemd_cgroup(&options).ok(), Some(true));
+        assert_eq!(systemd_cgroup(&cri_options("", "Root = \"/x\"\n")).ok(), Some(false));
     }
 
     #[test]
@@ -93,13 +108,14 @@ mod tests {
             value: runc.write_to_bytes().unwrap(),
             ..Default::default()
         };
-        assert_eq!(systemd_cgroup(&MessageField::some(any)), Ok(true));
-        assert_eq!(systemd_cgroup(&MessageField::none()), Ok(false));
+        assert_eq!(systemd_cgroup(&MessageField::some(any)).ok(), Some(true));
+        assert_eq!(systemd_cgroup(&MessageField::none()).ok(), Some(false));
     }
 
     #[test]
     fn a_malformed_option_is_an_error() {
-        assert!(systemd_cgroup(&cri_options("", "SystemdCgroup = \"yes\"\n")).is_err());
+        let not_bool = systemd_cgroup(&cri_options("", "SystemdCgroup = \"yes\"\n")).expect_err("a string");
+        assert_eq!(not_bool.to_string(), "runtime options: SystemdCgroup is a string, not a boolean");
         assert!(systemd_cgroup(&cri_options("", "SystemdCgroup = \n")).is_err());
     }
 }

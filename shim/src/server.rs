@@ -21,7 +21,8 @@ const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// How long the exiting server waits for containerd to take its last events: more than the
 /// events thread's longest retry pause (2 s), so a containerd that is back gets them.
 const EVENTS_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
-use crate::task::{state_root, Shared, TaskService};
+use crate::containers::{state_root, Containers};
+use crate::task::TaskService;
 
 pub fn serve(flags: &Flags) -> Result<(), String> {
     if flags.socket.is_empty() {
@@ -44,7 +45,7 @@ pub fn serve(flags: &Flags) -> Result<(), String> {
     let root = state_root(&flags.namespace, &bundle);
     // Also narrows a root an older shim left world-readable.
     rustpod::container_dir::ensure_root(&root).map_err(|e| e.to_string())?;
-    let shared = Shared::new(root, events, Arc::clone(&exit));
+    let shared = Containers::new(root, events, Arc::clone(&exit));
     let (reaped, known, flushed) = (Arc::clone(&shared), Arc::clone(&shared), Arc::clone(&shared));
     crate::reaper::start(signals, move || known.known_pids(), move |pid, status| reaped.on_exit(pid, status))?;
 

@@ -17,7 +17,7 @@ use containerd_shim::protos::types::introspection::{RuntimeInfo, RuntimeVersion}
 use containerd_shim::{api, util, Error, Flags, StartOpts};
 
 use crate::events::timestamp;
-use crate::task::state_root;
+use crate::containers::state_root;
 
 /// Annotations that put containers in one shim (one per pod).
 const GROUP_ANNOTATIONS: [&str; 2] = ["io.kubernetes.cri.sandbox-id", "io.containerd.runc.v2.group"];

@@ -3,6 +3,7 @@
 //! and in what order exit events go out.
 
 use containerd_shim::protos::events::task::TaskExit;
+use containerd_shim::protos::protobuf::Message;
 use containerd_shim::protos::types::task::Status as TaskStatus;
 
 use super::*;
@@ -16,10 +17,11 @@ fn exit(code: u32) -> ExitStatus {
     ExitStatus { code, at: SystemTime::now() }
 }
 
-fn running(exec_id: &str, pid: i32) -> Process {
+fn running(exec_id: Option<&str>, pid: i32) -> Process {
     let mut p = Process::new(exec_id, Stdio::default());
     p.pid = pid;
-    p.started = true;
+    p.apply(Event::Start, "test process").expect("start");
+    p.finish_start(true);
     p
 }
 
@@ -31,26 +33,25 @@ fn container(init: Process) -> Container {
         mounted_rootfs: None,
         init,
         execs: HashMap::new(),
-        paused: false,
         metrics: None,
     }
 }
 
 /// A registry holding container "c": its init and exec "e" both running.
-fn registry() -> Arc<Shared> {
-    let shared = Shared::new(PathBuf::from("/nonexistent/rustpod-unit"), Publisher::unforwarded(), Arc::default());
-    let mut c = container(running("", INIT_PID));
-    c.execs.insert("e".into(), running("e", EXEC_PID));
+fn registry() -> Arc<Containers> {
+    let shared = Containers::new(PathBuf::from("/nonexistent/rustpod-unit"), Publisher::unforwarded(), Arc::default());
+    let mut c = container(running(None, INIT_PID));
+    c.execs.insert("e".into(), running(Some("e"), EXEC_PID));
     let mut inner = shared.lock();
     inner.containers.insert("c".into(), c);
-    inner.register(INIT_PID, "c", "");
-    inner.register(EXEC_PID, "c", "e");
+    inner.register(INIT_PID, "c", None);
+    inner.register(EXEC_PID, "c", Some("e"));
     drop(inner);
     shared
 }
 
 /// The (id, exit status) of every exit event queued, in order.
-fn exit_events(shared: &Shared) -> Vec<(String, u32)> {
+fn exit_events(shared: &Containers) -> Vec<(String, u32)> {
     shared
         .events
         .queued()
@@ -64,7 +65,7 @@ fn exit_events(shared: &Shared) -> Vec<(String, u32)> {
 }
 
 /// The exit events once `n` are queued (or whatever is queued after RECORDED).
-fn exit_events_once(shared: &Shared, n: usize) -> Vec<(String, u32)> {
+fn exit_events_once(shared: &Containers, n: usize) -> Vec<(String, u32)> {
     let deadline = std::time::Instant::now() + RECORDED;
     loop {
         let events = exit_events(shared);
@@ -75,16 +76,16 @@ fn exit_events_once(shared: &Shared, n: usize) -> Vec<(String, u32)> {
     }
 }
 
-fn status_of(shared: &Shared, exec_id: &str) -> Status {
-    shared.lock().containers["c"].process(exec_id).expect("process known").status()
+fn state_of(shared: &Containers, exec_id: Option<&str>) -> State {
+    shared.lock().containers["c"].process(exec_id).expect("process known").state()
 }
 
 #[test]
 fn a_reaped_exec_stops_that_exec_only() {
     let shared = registry();
     shared.on_exit(EXEC_PID, exit(3));
-    assert_eq!(status_of(&shared, "e"), Status::Stopped);
-    assert_eq!(status_of(&shared, ""), Status::Running);
+    assert_eq!(state_of(&shared, Some("e")), State::Stopped);
+    assert_eq!(state_of(&shared, None), State::Running);
     assert_eq!(shared.lock().containers["c"].execs["e"].exited().map(|e| e.code), Some(3));
     assert!(!shared.known_pids().contains(&EXEC_PID), "a reaped pid is forgotten (it may be reused)");
     assert_eq!(exit_events(&shared), [("e".to_string(), 3)]);
@@ -109,7 +110,7 @@ fn an_init_without_running_execs_exits_at_once() {
     let shared = registry();
     shared.on_exit(EXEC_PID, exit(1));
     shared.on_exit(INIT_PID, exit(2));
-    assert_eq!(status_of(&shared, ""), Status::Stopped);
+    assert_eq!(state_of(&shared, None), State::Stopped);
     assert_eq!(exit_events(&shared), [("e".to_string(), 1), ("c".to_string(), 2)]);
 }
 
@@ -119,7 +120,7 @@ fn an_exit_reaped_before_its_pid_is_known_is_kept_while_a_helper_runs() {
     shared.lock().spawning += 1;
     shared.on_exit(300, exit(7));
     let mut inner = shared.lock();
-    let early = inner.register(300, "c", "e2").expect("the early exit is handed over");
+    let early = inner.register(300, "c", Some("e2")).expect("the early exit is handed over");
     assert_eq!(early.code, 7);
     assert!(!inner.pids.contains_key(&300), "an exited pid is not kept");
     inner.end_spawn();
@@ -143,17 +144,18 @@ fn an_unknown_exit_is_ignored_when_no_helper_runs() {
     shared.on_exit(999, exit(0));
     assert!(shared.lock().early_exits.is_empty());
     assert!(shared.events.queued().is_empty());
-    assert_eq!(status_of(&shared, ""), Status::Running);
+    assert_eq!(state_of(&shared, None), State::Running);
 }
 
 #[test]
 fn an_exit_during_a_start_waits_for_the_start_then_goes_out_once() {
     let events = Publisher::unforwarded();
-    let mut p = Process::new("", Stdio::default());
+    let mut p = Process::new(None, Stdio::default());
     p.pid = INIT_PID;
-    p.starting = true;
+    p.apply(Event::Start, "container c").expect("start");
     assert!(!p.set_exited(exit(9)), "no exit event before the start event");
-    p.starting = false;
+    p.finish_start(true);
+    assert_eq!(p.state(), State::Stopped);
     flush_exit(&mut p, "c", &events);
     flush_exit(&mut p, "c", &events);
     assert_eq!(events.queued().iter().filter(|e| e.topic == "/tasks/exit").count(), 1);
@@ -162,11 +164,11 @@ fn an_exit_during_a_start_waits_for_the_start_then_goes_out_once() {
 
 #[test]
 fn a_process_that_never_ran_ends_its_waiters_with_255() {
-    let p = Process::new("e", Stdio::default());
+    let p = Process::new(Some("e"), Stdio::default());
     release_waiters(&p);
     assert_eq!(p.exit.wait_timeout(Duration::ZERO).map(|e| e.code), Some(255));
 
-    let ran = running("e", EXEC_PID);
+    let ran = running(Some("e"), EXEC_PID);
     ran.exit.set(exit(0));
     release_waiters(&ran);
     assert_eq!(ran.exited().map(|e| e.code), Some(0), "a real exit stays");
@@ -183,26 +185,31 @@ fn the_first_exit_recorded_wins() {
 
 #[test]
 fn status_words_follow_the_process_and_the_pause() {
-    let mut c = container(Process::new("", Stdio::default()));
+    let mut c = container(Process::new(None, Stdio::default()));
     assert_eq!(c.task_status(&c.init), TaskStatus::CREATED);
-    c.paused = true;
-    assert_eq!(c.task_status(&c.init), TaskStatus::CREATED, "only a running process is paused");
-    c.init.started = true;
+    assert!(c.init.apply(Event::Pause, "container c").is_err(), "only a running process is paused");
+    c.init.apply(Event::Start, "container c").expect("start");
+    assert_eq!(c.task_status(&c.init), TaskStatus::CREATED, "a start in flight");
+    c.init.finish_start(true);
+    c.execs.insert("e".into(), running(Some("e"), EXEC_PID));
+    assert_eq!(c.task_status(&c.execs["e"]), TaskStatus::RUNNING);
+    c.init.apply(Event::Pause, "container c").expect("pause");
     assert_eq!(c.task_status(&c.init), TaskStatus::PAUSED);
-    c.paused = false;
+    assert_eq!(c.task_status(&c.execs["e"]), TaskStatus::PAUSED, "an exec of a paused container is paused");
+    c.init.apply(Event::Resume, "container c").expect("resume");
     assert_eq!(c.task_status(&c.init), TaskStatus::RUNNING);
-    c.init.exit.set(exit(0));
+    c.init.set_exited(exit(0));
     assert_eq!(c.task_status(&c.init), TaskStatus::STOPPED);
 }
 
 #[test]
-fn an_empty_exec_id_is_the_init() {
+fn no_exec_id_is_the_init() {
     let c = registry();
     let inner = c.lock();
     let c = &inner.containers["c"];
-    assert_eq!(c.process("").map(|p| p.pid), Some(INIT_PID));
-    assert_eq!(c.process("e").map(|p| p.pid), Some(EXEC_PID));
-    assert!(c.process("missing").is_none());
+    assert_eq!(c.process(None).map(|p| p.pid), Some(INIT_PID));
+    assert_eq!(c.process(Some("e")).map(|p| p.pid), Some(EXEC_PID));
+    assert!(c.process(Some("missing")).is_none());
 }
 
 #[test]
