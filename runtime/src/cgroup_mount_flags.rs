@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use nix::mount::{mount, MsFlags};
 use oci_spec::runtime::Spec;
 
-use crate::in_root;
+use crate::sys::in_root;
 
 /// The options this module applies, with their mount(2) flag and
 /// mount_setattr(2) attribute.

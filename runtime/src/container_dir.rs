@@ -80,7 +80,7 @@ impl ContainerDir {
     /// Writes the spec the container runs (0600: it holds the process's env).
     pub fn write_config(&self, spec: &oci_spec::runtime::Spec) -> Result<()> {
         let data = serde_json::to_vec(spec).map_err(|e| Error::Invalid(e.to_string()))?;
-        crate::atomic_file::write(&self.config_path(), &data, FILE_MODE)
+        crate::sys::atomic_file::write(&self.config_path(), &data, FILE_MODE)
     }
 
     /// The cgroup path the container was (or was about to be) created with,
@@ -113,7 +113,7 @@ impl ContainerDir {
 
     pub fn save_metadata(&self, meta: &Metadata) -> Result<()> {
         let data = serde_json::to_vec(meta).expect("metadata serializes");
-        crate::atomic_file::write(&self.path().join(METADATA_FILE), &data, FILE_MODE)
+        crate::sys::atomic_file::write(&self.path().join(METADATA_FILE), &data, FILE_MODE)
     }
 
     /// Narrows what the engine created with the umask's modes: the

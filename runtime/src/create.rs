@@ -79,7 +79,7 @@ pub fn create_from(
 fn check(id: &str, bundle: &engine_bundle::Bundle, systemd_cgroup: bool) -> Result<()> {
     crate::caps_check::check(bundle.spec.process().as_ref())?;
     crate::caps_check::check_rlimits(bundle.spec.process().as_ref())?;
-    crate::process_setup::write_oom_score_adj(bundle.spec.process().as_ref())?;
+    crate::sys::process_setup::write_oom_score_adj(bundle.spec.process().as_ref())?;
     crate::cgroup::check_new(bundle.spec.linux().as_ref().and_then(|l| l.cgroups_path().as_deref()), id, systemd_cgroup)
         .map_err(|reason| Error::Config { path: bundle.path.join("config.json"), reason })
 }
@@ -126,7 +126,7 @@ fn build(
     debug_pause("engine-created");
     dir.restrict_engine_files()?;
     if let (Some(path), Some(pid)) = (&opts.pid_file, container.pid()) {
-        crate::pid_file::write(path, pid)?;
+        crate::sys::pid_file::write(path, pid)?;
     }
 
     let user_env = bundle.spec.process().as_ref().and_then(|p| p.env().as_deref()).unwrap_or_default();

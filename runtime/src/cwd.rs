@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use oci_spec::runtime::Spec;
 
 use crate::error::{Error, Result};
-use crate::in_root;
+use crate::sys::in_root;
 
 /// For create: the cwd in the bundle's rootfs. A missing one is made by the
 /// init (as runc does); a file in the way cannot be. Paths under a mount

@@ -68,7 +68,7 @@ pub(crate) fn spawn(dir: &ContainerDir, container: &Container, opts: ExecOptions
         stdio: opts.stdio,
     };
     let pid = tenant::spawn(dir, container, spec, io, opts.sub_cgroup.as_deref())?;
-    if let Some(Err(err)) = opts.pid_file.as_deref().map(|path| crate::pid_file::write(path, pid)) {
+    if let Some(Err(err)) = opts.pid_file.as_deref().map(|path| crate::sys::pid_file::write(path, pid)) {
         // As runc: no pid file, no process.
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
         return Err(err);

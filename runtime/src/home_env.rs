@@ -9,7 +9,7 @@ use std::path::Path;
 
 use oci_spec::runtime::Process;
 
-use crate::in_root;
+use crate::sys::in_root;
 
 /// A passwd file larger than this is not read (HOME falls back to `/`).
 const MAX_PASSWD_BYTES: u64 = 4 << 20;

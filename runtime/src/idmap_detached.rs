@@ -12,7 +12,7 @@ use oci_spec::runtime::Spec;
 
 use crate::idmap_mount::{is_idmapped, Mapping, Planned};
 use crate::idmap_hook::{ensure_destination, hook};
-use crate::{idmap_userns, in_root};
+use crate::{idmap_userns, sys::in_root};
 
 /// Takes the idmapped mounts out of the spec the engine runs, makes them,
 /// and puts our step moving them in first among the createContainer hooks

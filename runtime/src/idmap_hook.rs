@@ -11,7 +11,7 @@ use std::path::Path;
 use nix::errno::Errno;
 
 use crate::idmap_detached::Detached;
-use crate::{idmap_userns, in_root};
+use crate::{idmap_userns, sys::in_root};
 
 /// argv[0] by which our binaries recognise the createContainer step.
 pub const HOOK_ARG0: &str = "rustpod-idmap";

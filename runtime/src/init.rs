@@ -66,7 +66,7 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
         container_name: dir.id.clone(),
     };
     if linux.namespaces().is_some() {
-        crate::process_setup::make_undumpable()?;
+        crate::sys::process_setup::make_undumpable()?;
     }
     let raw = |fd: &Option<std::os::fd::OwnedFd>| fd.as_ref().map(|f| f.as_raw_fd());
     let args = ContainerArgs {

@@ -29,24 +29,24 @@ pub const DEFAULT_ROOT: &str = "/run/rustpod";
 // What the binaries need beside the handles: their entry steps (hook runs,
 // the sealed binary, SIGPIPE), parsers and documents of the CLI, and the
 // pieces the shim reads cgroups and mounts with.
+pub use sys::{inherited_fds, sigpipe, spawn_signals};
+
 pub mod cgroup_fs;
 pub mod container_dir;
 pub mod engine_bundle;
 pub mod error;
 pub mod features;
-pub mod inherited_fds;
 pub mod mount_propagation;
 pub mod pressure;
 pub mod sealed_exe;
 pub mod self_exec;
 pub mod signal;
-pub mod sigpipe;
-pub mod spawn_signals;
 pub mod spec;
 pub mod stats;
 pub mod validate;
 
-mod atomic_file;
+mod sys;
+
 mod caps_check;
 mod cgroup;
 mod cgroup_mount;
@@ -67,7 +67,6 @@ mod idmap_detached;
 mod idmap_hook;
 mod idmap_mount;
 mod idmap_userns;
-mod in_root;
 mod mount_copyup;
 mod mount_sb_flags;
 mod mount_symfollow;
@@ -77,10 +76,8 @@ mod named_cgroup;
 mod list;
 mod memory_check;
 mod pause;
-mod pid_file;
 mod pids_zero;
 mod process_io;
-mod process_setup;
 mod ps;
 mod resume;
 mod rootfs_hook;

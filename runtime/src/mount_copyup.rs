@@ -15,7 +15,7 @@ use nix::fcntl::{openat, readlinkat, OFlag};
 use nix::sys::stat::{fchmodat, fstatat, mkdirat, mknodat, FchmodatFlags, Mode, SFlag};
 use nix::unistd::{fchownat, symlinkat, Gid, Uid};
 
-use crate::in_root;
+use crate::sys::in_root;
 
 pub fn is_copyup(option: &str) -> bool {
     option == "tmpcopyup"

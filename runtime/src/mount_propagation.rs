@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use nix::mount::{mount, MsFlags};
 
-use crate::in_root;
+use crate::sys::in_root;
 
 /// The propagation options of one mount, in the order they were given.
 #[derive(Debug, Clone, PartialEq, Eq)]

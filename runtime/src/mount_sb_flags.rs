@@ -12,7 +12,7 @@ use std::path::Path;
 use nix::mount::{mount, MsFlags};
 use nix::sys::statvfs::{fstatvfs, FsFlags};
 
-use crate::in_root;
+use crate::sys::in_root;
 
 /// Each option with its flag and whether it sets (true) or clears it.
 const OPTIONS: &[(&str, MsFlags, bool)] = &[

@@ -7,7 +7,7 @@
 use std::os::fd::OwnedFd;
 use std::path::Path;
 
-use crate::in_root;
+use crate::sys::in_root;
 
 /// The options this module applies.
 const OPTIONS: &[&str] = &["nosymfollow", "symfollow"];

@@ -96,7 +96,7 @@ fn parse_rootfs_hook_args(args: Vec<OsString>) -> Result<(OwnedFd, Vec<(PathBuf,
     if pairs.len() % 2 != 0 {
         return Err("arguments must be destination/options pairs".into());
     }
-    let root = crate::in_root::open(None, Path::new(rootfs), libc::O_PATH)
+    let root = crate::sys::in_root::open(None, Path::new(rootfs), libc::O_PATH)
         .map_err(|e| format!("open rootfs {rootfs:?}: {e}"))?;
     let entries = pairs
         .chunks(2)

@@ -149,8 +149,8 @@ pub fn spawn(
     };
     let (errors_read, errors_write) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| Error::sys("pipe2 for exec errors", e))?;
-    crate::process_setup::write_oom_score_adj(spec.process().as_ref())?;
-    crate::process_setup::make_undumpable()?;
+    crate::sys::process_setup::write_oom_score_adj(spec.process().as_ref())?;
+    crate::sys::process_setup::make_undumpable()?;
     let args = ContainerArgs {
         container_type: ContainerType::TenantContainer { exec_notify_fd: errors_write.as_raw_fd() },
         syscall: SyscallType::default(),

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use nix::unistd::Pid;
 
-use crate::atomic_file;
+use crate::sys::atomic_file;
 use crate::error::Result;
 
 /// Writes `pid` to `path` (mode 0644, as runc's 0666 under the usual umask).
