@@ -11,11 +11,11 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use oci_spec::runtime::LinuxResources;
 
-use crate::container_dir::ContainerDir;
+use crate::engine::container_dir::ContainerDir;
 use crate::error::{Error, Result};
 use crate::exec::ExecOptions;
-use crate::state::State;
-use crate::stats::ContainerStats;
+use crate::engine::state::State;
+use crate::engine::cgroup::stats::ContainerStats;
 use crate::update::ResourceFlags;
 
 pub struct Container {
@@ -43,7 +43,7 @@ impl Container {
 
     /// runc's `state` of the container, as last loaded or refreshed.
     pub fn state(&self) -> State {
-        crate::state::describe(&self.dir, &self.engine)
+        crate::engine::state::describe(&self.dir, &self.engine)
     }
 
     /// The caller reaped the init (a subreaper holding the handle): the
@@ -116,11 +116,11 @@ impl Container {
     pub fn update(&self, base: Option<LinuxResources>, flags: &ResourceFlags) -> Result<()> {
         let base_pids = base.as_ref().and_then(|r| *r.pids()).map(|p| p.limit());
         if let Some(pid) = self.engine.pid() {
-            crate::memory_check::check_before_update(base.as_ref(), flags, pid.as_raw())?;
+            crate::engine::cgroup::memory_check::check_before_update(base.as_ref(), flags, pid.as_raw())?;
         }
         crate::update::update(&self.dir, &self.engine, base, flags)?;
         match (flags.pids_limit.or(base_pids), self.engine.pid()) {
-            (Some(0), Some(pid)) => crate::pids_zero::apply(pid.as_raw()),
+            (Some(0), Some(pid)) => crate::engine::cgroup::pids_zero::apply(pid.as_raw()),
             _ => Ok(()),
         }
     }
@@ -131,12 +131,12 @@ impl Container {
     }
 
     pub fn stats(&self) -> Result<ContainerStats> {
-        crate::stats::read(&self.engine)
+        crate::engine::cgroup::stats::read(&self.engine)
     }
 
     /// The container's cgroup manager, for a caller that reads it often.
     pub fn cgroup_manager(&self) -> Result<AnyCgroupManager> {
-        crate::cgroup::manager_for(&self.engine)
+        crate::engine::cgroup::manager::manager_for(&self.engine)
     }
 
     /// Writes `stats` events in runc's shape: once, or every `interval`

@@ -5,14 +5,14 @@ use std::path::{Path, PathBuf};
 
 use libcontainer::container::Container;
 
-use crate::container_dir::{ContainerDir, Metadata};
-use crate::process_io::ProcessIo;
-use crate::init::InitOptions;
-use crate::engine_bundle::{self, EngineOptions};
+use crate::engine::container_dir::{ContainerDir, Metadata};
+use crate::engine::process::process_io::ProcessIo;
+use crate::engine::process::init::InitOptions;
+use crate::engine::engine_bundle::{self, EngineOptions};
 use crate::error::{Error, Result};
-use crate::home_env;
+use crate::engine::process::home_env;
 
-pub use crate::process_io::Stdio;
+pub use crate::engine::process::process_io::Stdio;
 
 #[derive(Debug, Default)]
 pub struct CreateOptions {
@@ -33,13 +33,13 @@ pub fn create_from(
     opts: CreateOptions,
 ) -> Result<Container> {
     let dir = ContainerDir::new(root, id)?;
-    crate::container_dir::ensure_root(root)?;
+    crate::engine::container_dir::ensure_root(root)?;
     if dir.path().exists() {
         return Err(Error::AlreadyExists(id.to_string()));
     }
     let mut opts = opts;
     let cgroups_path = bundle.spec.linux().as_ref().and_then(|l| l.cgroups_path().clone());
-    if let Some(path) = cgroups_path.filter(|p| crate::cgroup::is_systemd_form(p)) {
+    if let Some(path) = cgroups_path.filter(|p| crate::engine::cgroup::manager::is_systemd_form(p)) {
         if !opts.systemd_cgroup && !systemd_running() {
             return Err(Error::Invalid(format!(
                 "linux.cgroupsPath {}: systemd's slice:prefix:name form, but systemd is not running on this host",
@@ -53,7 +53,7 @@ pub fn create_from(
             "systemd not running on this host, cannot use --systemd-cgroup".into(),
         ));
     }
-    let idmapped = crate::idmap_mount::plan(&bundle.spec)
+    let idmapped = crate::engine::idmap::plan::plan(&bundle.spec)
         .map_err(|reason| Error::Config { path: bundle.path.join("config.json"), reason })?;
     // Claimed first: a create racing us for the id must fail on the id, not
     // on our processes, which it would find in the cgroup it checks.
@@ -77,10 +77,10 @@ pub fn create_from(
 /// What must hold before anything is made: capabilities and rlimits we can
 /// grant, the OOM score written, a cgroup of the container's own.
 fn check(id: &str, bundle: &engine_bundle::Bundle, systemd_cgroup: bool) -> Result<()> {
-    crate::caps_check::check(bundle.spec.process().as_ref())?;
-    crate::caps_check::check_rlimits(bundle.spec.process().as_ref())?;
+    crate::engine::process::caps_check::check(bundle.spec.process().as_ref())?;
+    crate::engine::process::caps_check::check_rlimits(bundle.spec.process().as_ref())?;
     crate::sys::process_setup::write_oom_score_adj(bundle.spec.process().as_ref())?;
-    crate::cgroup::check_new(bundle.spec.linux().as_ref().and_then(|l| l.cgroups_path().as_deref()), id, systemd_cgroup)
+    crate::engine::cgroup::manager::check_new(bundle.spec.linux().as_ref().and_then(|l| l.cgroups_path().as_deref()), id, systemd_cgroup)
         .map_err(|reason| Error::Config { path: bundle.path.join("config.json"), reason })
 }
 
@@ -88,7 +88,7 @@ fn build(
     dir: &ContainerDir,
     bundle: &engine_bundle::Bundle,
     opts: CreateOptions,
-    idmapped: &[crate::idmap_mount::Planned],
+    idmapped: &[crate::engine::idmap::plan::Planned],
 ) -> Result<Container> {
     let engine_opts = EngineOptions {
         systemd_cgroup: opts.systemd_cgroup,
@@ -96,7 +96,7 @@ fn build(
     let mut spec = engine_bundle::engine_spec(&dir.id, bundle, &engine_opts)?;
     // Made here, moved in by our first createContainer step; the fds close
     // when this function returns (the init's copies at its exec).
-    let idmap = crate::idmap_detached::install(&mut spec, bundle, idmapped, 3 + opts.preserve_fds)?;
+    let idmap = crate::engine::idmap::detached::install(&mut spec, bundle, idmapped, 3 + opts.preserve_fds)?;
     let poststart = engine_bundle::take_poststart(&mut spec);
     let start_barrier = engine_bundle::has_start_barrier(&spec);
     dir.write_config(&spec)?;
@@ -113,15 +113,15 @@ fn build(
     let _cgroup_guard = std::fs::File::open(&dir.root)
         .ok()
         .and_then(|f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockShared).ok());
-    let named = crate::named_cgroup::join_for(&dir.id, &spec, opts.systemd_cgroup)?;
-    let container = crate::init::spawn(dir, &bundle.path, spec, init_opts);
+    let named = crate::engine::cgroup::named::join_for(&dir.id, &spec, opts.systemd_cgroup)?;
+    let container = crate::engine::process::init::spawn(dir, &bundle.path, spec, init_opts);
     drop(named);
     let container = container.map_err(|e| idmap.explain(e))?;
     // Before `start` lets the user's program run; a failure fails create.
     let pid = container.pid().ok_or_else(|| Error::Invalid(format!("create {}: the engine gave no init pid", dir.id)))?;
-    crate::device_filter::apply(&bundle.spec, pid.as_raw())?;
+    crate::engine::cgroup::device_filter::apply(&bundle.spec, pid.as_raw())?;
     if bundle.pids_limit_zero {
-        crate::pids_zero::apply(pid.as_raw())?;
+        crate::engine::cgroup::pids_zero::apply(pid.as_raw())?;
     }
     debug_pause("engine-created");
     dir.restrict_engine_files()?;
@@ -142,12 +142,12 @@ fn build(
 }
 
 /// The init's mount namespace, if the container has a new one of its own.
-fn own_mount_ns(spec: &oci_spec::runtime::Spec, container: &Container) -> Option<crate::stop::FileId> {
+fn own_mount_ns(spec: &oci_spec::runtime::Spec, container: &Container) -> Option<crate::engine::stop::FileId> {
     let namespaces = spec.linux().as_ref()?.namespaces().as_ref()?;
     let own = namespaces
         .iter()
         .any(|n| n.typ() == oci_spec::runtime::LinuxNamespaceType::Mount && n.path().is_none());
-    own.then(|| crate::stop::FileId::mount_ns(container.pid()?.as_raw()))?
+    own.then(|| crate::engine::stop::FileId::mount_ns(container.pid()?.as_raw()))?
 }
 
 /// Fault injection for the reliability tests: with

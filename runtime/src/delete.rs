@@ -6,10 +6,11 @@ use std::path::Path;
 use libcontainer::container::{Container, ContainerStatus};
 use libcgroups::common::CgroupManager;
 
-use crate::{cgroup, engine_bundle, stop};
-use crate::container_dir::ContainerDir;
+use crate::engine::cgroup::manager as cgroup;
+use crate::engine::{engine_bundle, stop};
+use crate::engine::container_dir::ContainerDir;
 use crate::error::{Error, Result};
-use crate::state::status_word;
+use crate::engine::state::status_word;
 
 /// Deletes container `id` of `root`, also one whose state is missing or
 /// broken (a create that died half-way): with `force`, or when nothing

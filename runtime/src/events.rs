@@ -7,7 +7,7 @@ use std::time::Duration;
 use libcontainer::container::Container;
 use serde_json::json;
 
-use crate::container_dir::ContainerDir;
+use crate::engine::container_dir::ContainerDir;
 use crate::error::{Error, Result};
 
 /// Writes a `stats` event once (`once`), or every `interval` until the
@@ -22,12 +22,12 @@ pub(crate) fn events(dir: &ContainerDir, container: &mut Container, interval: Du
             return Err(Error::WrongStatus {
                 id: id.to_string(),
                 op: "events",
-                status: crate::state::status_word(container.status()).to_string(),
+                status: crate::engine::state::status_word(container.status()).to_string(),
                 wanted: "running",
             });
         }
-        let stats = crate::stats::read(container)?;
-        let event = json!({"type": "stats", "id": id, "data": crate::stats::runc_shape(&stats)});
+        let stats = crate::engine::cgroup::stats::read(container)?;
+        let event = json!({"type": "stats", "id": id, "data": crate::engine::cgroup::stats::runc_shape(&stats)});
         let write = writeln!(out, "{event}").and_then(|_| out.flush());
         if write.is_err() || once {
             return Ok(());

@@ -9,13 +9,14 @@ use libcontainer::container::{Container, ContainerStatus};
 use nix::unistd::Pid;
 use oci_spec::runtime::{Capability, Process, Spec};
 
-use crate::console::ConsoleSocket;
-use crate::container_dir::ContainerDir;
-use crate::process_io::Stdio;
-use crate::process_io::ProcessIo;
+use crate::engine::process::console::ConsoleSocket;
+use crate::engine::container_dir::ContainerDir;
+use crate::engine::process::process_io::Stdio;
+use crate::engine::process::process_io::ProcessIo;
 use crate::error::{Error, Result};
-use crate::wait;
-use crate::{engine_bundle, home_env, tenant};
+use crate::engine::process::wait;
+use crate::engine::engine_bundle;
+use crate::engine::process::{home_env, tenant};
 
 /// What runs: a process spec (a value, or a process.json), or argv plus
 /// overrides of the container's process.
@@ -57,10 +58,10 @@ pub(crate) fn spawn(dir: &ContainerDir, container: &Container, opts: ExecOptions
     let init_root = format!("/proc/{init_pid}/root");
     home_env::set_if_missing(&mut process, Path::new(&init_root));
     // The engine's error would not name the cwd.
-    crate::cwd::check_in_container(Path::new(&init_root), process.cwd())?;
-    crate::init::check_terminal(process.terminal().unwrap_or(false), opts.console_socket.is_some())?;
-    crate::caps_check::check(Some(&process))?;
-    crate::caps_check::check_rlimits(Some(&process))?;
+    crate::engine::process::cwd::check_in_container(Path::new(&init_root), process.cwd())?;
+    crate::engine::process::init::check_terminal(process.terminal().unwrap_or(false), opts.console_socket.is_some())?;
+    crate::engine::process::caps_check::check(Some(&process))?;
+    crate::engine::process::caps_check::check_rlimits(Some(&process))?;
     let spec = tenant::tenant_spec(&spec, process, init_pid)?;
     let io = ProcessIo {
         console_socket: opts.console_socket,
@@ -92,7 +93,7 @@ pub(crate) fn exec(dir: &ContainerDir, container: &Container, mut opts: ExecOpti
         return Ok(0);
     }
     match console {
-        Some(console) => crate::console::proxy_until_exit(console.receive_master()?, pid),
+        Some(console) => crate::engine::process::console::proxy_until_exit(console.receive_master()?, pid),
         None => wait::forward_signals_until_exit(pid),
     }
 }
@@ -121,7 +122,7 @@ fn runnable_init(container: &Container, id: &str, ignore_paused: bool) -> Result
 /// looks up its own user's.
 pub fn build_process(spec: &Spec, args: &ProcessArgs, added_home: bool) -> Result<Process> {
     if let Some(process) = &args.process {
-        crate::validate::exec_process(process)?;
+        crate::engine::validate::exec_process(process)?;
         return Ok(process.clone());
     }
     if let Some(file) = &args.process_file {
@@ -155,7 +156,7 @@ pub fn build_process(spec: &Spec, args: &ProcessArgs, added_home: bool) -> Resul
     if args.process_label.is_some() {
         process.set_selinux_label(args.process_label.clone());
     }
-    crate::validate::exec_process(&process)?;
+    crate::engine::validate::exec_process(&process)?;
     Ok(process)
 }
 
@@ -166,7 +167,7 @@ fn load_process_file(file: &Path) -> Result<Process> {
         path: file.to_path_buf(),
         reason: format!("invalid field {}: {}", err.path(), err.inner()),
     })?;
-    crate::validate::check_process(&process).map_err(|reason| Error::Config { path: file.to_path_buf(), reason })?;
+    crate::engine::validate::check_process(&process).map_err(|reason| Error::Config { path: file.to_path_buf(), reason })?;
     Ok(process)
 }
 

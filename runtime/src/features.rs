@@ -100,7 +100,7 @@ pub fn features() -> Value {
             "intelRdt": { "enabled": false },
             // We make idmapped mounts ourselves (`idmap_mount`): claimed where the kernel
             // has mount_setattr (5.12); a filesystem that cannot be idmapped fails create.
-            "mountExtensions": { "idmap": { "enabled": crate::idmap_detached::kernel_supports() } },
+            "mountExtensions": { "idmap": { "enabled": crate::engine::idmap::detached::kernel_supports() } },
             // The engine moves them into the netns and sets the init's
             // policy (config_spec_1_3.rs checks the kernel's view).
             "netDevices": { "enabled": true },

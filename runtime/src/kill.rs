@@ -5,9 +5,9 @@ use libcontainer::container::{Container, ContainerStatus};
 use nix::sys::signal::Signal;
 use oci_spec::runtime::LinuxNamespaceType;
 
-use crate::container_dir::ContainerDir;
+use crate::engine::container_dir::ContainerDir;
 use crate::error::{Error, Result};
-use crate::state::status_word;
+use crate::engine::state::status_word;
 
 pub(crate) fn kill(dir: &ContainerDir, container: &mut Container, signal: Signal, all: bool) -> Result<()> {
     let id = &dir.id;
@@ -48,7 +48,7 @@ pub(crate) fn kill(dir: &ContainerDir, container: &mut Container, signal: Signal
 fn cgroup_gone(container: &Container) -> Result<bool> {
     use libcgroups::common::{AnyManagerError as Any, CgroupManager, WrappedIoError};
     let not_found = |w: &WrappedIoError| w.inner().kind() == std::io::ErrorKind::NotFound;
-    Ok(match crate::cgroup::manager_for(container)?.get_all_pids() {
+    Ok(match crate::engine::cgroup::manager::manager_for(container)?.get_all_pids() {
         Err(Any::Systemd(libcgroups::systemd::manager::SystemdManagerError::WrappedIo(w))) => not_found(&w),
         Err(Any::V2(libcgroups::v2::manager::V2ManagerError::WrappedIo(w))) => not_found(&w),
         _ => false,
@@ -59,7 +59,7 @@ fn cgroup_gone(container: &Container) -> Result<bool> {
 /// init then ends every process in it (pid_namespaces(7)). An unreadable
 /// config counts as not, as containerd's runc shim decides.
 fn owns_pid_namespace(dir: &ContainerDir) -> bool {
-    let Ok(spec) = crate::engine_bundle::parse_config(&dir.config_path()) else { return false };
+    let Ok(spec) = crate::engine::engine_bundle::parse_config(&dir.config_path()) else { return false };
     spec.linux()
         .as_ref()
         .and_then(|l| l.namespaces().as_ref())

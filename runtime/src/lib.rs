@@ -8,20 +8,20 @@
 mod container;
 mod runtime;
 
-pub use console::ConsoleSocket;
 pub use container::Container;
 pub use create::CreateOptions;
+pub use engine::process::console::ConsoleSocket;
+pub use engine::process::process_io::Stdio;
+pub use engine::process::wait::wait_readable;
+pub use engine::state::State;
+pub use engine::cgroup::stats::ContainerStats;
 pub use error::{Error, Result};
 pub use exec::{ExecOptions, ProcessArgs};
 pub use libcontainer::container::ContainerStatus;
-pub use process_io::Stdio;
 pub use run::RunMode;
 pub use runtime::Runtime;
 pub use start::Starting;
-pub use state::State;
-pub use stats::ContainerStats;
 pub use update::{parse_resources, parse_size, ResourceFlags};
-pub use wait::wait_readable;
 
 /// Where container state lives unless `--root` says otherwise.
 pub const DEFAULT_ROOT: &str = "/run/rustpod";
@@ -29,65 +29,28 @@ pub const DEFAULT_ROOT: &str = "/run/rustpod";
 // What the binaries need beside the handles: their entry steps (hook runs,
 // the sealed binary, SIGPIPE), parsers and documents of the CLI, and the
 // pieces the shim reads cgroups and mounts with.
+pub use engine::cgroup::{fs as cgroup_fs, pressure, stats};
+pub use engine::mount::propagation as mount_propagation;
+pub use engine::process::sealed_exe;
+pub use engine::{container_dir, engine_bundle, self_exec, signal, validate};
 pub use sys::{inherited_fds, sigpipe, spawn_signals};
 
-pub mod cgroup_fs;
-pub mod container_dir;
-pub mod engine_bundle;
 pub mod error;
 pub mod features;
-pub mod mount_propagation;
-pub mod pressure;
-pub mod sealed_exe;
-pub mod self_exec;
-pub mod signal;
 pub mod spec;
-pub mod stats;
-pub mod validate;
 
+mod engine;
 mod sys;
 
-mod caps_check;
-mod cgroup;
-mod cgroup_mount;
-mod cgroup_mount_flags;
-mod console;
-mod cpu_affinity;
 mod create;
-mod cwd;
 mod delete;
-mod dev_nodes;
-mod device_filter;
 mod events;
 mod exec;
-mod executor;
-mod hook_state;
-mod home_env;
-mod idmap_detached;
-mod idmap_hook;
-mod idmap_mount;
-mod idmap_userns;
-mod mount_copyup;
-mod mount_sb_flags;
-mod mount_symfollow;
-mod init;
 mod kill;
-mod named_cgroup;
 mod list;
-mod memory_check;
 mod pause;
-mod pids_zero;
-mod process_io;
 mod ps;
 mod resume;
-mod rootfs_hook;
-mod rootfs_path;
 mod run;
-mod spec_support;
 mod start;
-mod start_barrier;
-mod state;
-mod stop;
-mod tenant;
 mod update;
-mod wait;

@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
-use crate::container_dir::{self, ContainerDir};
+use crate::engine::container_dir::{self, ContainerDir};
 use crate::error::Result;
-use crate::state::{self, State};
+use crate::engine::state::{self, State};
 
 /// Containers whose state cannot be read (a create in progress) are skipped.
 pub fn list(root: &Path) -> Result<Vec<State>> {

@@ -3,8 +3,8 @@
 use libcgroups::common::CgroupManager;
 use libcontainer::container::Container;
 
-use crate::cgroup;
-use crate::container_dir::ContainerDir;
+use crate::engine::cgroup::manager as cgroup;
+use crate::engine::container_dir::ContainerDir;
 use crate::error::{Error, Result};
 
 /// The pids of every process in the container, sorted.

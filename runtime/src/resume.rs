@@ -2,7 +2,7 @@
 
 use libcontainer::container::Container;
 
-use crate::container_dir::ContainerDir;
+use crate::engine::container_dir::ContainerDir;
 use crate::error::{Error, Result};
 
 pub(crate) fn resume(dir: &ContainerDir, container: &mut Container) -> Result<()> {

@@ -4,12 +4,14 @@
 
 use std::path::Path;
 
-use crate::console::ConsoleSocket;
+use crate::engine::process::console::ConsoleSocket;
 use crate::container::Container;
-use crate::container_dir::ContainerDir;
+use crate::engine::container_dir::ContainerDir;
 use crate::create::{self, CreateOptions};
 use crate::error::{Error, Result};
-use crate::{delete, engine_bundle, wait};
+use crate::delete;
+use crate::engine::engine_bundle;
+use crate::engine::process::wait;
 
 /// How `run` ends: `detach` returns once started; `keep` leaves the
 /// stopped container for `delete`, as runc's `--keep`.
@@ -56,7 +58,7 @@ pub(crate) fn run(root: &Path, id: &str, mut opts: CreateOptions, mode: RunMode)
         .map(nix::unistd::Pid::from_raw)
         .ok_or_else(|| Error::Invalid(format!("container {id} has no init pid")))?;
     let code = match master {
-        Some(master) => crate::console::proxy_until_exit(master, pid),
+        Some(master) => crate::engine::process::console::proxy_until_exit(master, pid),
         None => wait::forward_signals_until_exit(pid),
     };
     if mode.keep {

@@ -4,12 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use crate::container::Container;
-use crate::container_dir::ContainerDir;
+use crate::engine::container_dir::ContainerDir;
 use crate::create::CreateOptions;
 use crate::run::RunMode;
-use crate::engine_bundle::Bundle;
+use crate::engine::engine_bundle::Bundle;
 use crate::error::Result;
-use crate::state::State;
+use crate::engine::state::State;
 
 #[derive(Debug, Clone)]
 pub struct Runtime {
@@ -36,7 +36,7 @@ impl Runtime {
     /// Creates container `id` from the bundle in `opts`; its init waits for
     /// `start`.
     pub fn create(&self, id: &str, opts: CreateOptions) -> Result<Container> {
-        let bundle = crate::engine_bundle::load(&opts.bundle)?;
+        let bundle = crate::engine::engine_bundle::load(&opts.bundle)?;
         self.create_from(id, &bundle, opts)
     }
 

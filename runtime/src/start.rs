@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use libcontainer::container::{Container, ContainerStatus};
 
-use crate::container_dir::ContainerDir;
+use crate::engine::container_dir::ContainerDir;
 use crate::error::{Error, Result};
-use crate::start_barrier;
-use crate::state::status_word;
+use crate::engine::start_barrier;
+use crate::engine::state::status_word;
 
 /// How long `start` waits for the startContainer hooks to pass. runc's
 /// start does not wait for them at all; we do, to report a failing hook,

@@ -6,8 +6,8 @@ use oci_spec::runtime::{
     LinuxCpu, LinuxCpuBuilder, LinuxMemory, LinuxMemoryBuilder, LinuxPidsBuilder, LinuxResources,
 };
 
-use crate::cgroup;
-use crate::container_dir::ContainerDir;
+use crate::engine::cgroup::manager as cgroup;
+use crate::engine::container_dir::ContainerDir;
 use crate::error::{Error, Result};
 
 /// The single-value flags of `runc update`; each overrides the same field

@@ -24,6 +24,6 @@ pub fn apply(root: &OwnedFd, dest: &Path, options: &[String]) -> Result<(), Stri
     let target = in_root::open(Some(root), dest, libc::O_PATH).map_err(|e| format!("open {}: {e}", dest.display()))?;
     let attr = libc::MOUNT_ATTR_NOSYMFOLLOW;
     let (set, clear) = if last == "nosymfollow" { (attr, 0) } else { (0, attr) };
-    crate::cgroup_mount_flags::set_attr(&target, set, clear, 0)
+    crate::engine::mount::cgroup_flags::set_attr(&target, set, clear, 0)
         .map_err(|e| format!("mount_setattr {} ({last}): {e}", dest.display()))
 }

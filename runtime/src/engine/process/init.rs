@@ -16,8 +16,8 @@ use libcontainer::syscall::syscall::SyscallType;
 use libcontainer::user_ns::UserNamespaceConfig;
 use oci_spec::runtime::Spec;
 
-use crate::container_dir::ContainerDir;
-use crate::process_io::ProcessIo;
+use crate::engine::container_dir::ContainerDir;
+use crate::engine::process::process_io::ProcessIo;
 use crate::error::{Error, Result};
 
 /// How the init is to be run, besides its spec.
@@ -80,7 +80,7 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
         user_ns_config,
         cgroup_config,
         detached: true,
-        executor: Box::new(crate::executor::RuncWordsExecutor),
+        executor: Box::new(crate::engine::process::executor::RuncWordsExecutor),
         no_pivot: opts.no_pivot,
         stdin: raw(&opts.io.stdio.stdin),
         stdout: raw(&opts.io.stdio.stdout),
@@ -91,7 +91,7 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
     };
     let cgroup_config = args.cgroup_config.clone();
     // Held across the fork only: the init must not inherit our caller's CPUs.
-    let all_cpus = crate::cpu_affinity::all_cpus_for_children()?;
+    let all_cpus = crate::engine::process::cpu_affinity::all_cpus_for_children()?;
     let spawned = libcontainer::process::container_main_process::container_main_process(&args);
     drop(all_cpus);
     let pid = match spawned {

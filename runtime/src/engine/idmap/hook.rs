@@ -10,8 +10,9 @@ use std::path::Path;
 
 use nix::errno::Errno;
 
-use crate::idmap_detached::Detached;
-use crate::{idmap_userns, sys::in_root};
+use crate::engine::idmap::detached::Detached;
+use crate::engine::idmap::userns as idmap_userns;
+use crate::sys::in_root;
 
 /// argv[0] by which our binaries recognise the createContainer step.
 pub const HOOK_ARG0: &str = "rustpod-idmap";
@@ -25,7 +26,7 @@ pub fn hook(rootfs: &Path, errors: RawFd, mounts: &[Detached]) -> oci_spec::runt
         args.push(if m.is_dir { "dir" } else { "file" }.to_string());
         args.push(m.destination.display().to_string());
     }
-    crate::rootfs_hook::self_exec_hook(args)
+    crate::engine::mount::rootfs_hook::self_exec_hook(args)
 }
 
 /// The hook's body: `<rootfs> <error fd> (<fd> <dir|file> <destination>)…`;

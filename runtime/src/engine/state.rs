@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use libcontainer::container::{Container, ContainerStatus};
 use serde::Serialize;
 
-use crate::container_dir::ContainerDir;
+use crate::engine::container_dir::ContainerDir;
 use crate::error::Result;
 
 #[derive(Debug, Clone, Serialize)]

@@ -18,7 +18,7 @@ pub fn check(config: &Path, spec: &Spec) -> Result<()> {
     };
     root_path(spec).map_err(bad)?;
     hooks(spec).map_err(bad)?;
-    crate::spec_support::check_mounts(spec).map_err(bad)?;
+    crate::engine::spec_support::check_mounts(spec).map_err(bad)?;
     if let Some(process) = spec.process() {
         check_process(process).map_err(|reason| bad(format!("process.{reason}")))?;
     }
@@ -44,7 +44,7 @@ pub fn check_in_rootfs(config: &Path, spec: &Spec, rootfs: &Path) -> Result<()> 
         reason,
     };
     proc_mounts(spec, rootfs).map_err(bad)?;
-    crate::dev_nodes::check(spec, rootfs).map_err(bad)
+    crate::engine::mount::dev_nodes::check(spec, rootfs).map_err(bad)
 }
 
 /// The checks of a process an exec runs (`--process FILE`, or argv with
@@ -291,16 +291,16 @@ fn proc_mounts(spec: &Spec, rootfs: &Path) -> Check {
     for (index, mount) in spec.mounts().iter().flatten().enumerate() {
         let dest = mount.destination();
         let field = format!("mounts[{index}].destination {}", dest.display());
-        let landing = crate::rootfs_path::resolve(rootfs, &layers, dest).map_err(|e| format!("{field}: {e}"))?;
-        let source = crate::engine_bundle::is_bind(mount).then(|| mount.source().clone()).flatten();
-        layers.push(crate::rootfs_path::Layer { at: landing.clone(), source });
+        let landing = crate::engine::mount::rootfs_path::resolve(rootfs, &layers, dest).map_err(|e| format!("{field}: {e}"))?;
+        let source = crate::engine::engine_bundle::is_bind(mount).then(|| mount.source().clone()).flatten();
+        layers.push(crate::engine::mount::rootfs_path::Layer { at: landing.clone(), source });
         let Err(why) = proc_mount(mount, &landing) else { continue };
-        let via = if landing != crate::rootfs_path::lexical(dest) {
+        let via = if landing != crate::engine::mount::rootfs_path::lexical(dest) {
             format!(" (symlinks on the way lead it to {})", landing.display())
         } else {
             String::new()
         };
-        let host = crate::rootfs_path::on_host(rootfs, &landing);
+        let host = crate::engine::mount::rootfs_path::on_host(rootfs, &landing);
         return Err(format!("{field}{via}: {:?} cannot be mounted because {why}", host.display().to_string()));
     }
     Ok(())
@@ -320,7 +320,7 @@ fn proc_mount(mount: &oci_spec::runtime::Mount, landing: &Path) -> Check {
 
 /// A fresh procfs, or a bind of a path on a procfs.
 fn is_procfs(mount: &oci_spec::runtime::Mount) -> std::result::Result<bool, String> {
-    if !crate::engine_bundle::is_bind(mount) {
+    if !crate::engine::engine_bundle::is_bind(mount) {
         return Ok(mount.typ().as_deref() == Some("proc"));
     }
     let Some(source) = mount.source() else { return Ok(false) };

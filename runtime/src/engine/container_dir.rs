@@ -48,7 +48,7 @@ pub struct Metadata {
     /// The container's own mount namespace: `delete` kills only the
     /// processes in it, not everything else its cgroup may hold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mount_ns: Option<crate::stop::FileId>,
+    pub mount_ns: Option<crate::engine::stop::FileId>,
 }
 
 /// The paths that belong to one container under a state root.
@@ -86,7 +86,7 @@ impl ContainerDir {
     /// The cgroup path the container was (or was about to be) created with,
     /// from the spec it runs.
     pub fn cgroups_path(&self) -> Option<PathBuf> {
-        let spec = crate::engine_bundle::parse_config(&self.config_path()).ok()?;
+        let spec = crate::engine::engine_bundle::parse_config(&self.config_path()).ok()?;
         spec.linux().as_ref()?.cgroups_path().clone()
     }
 

@@ -95,7 +95,7 @@ pub fn dirs(path: &Path) -> Vec<PathBuf> {
         return Vec::new();
     }
     let relative = path.strip_prefix("/").unwrap_or(path);
-    crate::cgroup_fs::hierarchies()
+    crate::engine::cgroup::fs::hierarchies()
         .into_iter()
         .map(|h| h.mount_point.join(relative))
         .filter(|d| d.is_dir())

@@ -20,7 +20,7 @@ use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
 use crate::error::{Error, Result};
-use crate::wait;
+use crate::engine::process::wait;
 
 /// How long the engine has to send a new process's pty master once the
 /// process exists.

@@ -22,8 +22,8 @@ pub fn apply(pid: i32) -> Result<()> {
 /// The directory of `pid`'s cgroup that has the pids controller.
 fn pids_dir_of(pid: i32) -> Result<PathBuf> {
     if matches!(libcgroups::common::get_cgroup_setup(), Ok(CgroupSetup::Unified)) {
-        return crate::device_filter::cgroup_dir_of(pid);
+        return crate::engine::cgroup::device_filter::cgroup_dir_of(pid);
     }
-    crate::cgroup_fs::v1_dir_of(pid, "pids")
+    crate::engine::cgroup::fs::v1_dir_of(pid, "pids")
         .ok_or_else(|| Error::Invalid(format!("linux.resources.pids.limit 0: process {pid} is in no v1 pids cgroup")))
 }

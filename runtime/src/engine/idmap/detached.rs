@@ -10,16 +10,17 @@ use std::path::{Path, PathBuf};
 use nix::errno::Errno;
 use oci_spec::runtime::Spec;
 
-use crate::idmap_mount::{is_idmapped, Mapping, Planned};
-use crate::idmap_hook::{ensure_destination, hook};
-use crate::{idmap_userns, sys::in_root};
+use crate::engine::idmap::plan::{is_idmapped, Mapping, Planned};
+use crate::engine::idmap::hook::{ensure_destination, hook};
+use crate::engine::idmap::userns as idmap_userns;
+use crate::sys::in_root;
 
 /// Takes the idmapped mounts out of the spec the engine runs, makes them,
 /// and puts our step moving them in first among the createContainer hooks
 /// (before `rootfs_hook`, which applies their propagation options).
 pub fn install(
     spec: &mut Spec,
-    bundle: &crate::engine_bundle::Bundle,
+    bundle: &crate::engine::engine_bundle::Bundle,
     planned: &[Planned],
     min_fd: RawFd,
 ) -> crate::error::Result<Installed> {
@@ -37,7 +38,7 @@ pub fn install(
     let mounts = make_all(planned, min_fd).map_err(config_error)?;
     let (errors, errors_w) = error_pipe(min_fd).map_err(config_error)?;
     let hook = hook(&bundle.rootfs, errors_w.as_raw_fd(), &mounts);
-    crate::engine_bundle::prepend_create_container(spec, hook);
+    crate::engine::engine_bundle::prepend_create_container(spec, hook);
     Ok(Installed { _mounts: mounts, errors: Some((errors, errors_w)) })
 }
 

@@ -60,10 +60,10 @@ fn cgroups_path(spec: &Spec) -> Option<PathBuf> {
 /// Mount points of the host's v1 hierarchies where the container has a
 /// cgroup of its own: a controller's, or a named one's.
 fn v1_hierarchies() -> Vec<PathBuf> {
-    crate::cgroup_fs::hierarchies()
+    crate::engine::cgroup::fs::hierarchies()
         .into_iter()
         .filter(|h| !h.unified && CONTROLLERS.iter().any(|c| h.has(c)))
-        .chain(crate::named_cgroup::named_hierarchies())
+        .chain(crate::engine::cgroup::named::named_hierarchies())
         .map(|h| h.mount_point)
         .collect()
 }

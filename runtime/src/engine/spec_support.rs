@@ -18,11 +18,11 @@ pub fn check_mounts(spec: &Spec) -> Result<(), String> {
 fn check_mount(mount: &Mount) -> Result<(), String> {
     for option in mount.options().iter().flatten() {
         // runc copies up into a tmpfs only, and ignores it on other mounts.
-        if crate::mount_copyup::is_copyup(option) && mount.typ().as_deref() != Some("tmpfs") {
+        if crate::engine::mount::copyup::is_copyup(option) && mount.typ().as_deref() != Some("tmpfs") {
             return Err(format!("option {option:?}: only a tmpfs mount can copy up the image's files"));
         }
         // runc passes them to a bind's remount, where the kernel ignores them.
-        if crate::mount_sb_flags::is_sb_flag(option) && crate::engine_bundle::is_bind(mount) {
+        if crate::engine::mount::sb_flags::is_sb_flag(option) && crate::engine::engine_bundle::is_bind(mount) {
             return Err(format!(
                 "option {option:?}: a superblock flag, which a bind mount cannot change (it is the source filesystem's)"
             ));
@@ -99,7 +99,7 @@ mod tests {
     /// intelRdt.enableCMT/enableMBM are lost, and intelRdt is refused whole.
     #[test]
     fn oci_spec_keeps_every_1_3_field() {
-        let raw: serde_json::Value = serde_json::from_str(include_str!("../testdata/config-1.3-full.json")).unwrap();
+        let raw: serde_json::Value = serde_json::from_str(include_str!("../../testdata/config-1.3-full.json")).unwrap();
         let spec: Spec = serde_json::from_value(raw.clone()).unwrap();
         let back = serde_json::to_value(&spec).unwrap();
         let mut dropped = Vec::new();

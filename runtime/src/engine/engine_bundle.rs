@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 use oci_spec::runtime::{Hook, Hooks, Mount, Spec};
 
 use crate::error::{Error, Result};
-use crate::{cgroup_mount_flags, hook_state, home_env, mount_copyup, mount_propagation, mount_sb_flags, mount_symfollow, rootfs_hook, start_barrier};
+use crate::engine::mount::{cgroup_flags as cgroup_mount_flags, copyup as mount_copyup, propagation as mount_propagation, rootfs_hook};
+use crate::engine::mount::{sb_flags as mount_sb_flags, symfollow as mount_symfollow};
+use crate::engine::process::home_env;
+use crate::engine::{hook_state, start_barrier};
 
 /// A parsed bundle: the user's path and spec, with the rootfs made absolute.
 #[derive(Debug, Clone)]
@@ -26,12 +29,12 @@ pub fn load(bundle: &Path) -> Result<Bundle> {
     let config = path.join("config.json");
     let (spec, raw) = parse_config_raw(&config)?;
     check_version(&config, &spec)?;
-    crate::validate::check(&config, &spec)?;
+    crate::engine::validate::check(&config, &spec)?;
     let rootfs = resolve_rootfs(&path, &config, &spec)?;
-    crate::validate::check_in_rootfs(&config, &spec, &rootfs)?;
+    crate::engine::validate::check_in_rootfs(&config, &spec, &rootfs)?;
     check_process(&config, &spec)?;
-    crate::cwd::check_in_rootfs(&config, &spec, &rootfs)?;
-    let pids_limit_zero = crate::spec_support::pids_limit_is_zero(&raw);
+    crate::engine::process::cwd::check_in_rootfs(&config, &spec, &rootfs)?;
+    let pids_limit_zero = crate::engine::spec_support::pids_limit_is_zero(&raw);
     Ok(Bundle { path, spec, rootfs, pids_limit_zero })
 }
 
@@ -46,7 +49,7 @@ fn parse_config_raw(config: &Path) -> Result<(Spec, serde_json::Value)> {
     let data = fs::read(config).map_err(|e| Error::io("read", config, e))?;
     let bad = |reason| Error::Config { path: config.to_path_buf(), reason };
     let mut raw = serde_json::from_slice(&data).map_err(|e| bad(format!("invalid config: {e}")))?;
-    let data = match crate::spec_support::to_oci_spec_names(&mut raw) {
+    let data = match crate::engine::spec_support::to_oci_spec_names(&mut raw) {
         true => serde_json::to_vec(&raw).map_err(|e| bad(format!("invalid config: {e}")))?,
         false => data,
     };
@@ -166,7 +169,7 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
     let cgroup_flags = cgroup_mount_flags::wanted(&spec);
     // After prepare_mounts: these bind sources appear only once the
     // engine has made the container's cgroup.
-    crate::cgroup_mount::rewrite(&mut spec);
+    crate::engine::mount::cgroup_ns::rewrite(&mut spec);
     if let Some(hooks) = spec.hooks_mut() {
         wrap_hooks(hooks, &bundle.path);
     }
@@ -261,7 +264,7 @@ fn default_cgroups_path(linux: &mut oci_spec::runtime::Linux, id: &str, systemd:
         let path = if systemd {
             format!("system.slice:rustpod:{id}")
         } else {
-            crate::cgroup::default_path(id).display().to_string()
+            crate::engine::cgroup::manager::default_path(id).display().to_string()
         };
         linux.set_cgroups_path(Some(PathBuf::from(path)));
     }

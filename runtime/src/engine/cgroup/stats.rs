@@ -13,7 +13,7 @@ use libcontainer::container::Container;
 use serde_json::{json, Map, Value};
 
 use crate::error::{Error, Result};
-use crate::pressure::{self, CgroupPressure};
+use crate::engine::cgroup::pressure::{self, CgroupPressure};
 
 /// Where cgroup v2 is mounted on a unified host.
 const V2_ROOT: &str = "/sys/fs/cgroup";
@@ -62,9 +62,9 @@ pub fn read(container: &Container) -> Result<ContainerStats> {
             Ok(ContainerStats { cgroup: read_v2(&dir)?, cpuset, pressure })
         }
         (_, pid) => {
-            let manager = crate::cgroup::manager_for(container)?;
+            let manager = crate::engine::cgroup::manager::manager_for(container)?;
             let cgroup = manager.stats().map_err(|e| Error::engine("read stats of", container.id(), &e))?;
-            let cpuset = match pid.and_then(|p| crate::cgroup_fs::v1_dir_of(p.as_raw(), "cpuset")) {
+            let cpuset = match pid.and_then(|p| crate::engine::cgroup::fs::v1_dir_of(p.as_raw(), "cpuset")) {
                 Some(dir) => Some(read_cpuset(&dir, "", CPUSET_FLAGS)?),
                 None => None,
             };

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cgroup;
+use crate::engine::cgroup::manager as cgroup;
 use crate::error::{Error, Result};
 
 /// A file's identity (st_dev, st_ino): of a namespace or a root directory.

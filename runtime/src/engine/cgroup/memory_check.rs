@@ -21,7 +21,7 @@ pub fn check_before_update(base: Option<&LinuxResources>, flags: &ResourceFlags,
     if !matches!(libcgroups::common::get_cgroup_setup(), Ok(CgroupSetup::Unified)) {
         return Ok(());
     }
-    let dir = crate::device_filter::cgroup_dir_of(pid)?;
+    let dir = crate::engine::cgroup::device_filter::cgroup_dir_of(pid)?;
     let Some(usage) = read_number(&dir.join("memory.current")) else { return Ok(()) };
     let swap = flags.memory_swap.or(memory.and_then(|m| m.swap())).filter(|s| *s > 0);
     if let (Some(swap), Some(swap_usage)) = (swap, read_number(&dir.join("memory.swap.current"))) {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::Spec;
 
-use crate::rootfs_path;
+use crate::engine::mount::rootfs_path;
 
 /// The nodes the engine always makes (its default devices).
 const DEFAULT_NODES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/urandom", "/dev/random"];

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::{LinuxNamespaceType, Spec};
 
-use crate::cgroup_fs::{self, Hierarchy};
+use crate::engine::cgroup::fs::{self as cgroup_fs, Hierarchy};
 use crate::error::{Error, Result};
 
 /// The calling thread, moved into the container's named cgroups; dropping
@@ -31,7 +31,7 @@ pub fn join_for(id: &str, spec: &Spec, systemd: bool) -> Result<Option<Joined>> 
         .as_ref()
         .is_some_and(|ns| ns.iter().any(|n| n.typ() == LinuxNamespaceType::User));
     let path = libcontainer::utils::get_cgroup_path(linux.cgroups_path(), id);
-    if systemd || user_ns || crate::cgroup::is_systemd_form(&path) || crate::cgroup::is_root(&path) {
+    if systemd || user_ns || crate::engine::cgroup::manager::is_systemd_form(&path) || crate::engine::cgroup::manager::is_root(&path) {
         return Ok(None);
     }
     join(&path).map(Some)
@@ -83,7 +83,7 @@ fn named(hierarchies: Vec<Hierarchy>) -> Vec<Hierarchy> {
     hierarchies
         .into_iter()
         .filter(|h| !h.unified && name_of(h).is_some())
-        .filter(|h| !crate::cgroup_mount::CONTROLLERS.iter().any(|c| h.has(c)))
+        .filter(|h| !crate::engine::mount::cgroup_ns::CONTROLLERS.iter().any(|c| h.has(c)))
         .collect()
 }
 

@@ -3,7 +3,9 @@
 
 use std::os::unix::ffi::OsStrExt;
 
-use crate::{hook_state, idmap_hook, rootfs_hook, start_barrier};
+use crate::engine::idmap::hook as idmap_hook;
+use crate::engine::mount::rootfs_hook;
+use crate::engine::{hook_state, start_barrier};
 
 /// Call first thing in `main` of every binary that creates containers.
 /// Returns only if this process is not one of our hook runs.

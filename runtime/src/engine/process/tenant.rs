@@ -15,8 +15,8 @@ use libcontainer::user_ns::UserNamespaceConfig;
 use nix::unistd::Pid;
 use oci_spec::runtime::{Linux, LinuxBuilder, LinuxNamespace, LinuxNamespaceBuilder, LinuxNamespaceType, Process, Spec};
 
-use crate::container_dir::ContainerDir;
-use crate::process_io::ProcessIo;
+use crate::engine::container_dir::ContainerDir;
+use crate::engine::process::process_io::ProcessIo;
 use crate::error::{Error, Result};
 
 /// The namespaces an exec'd process joins, user first: it decides what the
@@ -163,7 +163,7 @@ pub fn spawn(
         user_ns_config,
         cgroup_config,
         detached: true,
-        executor: Box::new(crate::executor::RuncWordsExecutor),
+        executor: Box::new(crate::engine::process::executor::RuncWordsExecutor),
         no_pivot: false,
         stdin: raw(&io.stdio.stdin),
         stdout: raw(&io.stdio.stdout),
@@ -175,8 +175,8 @@ pub fn spawn(
     // Every CPU the container's cpuset allows, not our caller's (the engine
     // then applies `process.execCPUAffinity` over it); and, as runc's exec,
     // the container's name=systemd cgroup.
-    let all_cpus = crate::cpu_affinity::all_cpus_for_children()?;
-    let named = crate::named_cgroup::join_for(&dir.id, &args.spec, container.systemd())?;
+    let all_cpus = crate::engine::process::cpu_affinity::all_cpus_for_children()?;
+    let named = crate::engine::cgroup::named::join_for(&dir.id, &args.spec, container.systemd())?;
     let spawned = libcontainer::process::container_main_process::container_main_process(&args);
     drop(named);
     drop(all_cpus);

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::Hook;
 
-use crate::{cgroup_mount_flags, mount_copyup, mount_propagation, mount_sb_flags, mount_symfollow};
+use crate::engine::mount::{cgroup_flags as cgroup_mount_flags, copyup as mount_copyup, propagation as mount_propagation};
+use crate::engine::mount::{sb_flags as mount_sb_flags, symfollow as mount_symfollow};
 
 /// argv[0] by which our binaries recognise the hook invocation.
 pub const HOOK_ARG0: &str = "rustpod-rootfs";

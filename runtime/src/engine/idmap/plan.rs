@@ -73,7 +73,7 @@ pub fn plan(spec: &Spec) -> Result<Vec<Planned>, String> {
 }
 
 fn plan_one(spec: &Spec, index: usize, mount: &Mount, bad: &dyn Fn(&str, &str) -> String) -> Result<Planned, String> {
-    if !crate::engine_bundle::is_bind(mount) {
+    if !crate::engine::engine_bundle::is_bind(mount) {
         return Err(bad("type", "id-mapped mounts are only supported for bind mounts"));
     }
     let dest = mount.destination();
@@ -89,7 +89,7 @@ fn plan_one(spec: &Spec, index: usize, mount: &Mount, bad: &dyn Fn(&str, &str) -
     for option in options {
         if let Some((_, attr)) = ATTRS.iter().find(|(name, _)| name == option) {
             attrs |= attr;
-        } else if !NO_OPS.contains(&option.as_str()) && crate::mount_propagation::propagation_flags(option).is_none() {
+        } else if !NO_OPS.contains(&option.as_str()) && crate::engine::mount::propagation::propagation_flags(option).is_none() {
             return Err(bad("options", &format!("{option:?} is not supported on an idmapped mount")));
         }
     }
