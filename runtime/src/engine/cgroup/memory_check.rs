@@ -8,7 +8,7 @@ use libcgroups::common::CgroupSetup;
 use oci_spec::runtime::LinuxResources;
 
 use crate::error::{Error, Result};
-use crate::update::ResourceFlags;
+use crate::ops::update::ResourceFlags;
 
 /// Refuses the update if it asks for the check and sets a memory (or
 /// memory+swap) limit at or below what `pid`'s (the init's) cgroup uses, in

@@ -5,11 +5,11 @@
 use std::path::Path;
 
 use crate::engine::process::console::ConsoleSocket;
-use crate::container::Container;
+use crate::api::Container;
 use crate::engine::container_dir::ContainerDir;
-use crate::create::{self, CreateOptions};
+use crate::ops::create::{self, CreateOptions};
 use crate::error::{Error, Result};
-use crate::delete;
+use crate::ops::delete;
 use crate::engine::engine_bundle;
 use crate::engine::process::wait;
 

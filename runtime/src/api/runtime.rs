@@ -3,10 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::container::Container;
+use crate::api::container::Container;
 use crate::engine::container_dir::ContainerDir;
-use crate::create::CreateOptions;
-use crate::run::RunMode;
+use crate::ops::create::CreateOptions;
+use crate::ops::run::RunMode;
 use crate::engine::engine_bundle::Bundle;
 use crate::error::Result;
 use crate::engine::state::State;
@@ -44,7 +44,7 @@ impl Runtime {
     pub fn create_from(&self, id: &str, bundle: &Bundle, opts: CreateOptions) -> Result<Container> {
         let mut opts = opts;
         opts.systemd_cgroup |= self.systemd_cgroup;
-        let engine = crate::create::create_from(&self.root, id, bundle, opts)?;
+        let engine = crate::ops::create::create_from(&self.root, id, bundle, opts)?;
         Ok(Container::new(ContainerDir::new(&self.root, id)?, engine))
     }
 
@@ -57,13 +57,13 @@ impl Runtime {
 
     /// The state of every container (one being created is skipped).
     pub fn list(&self) -> Result<Vec<State>> {
-        crate::list::list(&self.root)
+        crate::ops::list::list(&self.root)
     }
 
     /// Deletes container `id`, also one whose create died half-way and left
     /// no state to load.
     pub fn delete(&self, id: &str, force: bool) -> Result<()> {
-        crate::delete::delete(&self.root, id, force)
+        crate::ops::delete::delete(&self.root, id, force)
     }
 
     /// `run`: create and start; in the foreground also wait, delete (unless
@@ -71,6 +71,6 @@ impl Runtime {
     pub fn run(&self, id: &str, opts: CreateOptions, mode: RunMode) -> Result<i32> {
         let mut opts = opts;
         opts.systemd_cgroup |= self.systemd_cgroup;
-        crate::run::run(&self.root, id, opts, mode)
+        crate::ops::run::run(&self.root, id, opts, mode)
     }
 }

@@ -13,10 +13,10 @@ use oci_spec::runtime::LinuxResources;
 
 use crate::engine::container_dir::ContainerDir;
 use crate::error::{Error, Result};
-use crate::exec::ExecOptions;
+use crate::ops::exec::ExecOptions;
 use crate::engine::state::State;
 use crate::engine::cgroup::stats::ContainerStats;
-use crate::update::ResourceFlags;
+use crate::ops::update::ResourceFlags;
 
 pub struct Container {
     dir: ContainerDir,
@@ -75,39 +75,39 @@ impl Container {
 
     /// Lets the init run its startContainer hooks and exec the program.
     pub fn start(&mut self) -> Result<()> {
-        crate::start::start(&self.dir, &mut self.engine)
+        crate::ops::start::start(&self.dir, &mut self.engine)
     }
 
     /// `start` in two halves: this one, under whatever serialises calls on
     /// the handle, releases the init; [`Starting::finish`] then waits for
     /// the container's startContainer hooks without the handle, so that a
     /// hook that hangs blocks no kill or delete.
-    pub fn release(&mut self) -> Result<crate::start::Starting> {
-        crate::start::release(&self.dir, &mut self.engine)
+    pub fn release(&mut self) -> Result<crate::ops::start::Starting> {
+        crate::ops::start::release(&self.dir, &mut self.engine)
     }
 
     /// Signals the init, or with `all` every process of the container.
     pub fn kill(&mut self, signal: Signal, all: bool) -> Result<()> {
-        crate::kill::kill(&self.dir, &mut self.engine, signal, all)
+        crate::ops::kill::kill(&self.dir, &mut self.engine, signal, all)
     }
 
     /// Starts another process in the container; it is our child.
     pub fn exec(&self, opts: ExecOptions) -> Result<Pid> {
-        crate::exec::spawn(&self.dir, &self.engine, opts)
+        crate::ops::exec::spawn(&self.dir, &self.engine, opts)
     }
 
     /// `exec` as the CLI runs it: in the foreground the process's exit code
     /// (a pty proxied for a terminal), detached 0.
     pub fn exec_and_wait(&self, opts: ExecOptions) -> Result<i32> {
-        crate::exec::exec(&self.dir, &self.engine, opts)
+        crate::ops::exec::exec(&self.dir, &self.engine, opts)
     }
 
     pub fn pause(&mut self) -> Result<()> {
-        crate::pause::pause(&self.dir, &mut self.engine)
+        crate::ops::pause::pause(&self.dir, &mut self.engine)
     }
 
     pub fn resume(&mut self) -> Result<()> {
-        crate::resume::resume(&self.dir, &mut self.engine)
+        crate::ops::resume::resume(&self.dir, &mut self.engine)
     }
 
     /// Changes the cgroup resources: `base` with `flags` over it, first
@@ -118,7 +118,7 @@ impl Container {
         if let Some(pid) = self.engine.pid() {
             crate::engine::cgroup::memory_check::check_before_update(base.as_ref(), flags, pid.as_raw())?;
         }
-        crate::update::update(&self.dir, &self.engine, base, flags)?;
+        crate::ops::update::update(&self.dir, &self.engine, base, flags)?;
         match (flags.pids_limit.or(base_pids), self.engine.pid()) {
             (Some(0), Some(pid)) => crate::engine::cgroup::pids_zero::apply(pid.as_raw()),
             _ => Ok(()),
@@ -127,7 +127,7 @@ impl Container {
 
     /// The pids of every process in the container, sorted.
     pub fn processes(&self) -> Result<Vec<i32>> {
-        crate::ps::pids(&self.dir, &self.engine)
+        crate::ops::ps::pids(&self.dir, &self.engine)
     }
 
     pub fn stats(&self) -> Result<ContainerStats> {
@@ -142,11 +142,11 @@ impl Container {
     /// Writes `stats` events in runc's shape: once, or every `interval`
     /// while the container runs.
     pub fn events(&mut self, interval: Duration, once: bool, out: &mut dyn Write) -> Result<()> {
-        crate::events::events(&self.dir, &mut self.engine, interval, once, out)
+        crate::ops::events::events(&self.dir, &mut self.engine, interval, once, out)
     }
 
     /// Removes the container: a stopped or created one, or with `force` any.
     pub fn delete(self, force: bool) -> Result<()> {
-        crate::delete::delete_loaded(&self.dir, self.engine, force)
+        crate::ops::delete::delete_loaded(&self.dir, self.engine, force)
     }
 }
