@@ -110,19 +110,10 @@ impl Container {
         crate::ops::resume::resume(&self.dir, &mut self.engine)
     }
 
-    /// Changes the cgroup resources: `base` with `flags` over it, first
-    /// judging `memory.checkBeforeUpdate`. A pids limit of 0 is pids.max 1,
-    /// as runc ≥ 1.4 (libcgroups writes "max" on v1).
+    /// Changes the cgroup resources: `base` with `flags` over it (see
+    /// `ops::update`).
     pub fn update(&self, base: Option<LinuxResources>, flags: &ResourceFlags) -> Result<()> {
-        let base_pids = base.as_ref().and_then(|r| *r.pids()).map(|p| p.limit());
-        if let Some(pid) = self.engine.pid() {
-            crate::engine::cgroup::memory_check::check_before_update(base.as_ref(), flags, pid.as_raw())?;
-        }
-        crate::ops::update::update(&self.dir, &self.engine, base, flags)?;
-        match (flags.pids_limit.or(base_pids), self.engine.pid()) {
-            (Some(0), Some(pid)) => crate::engine::cgroup::pids_zero::apply(pid.as_raw()),
-            _ => Ok(()),
-        }
+        crate::ops::update::update(&self.dir, &self.engine, base, flags)
     }
 
     /// The pids of every process in the container, sorted.

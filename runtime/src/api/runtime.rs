@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use crate::api::container::Container;
 use crate::engine::container_dir::ContainerDir;
 use crate::ops::create::CreateOptions;
-use crate::ops::run::RunMode;
+use crate::ops::run::{self, RunMode};
 use crate::engine::engine_bundle::Bundle;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::engine::state::State;
 
 #[derive(Debug, Clone)]
@@ -67,10 +67,39 @@ impl Runtime {
     }
 
     /// `run`: create and start; in the foreground also wait, delete (unless
-    /// `mode.keep`), and return the exit code.
+    /// `mode.keep`), and return the exit code. The operations compose here,
+    /// where each is reached; `ops::run` adds the terminal and the wait.
     pub fn run(&self, id: &str, opts: CreateOptions, mode: RunMode) -> Result<i32> {
         let mut opts = opts;
-        opts.systemd_cgroup |= self.systemd_cgroup;
-        crate::ops::run::run(&self.root, id, opts, mode)
+        let bundle = crate::engine::engine_bundle::load(&opts.bundle)?;
+        let console = run::console_for(&self.root, &bundle, mode, &mut opts.console_socket)?;
+        let mut container = self.create_from(id, &bundle, opts)?;
+        let started = console
+            .as_ref()
+            .map(|c| c.receive_master())
+            .transpose()
+            .and_then(|master| container.start().map(|_| master));
+        let master = match started {
+            Ok(master) => master,
+            Err(err) => {
+                let _ = self.delete(id, true);
+                return Err(err);
+            }
+        };
+        if mode.detach {
+            return Ok(0);
+        }
+        let pid = container
+            .pid()
+            .map(nix::unistd::Pid::from_raw)
+            .ok_or_else(|| Error::Invalid(format!("container {id} has no init pid")))?;
+        let code = run::wait_foreground(master, pid);
+        if mode.keep {
+            return code;
+        }
+        let cleanup = self.delete(id, true);
+        let code = code?;
+        cleanup?;
+        Ok(code)
     }
 }

@@ -249,7 +249,7 @@ fn seccomp_archs(linux: &oci_spec::runtime::Linux) -> Check {
     for (index, arch) in archs.iter().enumerate() {
         let name = serde_json::to_value(arch).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
         // The native architecture is in every filter anyway.
-        if name != "SCMP_ARCH_NATIVE" && !crate::ops::features::SECCOMP_ARCHS.contains(&name.as_str()) {
+        if name != "SCMP_ARCH_NATIVE" && !crate::engine::seccomp::SECCOMP_ARCHS.contains(&name.as_str()) {
             return Err(format!(
                 "linux.seccomp.architectures[{index}] {name}: a seccomp filter here cannot hold it (features lists those it can)"
             ));

@@ -68,7 +68,7 @@ pub fn create_from(
     match result {
         Ok(container) => Ok(container),
         Err(err) => {
-            let _ = crate::ops::delete::remove_leftovers(&dir);
+            let _ = crate::engine::teardown::remove_leftovers(&dir);
             Err(err)
         }
     }

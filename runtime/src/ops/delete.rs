@@ -4,10 +4,9 @@
 use std::path::Path;
 
 use libcontainer::container::{Container, ContainerStatus};
-use libcgroups::common::CgroupManager;
 
 use crate::engine::cgroup::manager as cgroup;
-use crate::engine::{engine_bundle, stop};
+use crate::engine::teardown;
 use crate::engine::container_dir::ContainerDir;
 use crate::error::{Error, Result};
 use crate::engine::state::status_word;
@@ -20,13 +19,13 @@ pub(crate) fn delete(root: &Path, id: &str, force: bool) -> Result<()> {
     if !dir.exists() {
         if dir.path().exists() {
             // A create that died before the engine wrote any state.
-            return remove_leftovers(&dir);
+            return teardown::remove_leftovers(&dir);
         }
         return if force { Ok(()) } else { Err(Error::NotFound(id.to_string())) };
     }
     let container = match dir.load() {
         Ok(c) => c,
-        Err(_) if force => return remove_leftovers(&dir),
+        Err(_) if force => return teardown::remove_leftovers(&dir),
         Err(e) => return Err(e),
     };
     delete_loaded(&dir, container, force)
@@ -47,7 +46,7 @@ pub(crate) fn delete_loaded(dir: &ContainerDir, mut container: Container, force:
         });
     }
     let cgroup_path = container.spec().ok().map(|c| c.cgroup_path);
-    let killed = kill_own_processes(&container, dir, cgroup_path.as_deref());
+    let killed = teardown::kill_own_processes(&container, dir, cgroup_path.as_deref());
     if let Err(err) = killed {
         if !force {
             return Err(err);
@@ -56,49 +55,13 @@ pub(crate) fn delete_loaded(dir: &ContainerDir, mut container: Container, force:
     let _ = container.refresh_status();
     let removed = match finish(&mut container, dir, cgroup_path.as_deref()) {
         Ok(()) => Ok(()),
-        Err(_) if force => return remove_leftovers(dir),
+        Err(_) if force => return teardown::remove_leftovers(dir),
         Err(e) => Err(e),
     };
     if removed.is_ok() && cgroup_path == Some(cgroup::default_path(id)) {
         cgroup::remove_default_parent(&dir.root);
     }
     removed
-}
-
-/// SIGKILLs the init and the container's other processes left in its
-/// cgroup, never the rest of what that cgroup may hold (the engine would).
-pub(crate) fn kill_own_processes(container: &Container, dir: &ContainerDir, cgroup_path: Option<&Path>) -> Result<()> {
-    let alive = matches!(
-        container.status(),
-        ContainerStatus::Created | ContainerStatus::Running | ContainerStatus::Paused | ContainerStatus::Creating
-    );
-    let members = stop::Members {
-        init: container.pid().filter(|_| alive).map(|p| p.as_raw()),
-        mount_ns: dir.metadata().and_then(|m| m.mount_ns),
-        rootfs: rootfs_id(dir),
-    };
-    let paused = container.status() == ContainerStatus::Paused;
-    // SIGKILL does not reach a process in a frozen v1 cgroup until it thaws.
-    let thaw = || {
-        if paused {
-            if let Ok(manager) = cgroup::manager_for(container) {
-                let _ = manager.freeze(libcgroups::common::FreezerState::Thawed);
-            }
-        }
-    };
-    stop::kill_members(&members, cgroup_path, &thaw)
-}
-
-/// The container's root directory, from our metadata or the engine config.
-fn rootfs_id(dir: &ContainerDir) -> Option<stop::FileId> {
-    let rootfs = match dir.metadata() {
-        Some(meta) => meta.rootfs,
-        None => {
-            let spec = engine_bundle::parse_config(&dir.config_path()).ok()?;
-            spec.root().as_ref()?.path().clone()
-        }
-    };
-    stop::FileId::of(&rootfs)
 }
 
 /// With the container's processes gone: its cgroup (sub-cgroups first), the
@@ -143,28 +106,4 @@ fn run_poststop(container: &Container) {
     if let Err(err) = libcontainer::hooks::run_hooks(poststop.as_ref(), Some(&container.state), None, None, None) {
         tracing::warn!("poststop hooks: {err}");
     }
-}
-
-/// Kills what is left of a container whose create failed or whose state is
-/// broken (only its own processes: those in its rootfs), removes its cgroup
-/// and the state. Used after a failed create and by `delete --force`.
-pub fn remove_leftovers(dir: &ContainerDir) -> Result<()> {
-    let path = dir.cgroups_path();
-    let members = stop::Members {
-        init: None,
-        mount_ns: dir.metadata().and_then(|m| m.mount_ns),
-        rootfs: rootfs_id(dir),
-    };
-    stop::kill_members(&members, path.as_deref(), &|| {})?;
-    if let Some(path) = &path {
-        let others = cgroup::remove_tree(path);
-        if !others.is_empty() {
-            tracing::warn!("cgroup {} kept: it holds processes of others: {others:?}", path.display());
-        }
-    }
-    dir.remove_all()?;
-    if path == Some(cgroup::default_path(&dir.id)) {
-        cgroup::remove_default_parent(&dir.root);
-    }
-    Ok(())
 }

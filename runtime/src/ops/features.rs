@@ -3,6 +3,8 @@
 
 use serde_json::{json, Value};
 
+use crate::engine::seccomp::SECCOMP_ARCHS;
+
 const MOUNT_OPTIONS: &[&str] = &[
     "async", "atime", "bind", "defaults", "dev", "diratime", "dirsync", "exec", "mand", "noatime",
     "nodev", "nodiratime", "noexec", "nomand", "norelatime", "nostrictatime", "nosuid", "private",
@@ -15,16 +17,6 @@ const MOUNT_OPTIONS: &[&str] = &[
     // (refused on a bind), `mount_copyup` runc's tmpcopyup extension.
     "nosymfollow", "symfollow", "rnosymfollow", "rsymfollow",
     "lazytime", "nolazytime", "iversion", "noiversion", "silent", "loud", "tmpcopyup",
-];
-
-/// Of runc 1.5's 18 architectures, those a filter here can hold: libseccomp
-/// puts the native one (x86_64) in every filter, and one filter's
-/// architectures share its byte order, so the big-endian ones (MIPS,
-/// MIPS64, MIPS64N32, PPC, PPC64, S390, S390X) cannot load on a
-/// little-endian host; LOONGARCH64 needs libseccomp 2.6 (Debian 12 has 2.5.4).
-pub const SECCOMP_ARCHS: &[&str] = &[
-    "SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM", "SCMP_ARCH_MIPSEL", "SCMP_ARCH_MIPSEL64", "SCMP_ARCH_MIPSEL64N32",
-    "SCMP_ARCH_PPC64LE", "SCMP_ARCH_RISCV64", "SCMP_ARCH_X32", "SCMP_ARCH_X86", "SCMP_ARCH_X86_64",
 ];
 
 /// Annotations runc ≥ 1.2 may act on in ways a caller should not let a

@@ -1,17 +1,18 @@
 //! `run`: create and start; in the foreground also wait, delete (unless
 //! `--keep`), and return the container's exit code. A foreground `terminal: true`
-//! container gets a pty proxied to our stdio, as with runc.
+//! container gets a pty proxied to our stdio, as with runc. The handle
+//! (`api::Runtime::run`) composes create, start and delete; this holds what
+//! only `run` does: its terminal and its wait in the foreground.
 
-use std::path::Path;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
 
-use crate::engine::process::console::ConsoleSocket;
-use crate::api::Container;
-use crate::engine::container_dir::ContainerDir;
-use crate::ops::create::{self, CreateOptions};
-use crate::error::{Error, Result};
-use crate::ops::delete;
-use crate::engine::engine_bundle;
+use nix::unistd::Pid;
+
+use crate::engine::engine_bundle::Bundle;
+use crate::engine::process::console::{self, ConsoleSocket};
 use crate::engine::process::wait;
+use crate::error::Result;
 
 /// How `run` ends: `detach` returns once started; `keep` leaves the
 /// stopped container for `delete`, as runc's `--keep`.
@@ -21,51 +22,34 @@ pub struct RunMode {
     pub keep: bool,
 }
 
-pub(crate) fn run(root: &Path, id: &str, mut opts: CreateOptions, mode: RunMode) -> Result<i32> {
-    let bundle = engine_bundle::load(&opts.bundle)?;
+/// The console socket a foreground run of a `terminal: true` process needs
+/// (in `root`), its path set in `console_socket` (create's option); none
+/// when detached or the caller gave one.
+pub(crate) fn console_for(
+    root: &Path,
+    bundle: &Bundle,
+    mode: RunMode,
+    console_socket: &mut Option<PathBuf>,
+) -> Result<Option<ConsoleSocket>> {
     let wants_tty = bundle
         .spec
         .process()
         .as_ref()
         .and_then(|p| p.terminal())
         .unwrap_or(false);
-    let console = if wants_tty && !mode.detach && opts.console_socket.is_none() {
-        let socket = ConsoleSocket::bind(root)?;
-        opts.console_socket = Some(socket.path().to_path_buf());
-        Some(socket)
-    } else {
-        None
-    };
-    let engine = create::create_from(root, id, &bundle, opts)?;
-    let mut container = Container::new(ContainerDir::new(root, id)?, engine);
-    let started = console
-        .as_ref()
-        .map(|c| c.receive_master())
-        .transpose()
-        .and_then(|master| container.start().map(|_| master));
-    let master = match started {
-        Ok(master) => master,
-        Err(err) => {
-            let _ = delete::delete(root, id, true);
-            return Err(err);
-        }
-    };
-    if mode.detach {
-        return Ok(0);
+    if !wants_tty || mode.detach || console_socket.is_some() {
+        return Ok(None);
     }
-    let pid = container
-        .pid()
-        .map(nix::unistd::Pid::from_raw)
-        .ok_or_else(|| Error::Invalid(format!("container {id} has no init pid")))?;
-    let code = match master {
-        Some(master) => crate::engine::process::console::proxy_until_exit(master, pid),
+    let socket = ConsoleSocket::bind(root)?;
+    *console_socket = Some(socket.path().to_path_buf());
+    Ok(Some(socket))
+}
+
+/// Waits in the foreground for the init `pid`, proxying its pty when it has
+/// one, and returns its exit code.
+pub(crate) fn wait_foreground(master: Option<OwnedFd>, pid: Pid) -> Result<i32> {
+    match master {
+        Some(master) => console::proxy_until_exit(master, pid),
         None => wait::forward_signals_until_exit(pid),
-    };
-    if mode.keep {
-        return code;
     }
-    let cleanup = delete::delete(root, id, true);
-    let code = code?;
-    cleanup?;
-    Ok(code)
 }

@@ -1,10 +1,7 @@
 //! `start`: let the init run the startContainer hooks and exec the user's
 //! program, then run the poststart hooks once that program runs.
 
-use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -12,6 +9,7 @@ use libcontainer::container::{Container, ContainerStatus};
 
 use crate::engine::container_dir::ContainerDir;
 use crate::error::{Error, Result};
+use crate::engine::process::notify;
 use crate::engine::start_barrier;
 use crate::engine::state::status_word;
 
@@ -92,25 +90,7 @@ impl Starting {
 /// Tells the init, waiting on the container's notify socket, to exec the
 /// user's program.
 fn release_init(container_root: &Path) -> Result<()> {
-    notify_socket(container_root, &container_root.join(libcontainer::notify_socket::NOTIFY_FILE))
-}
-
-/// Tells a process waiting on `socket` (in `dir`) to go on and exec.
-/// libcontainer's own notifier reaches the socket by changing the process's
-/// working directory and back, which races with any other thread of a shim
-/// serving several containers (and fails once the directory it returns to is
-/// gone). Here the socket is reached through a descriptor of its directory,
-/// which also keeps the path within `sun_path`'s 108 bytes however deep the
-/// state root is.
-pub(crate) fn notify_socket(dir: &Path, socket: &Path) -> Result<()> {
-    let dir_file = std::fs::File::open(dir).map_err(|e| Error::io("open container state dir", dir, e))?;
-    let name = socket.file_name().unwrap_or_default().to_string_lossy();
-    let via_fd = format!("/proc/self/fd/{}/{name}", dir_file.as_raw_fd());
-    let mut stream =
-        UnixStream::connect(&via_fd).map_err(|e| Error::io("connect to the notify socket", socket, e))?;
-    stream
-        .write_all(b"start container")
-        .map_err(|e| Error::io("write to the notify socket", socket, e))
+    notify::notify_socket(container_root, &container_root.join(libcontainer::notify_socket::NOTIFY_FILE))
 }
 
 /// The spec runs poststart after the user's program started; a failing

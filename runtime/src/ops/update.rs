@@ -7,6 +7,7 @@ use oci_spec::runtime::{
 };
 
 use crate::engine::cgroup::manager as cgroup;
+use crate::engine::cgroup::{memory_check, pids_zero};
 use crate::engine::container_dir::ContainerDir;
 use crate::error::{Error, Result};
 
@@ -33,7 +34,24 @@ pub struct ResourceFlags {
     pub intel_rdt: Option<&'static str>,
 }
 
+/// Changes the cgroup resources: `base` with `flags` over it, first
+/// judging `memory.checkBeforeUpdate`. A pids limit of 0 is pids.max 1,
+/// as runc ≥ 1.4 (libcgroups writes "max" on v1).
 pub(crate) fn update(dir: &ContainerDir, container: &Container, base: Option<LinuxResources>, flags: &ResourceFlags) -> Result<()> {
+    let base_pids = base.as_ref().and_then(|r| *r.pids()).map(|p| p.limit());
+    if let Some(pid) = container.pid() {
+        memory_check::check_before_update(base.as_ref(), flags.memory, flags.memory_swap, pid.as_raw())?;
+    }
+    write_resources(dir, container, base, flags)?;
+    match (flags.pids_limit.or(base_pids), container.pid()) {
+        (Some(0), Some(pid)) => pids_zero::apply(pid.as_raw()),
+        _ => Ok(()),
+    }
+}
+
+/// `base` with `flags` over it, written through the container's cgroup
+/// manager.
+fn write_resources(dir: &ContainerDir, container: &Container, base: Option<LinuxResources>, flags: &ResourceFlags) -> Result<()> {
     let resources = merge(without_devices(&dir.id, base.unwrap_or_default()), flags)?;
     let manager = cgroup::manager_for(container)?;
     manager

@@ -8,12 +8,13 @@ use libcgroups::common::CgroupSetup;
 use oci_spec::runtime::LinuxResources;
 
 use crate::error::{Error, Result};
-use crate::ops::update::ResourceFlags;
 
 /// Refuses the update if it asks for the check and sets a memory (or
 /// memory+swap) limit at or below what `pid`'s (the init's) cgroup uses, in
-/// runc's words. As runc, usage that cannot be read does not fail it.
-pub fn check_before_update(base: Option<&LinuxResources>, flags: &ResourceFlags, pid: i32) -> Result<()> {
+/// runc's words; `memory` and `memory_swap` are the flags given over `base`
+/// (`runc update --memory`, `--memory-swap`). As runc, usage that cannot be
+/// read does not fail it.
+pub fn check_before_update(base: Option<&LinuxResources>, memory_flag: Option<i64>, swap_flag: Option<i64>, pid: i32) -> Result<()> {
     let memory = base.and_then(|r| *r.memory());
     if !memory.and_then(|m| m.check_before_update()).unwrap_or(false) {
         return Ok(());
@@ -23,7 +24,7 @@ pub fn check_before_update(base: Option<&LinuxResources>, flags: &ResourceFlags,
     }
     let dir = crate::engine::cgroup::device_filter::cgroup_dir_of(pid)?;
     let Some(usage) = read_number(&dir.join("memory.current")) else { return Ok(()) };
-    let swap = flags.memory_swap.or(memory.and_then(|m| m.swap())).filter(|s| *s > 0);
+    let swap = swap_flag.or(memory.and_then(|m| m.swap())).filter(|s| *s > 0);
     if let (Some(swap), Some(swap_usage)) = (swap, read_number(&dir.join("memory.swap.current"))) {
         if swap <= usage + swap_usage {
             let total = usage + swap_usage;
@@ -32,7 +33,7 @@ pub fn check_before_update(base: Option<&LinuxResources>, flags: &ResourceFlags,
             )));
         }
     }
-    let limit = flags.memory.or(memory.and_then(|m| m.limit())).filter(|l| *l > 0);
+    let limit = memory_flag.or(memory.and_then(|m| m.limit())).filter(|l| *l > 0);
     match limit {
         Some(limit) if limit <= usage => Err(Error::Invalid(format!(
             "linux.resources.memory.limit {limit}: rejecting memory limit {limit} <= usage {usage} (checkBeforeUpdate)"

@@ -10,6 +10,7 @@ pub mod cwd;
 pub mod executor;
 pub mod home_env;
 pub mod init;
+pub mod notify;
 pub mod process_io;
 pub mod sealed_exe;
 pub mod tenant;

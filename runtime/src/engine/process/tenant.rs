@@ -181,7 +181,7 @@ pub fn spawn(
     drop(named);
     drop(all_cpus);
     let pid = spawned.map_err(|e| engine_err("exec in")(&e))?;
-    crate::ops::start::notify_socket(&dir.path(), &sockets.notify)?;
+    crate::engine::process::notify::notify_socket(&dir.path(), &sockets.notify)?;
     drop(errors_write);
     read_exec_error(errors_read).map_err(|reason| Error::Engine { op: "exec in", id: dir.id.clone(), reason })?;
     Ok(pid)
