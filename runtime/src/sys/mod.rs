@@ -10,3 +10,4 @@ pub mod pid_file;
 pub mod process_setup;
 pub mod sigpipe;
 pub mod spawn_signals;
+pub mod syscall;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use nix::mount::{mount, MsFlags};
 use oci_spec::runtime::Spec;
 
-use crate::sys::in_root;
+use crate::sys::{in_root, syscall};
 
 /// The options this module applies, with their mount(2) flag and
 /// mount_setattr(2) attribute.
@@ -57,7 +57,9 @@ pub fn apply(root: &OwnedFd, dest: &Path, options: &[String]) -> Result<(), Stri
     let (flags, attrs) = parse(options).map_err(|o| format!("{}: unknown option {o:?}", dest.display()))?;
     let target = in_root::open(Some(root), dest, libc::O_PATH | libc::O_DIRECTORY)
         .map_err(|e| format!("open {}: {e}", dest.display()))?;
-    match set_attr(&target, attrs, 0, libc::AT_RECURSIVE) {
+    // One step for the tmpfs and each controller mounted in it, leaving
+    // their atime settings alone.
+    match syscall::mount_setattr(&target, attrs, 0, libc::AT_RECURSIVE) {
         Ok(()) => Ok(()),
         // Kernels before 5.12: remount each mount of the tree instead.
         Err(nix::errno::Errno::ENOSYS) => remount_tree(&target, flags),
@@ -77,34 +79,6 @@ fn parse(options: &[String]) -> Result<(MsFlags, u64), String> {
         attrs |= attr;
     }
     Ok((flags, attrs))
-}
-
-/// mount_setattr(2) on the mount at `target`, setting `set` and clearing
-/// `clear`; with `AT_RECURSIVE` in `flags` one step for the tmpfs and each
-/// controller mounted in it, leaving their atime settings alone.
-pub fn set_attr(target: &OwnedFd, set: u64, clear: u64, flags: libc::c_int) -> Result<(), nix::errno::Errno> {
-    let attr = libc::mount_attr {
-        attr_set: set,
-        attr_clr: clear,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    // SAFETY: a valid fd, an empty C string and a mount_attr of the size given.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            target.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH | flags,
-            &attr as *const libc::mount_attr,
-            std::mem::size_of::<libc::mount_attr>(),
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(nix::errno::Errno::last())
-    }
 }
 
 /// The fallback: MS_REMOUNT|MS_BIND of the target and of each mount below

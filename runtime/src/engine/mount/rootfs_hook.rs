@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::Hook;
 
+use crate::sys::syscall::LinuxSyscall;
+
 use crate::engine::mount::{cgroup_flags as cgroup_mount_flags, copyup as mount_copyup, propagation as mount_propagation};
 use crate::engine::mount::{sb_flags as mount_sb_flags, symfollow as mount_symfollow};
 
@@ -63,13 +65,13 @@ fn apply_all(args: Vec<OsString>) -> Result<(), String> {
 
 fn apply(root: &OwnedFd, destination: PathBuf, options: Vec<String>) -> Result<(), String> {
     if options.iter().all(|o| mount_propagation::propagation_flags(o).is_some()) {
-        mount_propagation::apply(root, &mount_propagation::MountPropagation { destination, flags: options })
+        mount_propagation::apply(&LinuxSyscall, root, &mount_propagation::MountPropagation { destination, flags: options })
     } else if options.iter().all(|o| mount_symfollow::is_symfollow(o)) {
-        mount_symfollow::apply(root, &destination, &options)
+        mount_symfollow::apply(&LinuxSyscall, root, &destination, &options)
     } else if options.iter().all(|o| mount_copyup::is_copyup(o)) {
         mount_copyup::apply(root, &destination)
     } else if options.iter().all(|o| mount_sb_flags::is_sb_flag(o)) {
-        mount_sb_flags::apply(root, &destination, &options)
+        mount_sb_flags::apply(&LinuxSyscall, root, &destination, &options)
     } else {
         cgroup_mount_flags::apply(root, &destination, &options)
     }

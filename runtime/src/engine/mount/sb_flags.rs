@@ -4,15 +4,16 @@
 //! taken out of its spec and our createContainer step (`rootfs_hook`)
 //! remounts the filesystem with them before pivot_root, keeping the
 //! mount's other flags. A bind mount cannot change its source's superblock:
-//! `spec_support` refuses them there.
+//! `spec_support` refuses them there. Its syscalls go through the `Syscall`
+//! seam.
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::Path;
 
-use nix::mount::{mount, MsFlags};
-use nix::sys::statvfs::{fstatvfs, FsFlags};
+use nix::mount::MsFlags;
+use nix::sys::statvfs::FsFlags;
 
-use crate::sys::in_root;
+use crate::sys::syscall::Syscall;
 
 /// Each option with its flag and whether it sets (true) or clears it.
 const OPTIONS: &[(&str, MsFlags, bool)] = &[
@@ -30,10 +31,10 @@ pub fn is_sb_flag(option: &str) -> bool {
 
 /// Remounts the filesystem at `dest` (resolved inside the rootfs) with
 /// `options` applied in order over the flags it has.
-pub fn apply(root: &OwnedFd, dest: &Path, options: &[String]) -> Result<(), String> {
-    let target = in_root::open(Some(root), dest, libc::O_PATH).map_err(|e| format!("open {}: {e}", dest.display()))?;
-    let current = fstatvfs(&target).map_err(|e| format!("fstatvfs {}: {e}", dest.display()))?;
-    let mut flags = MsFlags::MS_REMOUNT | kept_flags(current.flags());
+pub fn apply(sys: &dyn Syscall, root: &OwnedFd, dest: &Path, options: &[String]) -> Result<(), String> {
+    let target = sys.open_in_root(root, dest, libc::O_PATH).map_err(|e| format!("open {}: {e}", dest.display()))?;
+    let current = sys.mount_flags_of(&target).map_err(|e| format!("fstatvfs {}: {e}", dest.display()))?;
+    let mut flags = MsFlags::MS_REMOUNT | kept_flags(current);
     for option in options {
         let (_, flag, set) = OPTIONS
             .iter()
@@ -41,8 +42,7 @@ pub fn apply(root: &OwnedFd, dest: &Path, options: &[String]) -> Result<(), Stri
             .ok_or_else(|| format!("{}: {option:?} is not a superblock flag", dest.display()))?;
         flags.set(*flag, *set);
     }
-    let path = format!("/proc/self/fd/{}", target.as_raw_fd());
-    mount(None::<&str>, path.as_str(), None::<&str>, flags, None::<&str>)
+    sys.mount_flags(&target, flags)
         .map_err(|e| format!("remount {} ({}): {e}", dest.display(), options.join(",")))
 }
 
@@ -64,4 +64,48 @@ fn kept_flags(current: FsFlags) -> MsFlags {
         return kept | MsFlags::from_bits_retain(libc::MS_NOSYMFOLLOW);
     }
     kept
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::sys::syscall::{Call, Recording};
+
+    fn remount_flags(current: FsFlags, options: &[&str]) -> Result<Vec<Call>, String> {
+        let sys = Recording::with_mount_flags(current);
+        let root: OwnedFd = std::fs::File::open("/").unwrap().into();
+        let options: Vec<String> = options.iter().map(|o| o.to_string()).collect();
+        apply(&sys, &root, Path::new("/tmp"), &options)?;
+        Ok(sys.calls())
+    }
+
+    #[test]
+    fn remounts_keeping_the_mounts_flags_with_the_options_over_them() {
+        let calls = remount_flags(FsFlags::ST_RDONLY | FsFlags::ST_NOSUID, &["lazytime", "noiversion"]).unwrap();
+        let tmp = PathBuf::from("/tmp");
+        let want = MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_LAZYTIME;
+        assert_eq!(
+            calls,
+            vec![
+                Call::Open { path: tmp.clone(), flags: libc::O_PATH },
+                Call::Statvfs { path: tmp.clone() },
+                Call::Mount { path: tmp, flags: want },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_later_option_undoes_an_earlier_one() {
+        let calls = remount_flags(FsFlags::empty(), &["lazytime", "nolazytime", "silent"]).unwrap();
+        let Some(Call::Mount { flags, .. }) = calls.last() else { panic!("no remount in {calls:?}") };
+        assert_eq!(*flags, MsFlags::MS_REMOUNT | MsFlags::MS_SILENT);
+    }
+
+    #[test]
+    fn refuses_an_option_that_is_no_superblock_flag_before_remounting() {
+        let err = remount_flags(FsFlags::empty(), &["lazytime", "rw"]).unwrap_err();
+        assert_eq!(err, r#"/tmp: "rw" is not a superblock flag"#);
+    }
 }
