@@ -14,4 +14,7 @@ mod engine;
 mod ops;
 mod sys;
 
+#[cfg(test)]
+mod layer_rule;
+
 pub use api::*;
