@@ -29,6 +29,7 @@ pub fn config_parse(data: &[u8]) {
         rootfs: path.join("rootfs"),
         path,
         spec,
+        pids_limit_zero: false,
     };
     for systemd in [false, true] {
         let opts = EngineOptions {

@@ -197,7 +197,7 @@ fn start_hooks_run_in_order_with_state_and_namespace() {
 
 /// The state a startContainer hook gets: the user's bundle, pid 1 (the init as seen from inside,
 /// where the hook runs) and status "created". libcontainer would give the engine copy's bundle,
-/// no pid and "creating"; rustpod's hook wrapper fixes them (runtime/src/hook_state.rs).
+/// no pid and "creating"; rustpod's hook wrapper fixes them (runtime/src/engine/hook_state.rs).
 #[test]
 fn start_container_hook_gets_the_oci_state() {
     skip_if!(needs::containers());

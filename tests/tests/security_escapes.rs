@@ -321,7 +321,7 @@ fn rounds(rootfs: &str) -> u64 {
 }
 
 // CVE-2019-5736: rustpod re-executes create/run/exec from its binary opened through a read-only
-// bind mount that is detached at once (runtime/src/sealed_exe.rs), so /proc/<pid>/exe of a
+// bind mount that is detached at once (runtime/src/engine/process/sealed_exe.rs), so /proc/<pid>/exe of a
 // runtime process in the container reaches only a read-only mount, and none stays mounted.
 // Before that fix this test failed: the binary's checksum changed.
 #[test]

@@ -1,0 +1,232 @@
+//! The container's cgroup through libcgroups: finding it, and killing and
+//! removing what a crashed create or a forced delete leaves behind.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use libcgroups::common::{AnyCgroupManager, CgroupConfig};
+use libcontainer::container::Container;
+
+use crate::error::{Error, Result};
+
+/// Where a container without `cgroupsPath` goes: `/rustpod/<id>`.
+pub const DEFAULT_PARENT: &str = "/rustpod";
+
+pub fn default_path(id: &str) -> PathBuf {
+    Path::new(DEFAULT_PARENT).join(id)
+}
+
+/// Whether `path` is systemd's `slice:prefix:name` form (kubelet's systemd
+/// driver sends it). As crun does, such a path means the systemd driver
+/// even without `--systemd-cgroup`: taken as a cgroupfs path it would make a
+/// directory named with colons at the root, outside the pod's slice.
+pub fn is_systemd_form(path: &Path) -> bool {
+    let text = path.to_string_lossy();
+    let parts: Vec<&str> = text.split(':').collect();
+    parts.len() == 3
+        && !text.contains('/')
+        && !parts[2].is_empty()
+        && (parts[0].is_empty() || parts[0].ends_with(".slice"))
+}
+
+/// Removes the default parent `/rustpod` from every hierarchy once its last
+/// container is gone, so that delete leaves no more than create made.
+/// Creates hold `guard` shared while the engine makes their cgroup (and
+/// their waiting init keeps it until exec), so we only try it exclusively,
+/// without waiting: a parent is never removed between its mkdir and its
+/// child's, and a busy moment just leaves it to a later delete.
+pub fn remove_default_parent(guard: &Path) {
+    let Ok(file) = std::fs::File::open(guard) else { return };
+    let exclusive = nix::fcntl::FlockArg::LockExclusiveNonblock;
+    let Ok(_lock) = nix::fcntl::Flock::lock(file, exclusive) else {
+        return;
+    };
+    let name = DEFAULT_PARENT.trim_start_matches('/');
+    let roots = std::fs::read_dir("/sys/fs/cgroup")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|h| h.path())
+        .chain(std::iter::once(PathBuf::from("/sys/fs/cgroup")));
+    for root in roots {
+        // Fails (EBUSY) while any container is still in it: that is the point.
+        let _ = std::fs::remove_dir(root.join(name));
+    }
+}
+
+/// The cgroup manager for a loaded container.
+pub fn manager_for(container: &Container) -> Result<AnyCgroupManager> {
+    let config = container
+        .spec()
+        .map_err(|e| Error::engine("read cgroup of", container.id(), &e))?;
+    manager(config.cgroup_path, container.systemd(), container.id())
+}
+
+pub fn manager(path: PathBuf, systemd: bool, id: &str) -> Result<AnyCgroupManager> {
+    libcgroups::common::create_cgroup_manager(CgroupConfig {
+        cgroup_path: path.clone(),
+        systemd_cgroup: systemd,
+        container_name: id.to_string(),
+    })
+    .map_err(|e| Error::Cgroup {
+        path,
+        reason: crate::error::one_line_chain(&e),
+    })
+}
+
+/// Whether `path` (a cgroupfs `cgroupsPath`) names the root cgroup: `/`,
+/// `/..`, `.` and the like all resolve there.
+pub fn is_root(path: &Path) -> bool {
+    let mut depth = 0usize;
+    for part in path.components() {
+        match part {
+            std::path::Component::Normal(_) => depth += 1,
+            std::path::Component::ParentDir => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    depth == 0
+}
+
+/// The container's directory in every cgroup hierarchy (v1 and v2) where it
+/// exists. A systemd `slice:prefix:name` has none we could name here.
+pub fn dirs(path: &Path) -> Vec<PathBuf> {
+    if path.to_string_lossy().contains(':') || is_root(path) {
+        return Vec::new();
+    }
+    let relative = path.strip_prefix("/").unwrap_or(path);
+    crate::engine::cgroup::fs::hierarchies()
+        .into_iter()
+        .map(|h| h.mount_point.join(relative))
+        .filter(|d| d.is_dir())
+        .collect()
+}
+
+/// Every process in `dir` and its descendants.
+pub fn pids_in_tree(dir: &Path) -> Vec<i32> {
+    let mut pids: Vec<i32> = std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    for child in child_dirs(dir) {
+        pids.extend(pids_in_tree(&child));
+    }
+    pids
+}
+
+fn child_dirs(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Every process in the cgroup `path`, in any hierarchy, once.
+pub fn pids(path: &Path) -> Vec<i32> {
+    let mut pids: Vec<i32> = dirs(path).iter().flat_map(|d| pids_in_tree(d)).collect();
+    pids.sort_unstable();
+    pids.dedup();
+    pids
+}
+
+/// Checks the cgroup a new container asks for (`requested`, else the
+/// default for `id`): never the root cgroup, and (on cgroupfs) one that
+/// nothing else uses. The error is the reason, for the caller to place.
+pub fn check_new(requested: Option<&Path>, id: &str, systemd: bool) -> std::result::Result<(), String> {
+    let Some(path) = requested.filter(|p| !p.as_os_str().is_empty()) else {
+        return if systemd { Ok(()) } else { check_unused(&default_path(id)).map_err(|e| e.to_string()) };
+    };
+    if systemd || is_systemd_form(path) {
+        return Ok(());
+    }
+    if is_root(path) {
+        return Err(format!(
+            "linux.cgroupsPath {:?}: the root cgroup cannot be a container's cgroup",
+            path.display().to_string()
+        ));
+    }
+    check_unused(path).map_err(|e| e.to_string())
+}
+
+/// As runc (1.2 and later): a new container's cgroup must hold no process
+/// and must not be frozen, or it is not the container's own.
+pub fn check_unused(path: &Path) -> Result<()> {
+    let found = pids(path).len();
+    if found > 0 {
+        return Err(Error::Cgroup {
+            path: path.to_path_buf(),
+            reason: format!("container's cgroup is not empty: {found} process(es) found"),
+        });
+    }
+    if dirs(path).iter().any(|d| is_frozen(d)) {
+        return Err(Error::Cgroup {
+            path: path.to_path_buf(),
+            reason: "container's cgroup unexpectedly frozen".into(),
+        });
+    }
+    Ok(())
+}
+
+fn is_frozen(dir: &Path) -> bool {
+    let v1 = std::fs::read_to_string(dir.join("freezer.state")).is_ok_and(|s| s.trim() != "THAWED");
+    let v2 = std::fs::read_to_string(dir.join("cgroup.freeze")).is_ok_and(|s| s.trim() == "1");
+    v1 || v2
+}
+
+/// Removes the cgroup `path` from every hierarchy, sub-cgroups first,
+/// without signalling anything. Returns the processes that keep it (none of
+/// them ours, once the caller has killed ours) after a short retry.
+pub fn remove_tree(path: &Path) -> Vec<i32> {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        for dir in dirs(path) {
+            remove_depth_first(&dir);
+        }
+        let left = dirs(path);
+        // Processes that were just killed leave their cgroup a moment later.
+        if left.is_empty() || Instant::now() > deadline {
+            return left.iter().flat_map(|d| pids_in_tree(d)).collect();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn remove_depth_first(dir: &Path) {
+    for child in child_dirs(dir) {
+        remove_depth_first(&child);
+    }
+    // EBUSY while a process is still in it; the caller decides.
+    let _ = std::fs::remove_dir(dir);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_spelling_of_the_root_cgroup_is_the_root() {
+        for root in ["/", "//", "/..", ".", "/a/..", ""] {
+            assert!(is_root(Path::new(root)), "{root}");
+        }
+        assert!(!is_root(Path::new("/a")));
+        assert!(!is_root(Path::new("/a/../b")));
+    }
+}
+
+#[cfg(test)]
+mod systemd_form_tests {
+    use super::*;
+
+    #[test]
+    fn kubelets_systemd_paths_are_recognised() {
+        assert!(is_systemd_form(Path::new("kubepods-besteffort-pod1.slice:cri-containerd:abc")));
+        assert!(is_systemd_form(Path::new(":rustpod:abc")));
+        assert!(!is_systemd_form(Path::new("/kubepods/besteffort/pod1/abc")));
+        assert!(!is_systemd_form(Path::new("/a:b:c")));
+        assert!(!is_systemd_form(Path::new("a:b")));
+    }
+}

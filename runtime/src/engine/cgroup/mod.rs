@@ -1,0 +1,12 @@
+//! The container's cgroups: libcgroups' manager for it, the host's cgroup
+//! mounts, the named v1 hierarchies, device rules on v2, the pids limit of
+//! 0, the memory check before an update, and statistics with pressure.
+
+pub mod device_filter;
+pub mod fs;
+pub mod manager;
+pub mod memory_check;
+pub mod named;
+pub mod pids_zero;
+pub mod pressure;
+pub mod stats;

@@ -1,0 +1,496 @@
+//! Reads a bundle's config.json with errors that name the field, and makes
+//! the spec the engine runs: absolute rootfs, a default cgroup, runc's
+//! propagation vocabulary and our per-mount propagation step.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use oci_spec::runtime::{Hook, Hooks, Mount, Spec};
+
+use crate::error::{Error, Result};
+use crate::engine::mount::{cgroup_flags as cgroup_mount_flags, copyup as mount_copyup, propagation as mount_propagation, rootfs_hook};
+use crate::engine::mount::{sb_flags as mount_sb_flags, symfollow as mount_symfollow};
+use crate::engine::process::home_env;
+use crate::engine::{hook_state, start_barrier};
+
+/// A parsed bundle: the user's path and spec, with the rootfs made absolute.
+#[derive(Debug, Clone)]
+pub struct Bundle {
+    pub path: PathBuf,
+    pub spec: Spec,
+    pub rootfs: PathBuf,
+    /// `linux.resources.pids.limit` is an explicit 0 (see `spec_support`).
+    pub pids_limit_zero: bool,
+}
+
+/// Loads and validates `<bundle>/config.json`.
+pub fn load(bundle: &Path) -> Result<Bundle> {
+    let path = absolute_dir(bundle)?;
+    let config = path.join("config.json");
+    let (spec, raw) = parse_config_raw(&config)?;
+    check_version(&config, &spec)?;
+    crate::engine::validate::check(&config, &spec)?;
+    let rootfs = resolve_rootfs(&path, &config, &spec)?;
+    crate::engine::validate::check_in_rootfs(&config, &spec, &rootfs)?;
+    check_process(&config, &spec)?;
+    crate::engine::process::cwd::check_in_rootfs(&config, &spec, &rootfs)?;
+    let pids_limit_zero = crate::engine::spec_support::pids_limit_is_zero(&raw);
+    Ok(Bundle { path, spec, rootfs, pids_limit_zero })
+}
+
+/// Parses a config.json, naming the file and the JSON path of a bad field.
+pub fn parse_config(config: &Path) -> Result<Spec> {
+    parse_config_raw(config).map(|(spec, _)| spec)
+}
+
+/// [`parse_config`], with the JSON as written: oci-spec cannot tell some
+/// absent fields from their defaults.
+fn parse_config_raw(config: &Path) -> Result<(Spec, serde_json::Value)> {
+    let data = fs::read(config).map_err(|e| Error::io("read", config, e))?;
+    let bad = |reason| Error::Config { path: config.to_path_buf(), reason };
+    let mut raw = serde_json::from_slice(&data).map_err(|e| bad(format!("invalid config: {e}")))?;
+    let data = match crate::engine::spec_support::to_oci_spec_names(&mut raw) {
+        true => serde_json::to_vec(&raw).map_err(|e| bad(format!("invalid config: {e}")))?,
+        false => data,
+    };
+    let spec = parse_spec_bytes(&data).map_err(bad)?;
+    Ok((spec, raw))
+}
+
+/// Parses spec JSON; the error text starts with the field path when known.
+pub fn parse_spec_bytes(data: &[u8]) -> std::result::Result<Spec, String> {
+    let de = &mut serde_json::Deserializer::from_slice(data);
+    serde_path_to_error::deserialize(de).map_err(|err| {
+        let field = err.path().to_string();
+        let inner = err.into_inner();
+        if field.is_empty() || field == "." {
+            format!("invalid config: {inner}")
+        } else {
+            format!("invalid field {field}: {inner}")
+        }
+    })
+}
+
+fn absolute_dir(bundle: &Path) -> Result<PathBuf> {
+    let path = fs::canonicalize(bundle).map_err(|e| Error::Bundle {
+        path: bundle.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    if !path.is_dir() {
+        return Err(Error::Bundle {
+            path,
+            reason: "not a directory".into(),
+        });
+    }
+    Ok(path)
+}
+
+fn check_version(config: &Path, spec: &Spec) -> Result<()> {
+    if spec.version().starts_with("1.") {
+        return Ok(());
+    }
+    Err(Error::Config {
+        path: config.to_path_buf(),
+        reason: format!(
+            "unsupported ociVersion {:?}: only 1.x is supported",
+            spec.version()
+        ),
+    })
+}
+
+fn resolve_rootfs(bundle: &Path, config: &Path, spec: &Spec) -> Result<PathBuf> {
+    let root = spec.root().as_ref().ok_or_else(|| Error::Config {
+        path: config.to_path_buf(),
+        reason: "root is missing".into(),
+    })?;
+    let joined = bundle.join(root.path());
+    let rootfs = fs::canonicalize(&joined).map_err(|e| Error::Config {
+        path: config.to_path_buf(),
+        reason: format!("root.path {}: {e}", joined.display()),
+    })?;
+    if !rootfs.is_dir() {
+        return Err(Error::Config {
+            path: config.to_path_buf(),
+            reason: format!("root.path {}: not a directory", rootfs.display()),
+        });
+    }
+    Ok(rootfs)
+}
+
+fn check_process(config: &Path, spec: &Spec) -> Result<()> {
+    let args = spec.process().as_ref().and_then(|p| p.args().clone());
+    match args {
+        Some(args) if !args.is_empty() => Ok(()),
+        _ => Err(Error::Config {
+            path: config.to_path_buf(),
+            reason: "process.args must name the program to run".into(),
+        }),
+    }
+}
+
+/// Options that shape the spec the engine runs.
+#[derive(Debug, Clone, Default)]
+pub struct EngineOptions {
+    pub systemd_cgroup: bool,
+}
+
+/// The spec the engine runs, derived from the user's.
+pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Spec> {
+    let config = bundle.path.join("config.json");
+    let mut spec = bundle.spec.clone();
+    if let Some(root) = spec.root_mut() {
+        root.set_path(bundle.rootfs.clone());
+    }
+    if let Some(process) = spec.process_mut() {
+        home_env::set_if_missing(process, &bundle.rootfs);
+    }
+    let linux = spec.linux_mut().as_mut().ok_or_else(|| Error::Config {
+        path: config.clone(),
+        reason: "linux is missing".into(),
+    })?;
+    default_cgroups_path(linux, id, opts.systemd_cgroup);
+    deny_unlisted_devices(linux);
+    unlimited_pids_for_the_engine(linux);
+    normalize_rootfs_propagation(linux, &config)?;
+
+    let (propagations, taken) = match spec.mounts_mut() {
+        Some(mounts) => {
+            check_kernel_fs_targets(mounts, &bundle.rootfs)?;
+            let propagations = prepare_mounts(mounts, &config)?;
+            // The copy first, into the tmpfs while it is still writable.
+            let mut taken = rootfs_hook::take_options(mounts, mount_copyup::is_copyup);
+            taken.extend(rootfs_hook::take_options(mounts, mount_sb_flags::is_sb_flag));
+            taken.extend(rootfs_hook::take_options(mounts, mount_symfollow::is_symfollow));
+            (propagations, taken)
+        }
+        None => Default::default(),
+    };
+    // Before the rewrite below, which turns some cgroup mounts into binds.
+    let cgroup_flags = cgroup_mount_flags::wanted(&spec);
+    // After prepare_mounts: these bind sources appear only once the
+    // engine has made the container's cgroup.
+    crate::engine::mount::cgroup_ns::rewrite(&mut spec);
+    if let Some(hooks) = spec.hooks_mut() {
+        wrap_hooks(hooks, &bundle.path);
+    }
+    // One exec for all: a cgroup mount's flags, superblock flags, symfollow,
+    // then propagation.
+    let entries = cgroup_flags
+        .iter()
+        .map(|c| (c.destination.as_path(), c.options.as_slice()))
+        .chain(taken.iter().map(|(destination, options)| (destination.as_path(), options.as_slice())))
+        .chain(propagations.iter().map(|p| (p.destination.as_path(), p.flags.as_slice())));
+    if let Some(hook) = rootfs_hook::hook(&bundle.rootfs, entries) {
+        prepend_create_container(&mut spec, hook);
+    }
+    Ok(spec)
+}
+
+/// A pids limit of 0 (explicit, or how oci-spec reads a missing one) goes to
+/// the engine as no limit: libcgroups writes "1" for it on cgroup v2 before
+/// its intermediate process forks the init, which then fails ("failed to
+/// launch init process"). `pids_zero` sets an explicit 0 once the init exists.
+fn unlimited_pids_for_the_engine(linux: &mut oci_spec::runtime::Linux) {
+    let Some(resources) = linux.resources_mut() else { return };
+    if let Some(pids) = resources.pids_mut() {
+        if pids.limit() == 0 {
+            pids.set_limit(-1);
+        }
+    }
+}
+
+/// Our own createContainer steps run before the user's hooks.
+pub(crate) fn prepend_create_container(spec: &mut Spec, hook: Hook) {
+    let hooks = spec.hooks_mut().get_or_insert_with(Hooks::default);
+    let mut create_container = hooks.create_container().clone().unwrap_or_default();
+    create_container.insert(0, hook);
+    hooks.set_create_container(Some(create_container));
+}
+
+/// Routes every hook through the wrapper that reports the user's bundle.
+/// startContainer hooks stay in the engine's spec, so its init runs them as
+/// confined as the user's process, and end with our barrier (see
+/// `start_barrier`).
+fn wrap_hooks(hooks: &mut Hooks, bundle: &Path) {
+    let wrap_all = |list: &Option<Vec<Hook>>| {
+        list.as_ref()
+            .map(|l| l.iter().map(|h| hook_state::wrap(h, bundle)).collect())
+    };
+    hooks.set_prestart(wrap_all(hooks.prestart()));
+    hooks.set_create_runtime(wrap_all(hooks.create_runtime()));
+    hooks.set_create_container(wrap_all(hooks.create_container()));
+    hooks.set_poststart(wrap_all(hooks.poststart()));
+    // ... and taken out for `start` to run itself, see [`take_poststart`].
+    hooks.set_poststop(wrap_all(hooks.poststop()));
+    let start_container: Vec<Hook> = hooks.start_container().clone().unwrap_or_default();
+    if !start_container.is_empty() {
+        let mut wrapped: Vec<Hook> = start_container
+            .iter()
+            .map(|h| hook_state::wrap_start_container(h, bundle))
+            .collect();
+        wrapped.push(start_barrier::hook());
+        hooks.set_start_container(Some(wrapped));
+    }
+}
+
+/// Whether `spec` (as the engine runs it) makes the init stop at our barrier.
+pub fn has_start_barrier(spec: &Spec) -> bool {
+    spec.hooks()
+        .as_ref()
+        .and_then(|h| h.start_container().as_ref())
+        .is_some_and(|l| !l.is_empty())
+}
+
+/// libcontainer runs poststart as soon as it has signalled the init, before
+/// the startContainer hooks and the user's program: `start` runs them
+/// itself once that program runs.
+pub fn take_poststart(spec: &mut Spec) -> Vec<Hook> {
+    let Some(hooks) = spec.hooks_mut() else {
+        return Vec::new();
+    };
+    let taken = hooks.poststart().clone().unwrap_or_default();
+    hooks.set_poststart(None);
+    taken
+}
+
+/// runc puts a container without `cgroupsPath` under `/<runtime>/<id>`; the
+/// engine would pick `:youki:<id>`, which is a systemd name and wrong here.
+fn default_cgroups_path(linux: &mut oci_spec::runtime::Linux, id: &str, systemd: bool) {
+    let empty = linux
+        .cgroups_path()
+        .as_ref()
+        .is_none_or(|p| p.as_os_str().is_empty());
+    if empty {
+        let path = if systemd {
+            format!("system.slice:rustpod:{id}")
+        } else {
+            crate::engine::cgroup::manager::default_path(id).display().to_string()
+        };
+        linux.set_cgroups_path(Some(PathBuf::from(path)));
+    }
+}
+
+/// runc's device cgroup starts from deny-all whatever the config lists;
+/// libcgroups only adds the config's rules and its default allow-list to
+/// the parent's list (usually allow-all). A leading deny-all makes them the
+/// same; an allow-all rule after it (privileged) still allows everything.
+fn deny_unlisted_devices(linux: &mut oci_spec::runtime::Linux) {
+    let deny_all = oci_spec::runtime::LinuxDeviceCgroupBuilder::default()
+        .allow(false)
+        .access("rwm")
+        .build()
+        .expect("a literal rule builds");
+    let resources = linux.resources_mut().get_or_insert_with(Default::default);
+    let mut devices = resources.devices().clone().unwrap_or_default();
+    if devices.first() != Some(&deny_all) {
+        devices.insert(0, deny_all);
+    }
+    resources.set_devices(Some(devices));
+}
+
+/// The engine always applies the root propagation recursively and only
+/// knows the short names; map the `r`-forms the spec allows onto them.
+fn normalize_rootfs_propagation(linux: &mut oci_spec::runtime::Linux, config: &Path) -> Result<()> {
+    let Some(value) = linux.rootfs_propagation().clone() else {
+        return Ok(());
+    };
+    let short = match value.as_str() {
+        "" => None,
+        "shared" | "rshared" => Some("shared"),
+        "slave" | "rslave" => Some("slave"),
+        "private" | "rprivate" => Some("private"),
+        "unbindable" | "runbindable" => Some("unbindable"),
+        other => {
+            return Err(Error::Config {
+                path: config.to_path_buf(),
+                reason: format!("linux.rootfsPropagation {other:?} is not a propagation type"),
+            })
+        }
+    };
+    linux.set_rootfs_propagation(short.map(str::to_string));
+    Ok(())
+}
+
+/// Resolves bind sources, checks they exist, and takes the propagation
+/// options out of each mount: the engine drops them, so our hook applies them.
+fn prepare_mounts(
+    mounts: &mut [Mount],
+    config: &Path,
+) -> Result<Vec<mount_propagation::MountPropagation>> {
+    let mut propagations = Vec::new();
+    for (index, mount) in mounts.iter_mut().enumerate() {
+        check_destination(mount, index, config)?;
+        if is_bind(mount) {
+            resolve_bind_source(mount, index, config)?;
+        }
+        if let Some(options) = mount.options().clone() {
+            let (rest, flags) = mount_propagation::split_options(&options);
+            if !flags.is_empty() {
+                propagations.push(mount_propagation::MountPropagation {
+                    destination: mount.destination().clone(),
+                    flags,
+                });
+                mount.set_options(Some(rest));
+            }
+        }
+    }
+    Ok(propagations)
+}
+
+/// proc and sysfs may only go on a real directory: mounted over a symlink
+/// they would follow it (CVE-2019-19921's class). The engine fails such a
+/// mount with only "failed to prepare rootfs"; runc's words here.
+fn check_kernel_fs_targets(mounts: &[Mount], rootfs: &Path) -> Result<()> {
+    for mount in mounts {
+        let Some(fs) = mount.typ().as_deref().filter(|t| matches!(*t, "proc" | "sysfs")) else {
+            continue;
+        };
+        let dest = mount.destination();
+        let target = rootfs.join(dest.strip_prefix("/").unwrap_or(dest));
+        if fs::symlink_metadata(&target).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(Error::Invalid(format!(
+                "error mounting {fs:?} to rootfs at {:?}: filesystem {fs:?} must be mounted on ordinary directory",
+                dest.display().to_string()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn check_destination(mount: &Mount, index: usize, config: &Path) -> Result<()> {
+    let dest = mount.destination();
+    let bad = |reason: &str| Error::Config {
+        path: config.to_path_buf(),
+        reason: format!("mounts[{index}].destination {}: {reason}", dest.display()),
+    };
+    if !dest.is_absolute() {
+        return Err(bad("must be an absolute path"));
+    }
+    if dest.components().any(|c| c == std::path::Component::ParentDir) {
+        return Err(bad("must not contain \"..\""));
+    }
+    Ok(())
+}
+
+pub fn is_bind(mount: &Mount) -> bool {
+    mount.typ().as_deref() == Some("bind")
+        || mount
+            .options()
+            .as_ref()
+            .is_some_and(|o| o.iter().any(|x| x == "bind" || x == "rbind"))
+}
+
+fn resolve_bind_source(mount: &mut Mount, index: usize, config: &Path) -> Result<()> {
+    let Some(source) = mount.source().clone() else {
+        return Err(Error::Config {
+            path: config.to_path_buf(),
+            reason: format!("mounts[{index}]: a bind mount needs a source"),
+        });
+    };
+    let real = fs::canonicalize(&source).map_err(|e| Error::Config {
+        path: config.to_path_buf(),
+        reason: format!(
+            "mounts[{index}].source {} (for {}): {e}",
+            source.display(),
+            mount.destination().display()
+        ),
+    })?;
+    mount.set_source(Some(real));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A bundle whose spec is `config` (rootfs /nonexistent-rootfs: nothing is read from it).
+    fn bundle(config: serde_json::Value) -> Bundle {
+        let mut base = json!({
+            "ociVersion": "1.0.2",
+            "process": {"args": ["sh"], "cwd": "/", "user": {"uid": 0, "gid": 0}, "env": ["PATH=/bin"]},
+            "root": {"path": "rootfs"},
+            "linux": {}
+        });
+        merge(&mut base, config);
+        let spec = parse_spec_bytes(base.to_string().as_bytes()).expect("test spec parses");
+        Bundle { path: PathBuf::from("/b"), spec, rootfs: PathBuf::from("/nonexistent-rootfs"), pids_limit_zero: false }
+    }
+
+    fn merge(base: &mut serde_json::Value, over: serde_json::Value) {
+        if let (Some(b), serde_json::Value::Object(o)) = (base.as_object_mut(), over) {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(slot) if slot.is_object() && v.is_object() => merge(slot, v),
+                    _ => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+    }
+
+    fn spec_of(config: serde_json::Value, systemd: bool) -> Result<Spec> {
+        engine_spec("c1", &bundle(config), &EngineOptions { systemd_cgroup: systemd })
+    }
+
+    fn cgroups_path(spec: &Spec) -> String {
+        spec.linux().as_ref().unwrap().cgroups_path().as_ref().unwrap().display().to_string()
+    }
+
+    #[test]
+    fn a_missing_cgroups_path_gets_runcs_default_per_driver() {
+        assert_eq!(cgroups_path(&spec_of(json!({}), false).unwrap()), "/rustpod/c1");
+        assert_eq!(cgroups_path(&spec_of(json!({}), true).unwrap()), "system.slice:rustpod:c1");
+        let given = spec_of(json!({"linux": {"cgroupsPath": "/pods/x"}}), false).unwrap();
+        assert_eq!(cgroups_path(&given), "/pods/x");
+    }
+
+    #[test]
+    fn rootfs_propagation_takes_the_recursive_names() {
+        let propagation = |v: &str| {
+            spec_of(json!({"linux": {"rootfsPropagation": v}}), false)
+                .map(|s| s.linux().as_ref().unwrap().rootfs_propagation().clone())
+        };
+        assert_eq!(propagation("rslave").unwrap().as_deref(), Some("slave"));
+        assert_eq!(propagation("rshared").unwrap().as_deref(), Some("shared"));
+        assert_eq!(propagation("private").unwrap().as_deref(), Some("private"));
+        let err = propagation("sideways").unwrap_err().to_string();
+        assert!(err.contains("linux.rootfsPropagation"), "{err}");
+    }
+
+    #[test]
+    fn per_mount_propagation_moves_to_our_first_create_container_hook() {
+        let mount = json!({"destination": "/data", "type": "bind", "source": "/tmp", "options": ["rbind", "rslave", "ro"]});
+        let spec = spec_of(json!({"mounts": [mount], "hooks": {"createContainer": [{"path": "/h"}]}}), false).unwrap();
+        let data = spec.mounts().as_ref().unwrap().iter().find(|m| m.destination() == Path::new("/data")).unwrap();
+        assert_eq!(data.options().as_deref(), Some(&["rbind".to_string(), "ro".to_string()][..]));
+        let hooks = spec.hooks().as_ref().unwrap().create_container().clone().unwrap();
+        assert_eq!(hooks.len(), 2);
+        let args = hooks[0].args().clone().unwrap();
+        assert_eq!(args[0], rootfs_hook::HOOK_ARG0);
+        assert_eq!(&args[2..], &["/data".to_string(), "rslave".to_string()]);
+        assert_eq!(hooks[1].args().clone().unwrap()[0], hook_state::WRAPPER_ARG0, "the user's hook is wrapped");
+    }
+
+    #[test]
+    fn start_container_hooks_are_wrapped_and_end_at_the_barrier() {
+        let spec = spec_of(json!({"hooks": {"startContainer": [{"path": "/hook.sh"}], "poststart": [{"path": "/p"}]}}), false).unwrap();
+        assert!(has_start_barrier(&spec));
+        let hooks = spec.hooks().as_ref().unwrap().start_container().clone().unwrap();
+        let arg0s: Vec<String> = hooks.iter().map(|h| h.args().clone().unwrap()[0].clone()).collect();
+        assert_eq!(arg0s, [hook_state::START_WRAPPER_ARG0, start_barrier::BARRIER_ARG0]);
+        let mut spec = spec;
+        assert_eq!(take_poststart(&mut spec).len(), 1);
+        assert!(spec.hooks().as_ref().unwrap().poststart().is_none(), "start runs poststart itself");
+    }
+
+    #[test]
+    fn mount_destinations_must_be_absolute_and_not_climb() {
+        for dest in ["relative", "/a/../../etc"] {
+            let mount = json!({"destination": dest, "type": "tmpfs", "source": "tmpfs"});
+            let err = spec_of(json!({"mounts": [mount]}), false).unwrap_err().to_string();
+            assert!(err.contains("mounts[0].destination"), "{dest}: {err}");
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! Idmapped mounts, the host side of `create`: each planned mount made as
+//! runc does (`open_tree(OPEN_TREE_CLONE)`, `mount_setattr(MOUNT_ATTR_IDMAP)`
+//! with a user namespace carrying the mapping), detached and inheritable,
+//! taken out of the engine's spec and handed to our createContainer step
+//! (`idmap_hook`); also whether this kernel can do it at all.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+use oci_spec::runtime::Spec;
+
+use crate::engine::idmap::plan::{is_idmapped, Mapping, Planned};
+use crate::engine::idmap::hook::{ensure_destination, hook};
+use crate::engine::idmap::userns as idmap_userns;
+use crate::sys::in_root;
+
+/// Takes the idmapped mounts out of the spec the engine runs, makes them,
+/// and puts our step moving them in first among the createContainer hooks
+/// (before `rootfs_hook`, which applies their propagation options).
+pub fn install(
+    spec: &mut Spec,
+    bundle: &crate::engine::engine_bundle::Bundle,
+    planned: &[Planned],
+    min_fd: RawFd,
+) -> crate::error::Result<Installed> {
+    if planned.is_empty() {
+        return Ok(Installed::default());
+    }
+    let config_error = |reason| crate::error::Error::Config {
+        path: bundle.path.join("config.json"),
+        reason,
+    };
+    make_destinations_on_rootfs(spec, &bundle.rootfs, planned).map_err(config_error)?;
+    if let Some(mounts) = spec.mounts_mut() {
+        mounts.retain(|m| !is_idmapped(m));
+    }
+    let mounts = make_all(planned, min_fd).map_err(config_error)?;
+    let (errors, errors_w) = error_pipe(min_fd).map_err(config_error)?;
+    let hook = hook(&bundle.rootfs, errors_w.as_raw_fd(), &mounts);
+    crate::engine::engine_bundle::prepend_create_container(spec, hook);
+    Ok(Installed { _mounts: mounts, errors: Some((errors, errors_w)) })
+}
+
+/// What `install` made, held until the init has run our hook: the detached
+/// mounts, and the pipe on which the hook reports why it failed.
+#[derive(Debug, Default)]
+pub struct Installed {
+    _mounts: Vec<Detached>,
+    errors: Option<(OwnedFd, OwnedFd)>,
+}
+
+impl Installed {
+    /// The hook's own one-line reason in place of the engine's "failed to
+    /// run hooks", when it gave one.
+    pub fn explain(self, err: crate::error::Error) -> crate::error::Error {
+        let Some((read, write)) = self.errors else { return err };
+        drop(write);
+        let mut buf = [0u8; 4096];
+        match nix::unistd::read(read.as_raw_fd(), &mut buf) {
+            Ok(n) if n > 0 => crate::error::Error::Invalid(String::from_utf8_lossy(&buf[..n]).trim().to_string()),
+            _ => err,
+        }
+    }
+}
+
+/// A pipe: our non-blocking read end, and an inheritable write end at or
+/// above `min_fd` for the hook.
+fn error_pipe(min_fd: RawFd) -> Result<(OwnedFd, OwnedFd), String> {
+    let flags = nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK;
+    let (read, write) = nix::unistd::pipe2(flags).map_err(|e| format!("pipe2: {e}"))?;
+    let write = inheritable_above(&write, min_fd).map_err(|e| format!("fcntl(F_DUPFD): {e}"))?;
+    Ok((read, write))
+}
+
+/// Makes the missing destinations that lie on the rootfs itself (under no
+/// other mount of the spec) from here, as the host's root: in a user
+/// namespace our hook may not write the image. The rest are made by the hook.
+fn make_destinations_on_rootfs(spec: &Spec, rootfs: &Path, planned: &[Planned]) -> Result<(), String> {
+    let mounts = spec.mounts().as_deref().unwrap_or_default();
+    let root = in_root::open(None, rootfs, libc::O_PATH | libc::O_DIRECTORY)
+        .map_err(|e| format!("open rootfs {}: {}", rootfs.display(), idmap_userns::errno_of(&e)))?;
+    for p in planned {
+        let covered = mounts.iter().any(|m| !is_idmapped(m) && p.destination.starts_with(m.destination()));
+        if covered {
+            continue;
+        }
+        let is_dir = std::fs::metadata(&p.source).map(|m| m.is_dir()).unwrap_or(true);
+        ensure_destination(&root, &p.destination, is_dir)
+            .map_err(|e| format!("mounts[{}] ({}): {e}", p.index, p.destination.display()))?;
+    }
+    Ok(())
+}
+
+/// A detached, mapped mount ready to be moved into the rootfs; the fd is
+/// inheritable (our createContainer step runs in a child of the init).
+#[derive(Debug)]
+pub struct Detached {
+    pub destination: PathBuf,
+    pub fd: OwnedFd,
+    pub is_dir: bool,
+}
+
+/// Makes every planned mount, in order; the first failure names the mount,
+/// the syscall and the errno. `min_fd` keeps the fds above `--preserve-fds`.
+pub fn make_all(planned: &[Planned], min_fd: RawFd) -> Result<Vec<Detached>, String> {
+    planned.iter().map(|p| make(p, min_fd)).collect()
+}
+
+fn make(p: &Planned, min_fd: RawFd) -> Result<Detached, String> {
+    let at = |what: String| format!("mounts[{}] ({}): {what}", p.index, p.destination.display());
+    let userns = match &p.mapping {
+        Mapping::Explicit { uid, gid } => idmap_userns::with_mappings(uid, gid).map_err(at)?,
+        Mapping::JoinedUserns(path) => std::fs::File::open(path)
+            .map(OwnedFd::from)
+            .map_err(|e| at(format!("open {}: {}", path.display(), idmap_userns::errno_of(&e))))?,
+    };
+    let tree = open_tree(&p.source, p.rbind).map_err(|e| at(format!("open_tree({}): {e}", p.source.display())))?;
+    set_attr(&tree, libc::MOUNT_ATTR_IDMAP, Some(&userns), p.ridmap)
+        .map_err(|e| at(format!("mount_setattr(MOUNT_ATTR_IDMAP) of {}: {e}", p.source.display())))?;
+    if p.attrs != 0 {
+        set_attr(&tree, p.attrs, None, false).map_err(|e| at(format!("mount_setattr({:#x}): {e}", p.attrs)))?;
+    }
+    let is_dir = std::fs::metadata(&p.source).map(|m| m.is_dir()).unwrap_or(true);
+    let fd = inheritable_above(&tree, min_fd).map_err(|e| at(format!("fcntl(F_DUPFD): {e}")))?;
+    Ok(Detached { destination: p.destination.clone(), fd, is_dir })
+}
+
+fn open_tree(source: &Path, recursive: bool) -> Result<OwnedFd, Errno> {
+    let path = std::ffi::CString::new(source.as_os_str().as_encoded_bytes()).map_err(|_| Errno::EINVAL)?;
+    let mut flags = libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC;
+    if recursive {
+        flags |= libc::AT_RECURSIVE as u32;
+    }
+    // SAFETY: a valid C string; the kernel returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(Errno::last());
+    }
+    // SAFETY: the kernel just gave us this descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+fn set_attr(tree: &OwnedFd, attr_set: u64, userns: Option<&OwnedFd>, recursive: bool) -> Result<(), Errno> {
+    let attr = libc::mount_attr {
+        attr_set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: userns.map_or(0, |u| u.as_raw_fd() as u64),
+    };
+    let flags = libc::AT_EMPTY_PATH | if recursive { libc::AT_RECURSIVE } else { 0 };
+    // SAFETY: a valid fd, an empty C string and a mount_attr of the size given.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            flags,
+            &attr as *const libc::mount_attr,
+            std::mem::size_of::<libc::mount_attr>(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(Errno::last())
+    }
+}
+
+/// A copy of `fd` at `min_fd` or above, without close-on-exec.
+fn inheritable_above(fd: &OwnedFd, min_fd: RawFd) -> Result<OwnedFd, Errno> {
+    let new = nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_DUPFD(min_fd))?;
+    // SAFETY: fcntl just made this descriptor for us.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+/// Whether this kernel can make the idmapped mounts Kubernetes asks for,
+/// tmpfs ones included (6.3; Debian 12's 6.1 maps ext4 but not tmpfs): as
+/// root, by idmapping a detached copy of a tmpfs mount (`/dev/shm` or
+/// `/run`); else by whether mount_setattr exists (5.12).
+pub fn kernel_supports() -> bool {
+    // SAFETY: an invalid fd and null attr: the kernel only checks arguments.
+    let rc = unsafe { libc::syscall(libc::SYS_mount_setattr, -1, c"".as_ptr(), 0, std::ptr::null::<u8>(), 0) };
+    if rc != 0 && Errno::last() == Errno::ENOSYS {
+        return false;
+    }
+    if !nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    let tmpfs = ["/dev/shm", "/run"].into_iter().map(Path::new).find(|p| {
+        nix::sys::statfs::statfs(*p).is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC)
+    });
+    let Some(tmpfs) = tmpfs else { return true };
+    let probe = oci_spec::runtime::LinuxIdMappingBuilder::default().container_id(0u32).host_id(65536u32).size(1u32).build();
+    let Ok(range) = probe else { return false };
+    let mapped = |userns: OwnedFd| {
+        let tree = open_tree(tmpfs, false).ok()?;
+        set_attr(&tree, libc::MOUNT_ATTR_IDMAP, Some(&userns), false).ok()
+    };
+    idmap_userns::with_mappings(std::slice::from_ref(&range), std::slice::from_ref(&range))
+        .ok()
+        .and_then(mapped)
+        .is_some()
+}

@@ -1,0 +1,220 @@
+//! Idmapped bind mounts (a mount's `uidMappings`/`gidMappings`, or its
+//! `idmap`/`ridmap` option), the plan: which mounts of a config are
+//! idmapped, with which mapping, checked as runc ≥ 1.2 checks them.
+//! libcontainer 0.7 would bind them unmapped; `idmap_detached` makes them
+//! on the host side and `idmap_hook` moves them into the rootfs.
+
+use std::path::PathBuf;
+
+use oci_spec::runtime::{LinuxIdMapping, LinuxNamespaceType, Mount, Spec};
+
+/// Options an idmapped mount may carry: ours, the bind's, and the flags we
+/// set with mount_setattr. Propagation options are applied by `rootfs_hook`.
+const ATTRS: &[(&str, u64)] = &[
+    ("ro", libc::MOUNT_ATTR_RDONLY),
+    ("nosuid", libc::MOUNT_ATTR_NOSUID),
+    ("nodev", libc::MOUNT_ATTR_NODEV),
+    ("noexec", libc::MOUNT_ATTR_NOEXEC),
+    ("noatime", libc::MOUNT_ATTR_NOATIME),
+    ("nodiratime", libc::MOUNT_ATTR_NODIRATIME),
+    ("strictatime", libc::MOUNT_ATTR_STRICTATIME),
+    ("relatime", libc::MOUNT_ATTR_RELATIME),
+];
+const NO_OPS: &[&str] = &["bind", "rbind", "idmap", "ridmap", "rw", "suid", "dev", "exec", "atime", "diratime"];
+
+/// One idmapped mount as planned from the config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Planned {
+    pub index: usize,
+    pub destination: PathBuf,
+    pub source: PathBuf,
+    /// `rbind`: the submounts of the source come along.
+    pub rbind: bool,
+    /// `ridmap`: the mapping applies to those submounts too.
+    pub ridmap: bool,
+    pub attrs: u64,
+    pub mapping: Mapping,
+}
+
+/// Where an idmapped mount's mapping comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mapping {
+    Explicit { uid: Vec<LinuxIdMapping>, gid: Vec<LinuxIdMapping> },
+    /// The container joins this user namespace; use it as is.
+    JoinedUserns(PathBuf),
+}
+
+/// Whether `mount` asks for an idmapped mount.
+pub fn is_idmapped(mount: &Mount) -> bool {
+    mount.uid_mappings().is_some()
+        || mount.gid_mappings().is_some()
+        || mount.options().as_deref().unwrap_or_default().iter().any(|o| o == "idmap" || o == "ridmap")
+}
+
+/// The idmapped mounts of `spec` (the user's, with bind sources resolved),
+/// checked as runc ≥ 1.2 checks them; each refusal is one line naming the
+/// mount, the field and why.
+pub fn plan(spec: &Spec) -> Result<Vec<Planned>, String> {
+    let mounts = spec.mounts().as_deref().unwrap_or_default();
+    let mut planned = Vec::new();
+    for (index, mount) in mounts.iter().enumerate().filter(|(_, m)| is_idmapped(m)) {
+        let bad = |field: &str, why: &str| format!("mounts[{index}] ({}): {field}: {why}", mount.destination().display());
+        planned.push(plan_one(spec, index, mount, &bad)?);
+        check_order(mounts, index, mount).map_err(|later| bad("destination", &later))?;
+    }
+    if !planned.is_empty() && !nix::unistd::geteuid().is_root() {
+        return Err(format!(
+            "mounts[{}] ({}): idmapped mounts need CAP_SYS_ADMIN in the initial user namespace: not supported rootless",
+            planned[0].index,
+            planned[0].destination.display()
+        ));
+    }
+    Ok(planned)
+}
+
+fn plan_one(spec: &Spec, index: usize, mount: &Mount, bad: &dyn Fn(&str, &str) -> String) -> Result<Planned, String> {
+    if !crate::engine::engine_bundle::is_bind(mount) {
+        return Err(bad("type", "id-mapped mounts are only supported for bind mounts"));
+    }
+    let dest = mount.destination();
+    if dest.starts_with("/proc") || dest.starts_with("/sys") {
+        return Err(bad("destination", "an idmapped mount over /proc or /sys is refused"));
+    }
+    let source = mount.source().clone().ok_or_else(|| bad("source", "a bind mount needs a source"))?;
+    if !source.is_absolute() {
+        return Err(bad("source", "an idmapped mount's source must be absolute"));
+    }
+    let options = mount.options().as_deref().unwrap_or_default();
+    let mut attrs = 0;
+    for option in options {
+        if let Some((_, attr)) = ATTRS.iter().find(|(name, _)| name == option) {
+            attrs |= attr;
+        } else if !NO_OPS.contains(&option.as_str()) && crate::engine::mount::propagation::propagation_flags(option).is_none() {
+            return Err(bad("options", &format!("{option:?} is not supported on an idmapped mount")));
+        }
+    }
+    let has = |o: &str| options.iter().any(|x| x == o);
+    Ok(Planned {
+        index,
+        destination: dest.clone(),
+        source,
+        rbind: has("rbind"),
+        ridmap: has("ridmap"),
+        attrs,
+        mapping: mapping_of(spec, mount, bad)?,
+    })
+}
+
+/// runc-spec 1.2: explicit mappings are used as given (both are needed);
+/// `idmap`/`ridmap` alone take the container's user namespace's.
+fn mapping_of(spec: &Spec, mount: &Mount, bad: &dyn Fn(&str, &str) -> String) -> Result<Mapping, String> {
+    match (mount.uid_mappings(), mount.gid_mappings()) {
+        (Some(uid), Some(gid)) => {
+            check_ranges(uid).map_err(|why| bad("uidMappings", &why))?;
+            check_ranges(gid).map_err(|why| bad("gidMappings", &why))?;
+            Ok(Mapping::Explicit { uid: uid.clone(), gid: gid.clone() })
+        }
+        (Some(_), None) => Err(bad("gidMappings", "id-mapped mounts must have both uid and gid mappings specified")),
+        (None, Some(_)) => Err(bad("uidMappings", "id-mapped mounts must have both uid and gid mappings specified")),
+        (None, None) => container_mapping(spec).ok_or_else(|| {
+            bad("options", "idmap without uidMappings/gidMappings takes the container's user namespace mappings, but the container has no user namespace")
+        }),
+    }
+}
+
+fn container_mapping(spec: &Spec) -> Option<Mapping> {
+    let linux = spec.linux().as_ref()?;
+    let userns = linux.namespaces().as_deref()?.iter().find(|n| n.typ() == LinuxNamespaceType::User)?;
+    if let Some(path) = userns.path() {
+        return Some(Mapping::JoinedUserns(path.clone()));
+    }
+    let uid = linux.uid_mappings().clone().filter(|m| !m.is_empty())?;
+    let gid = linux.gid_mappings().clone().filter(|m| !m.is_empty())?;
+    Some(Mapping::Explicit { uid, gid })
+}
+
+/// What the kernel would refuse with a bare EINVAL, said plainly.
+fn check_ranges(ranges: &[LinuxIdMapping]) -> Result<(), String> {
+    if ranges.is_empty() {
+        return Err("empty: needs at least one range".into());
+    }
+    for (i, r) in ranges.iter().enumerate() {
+        if r.size() == 0 {
+            return Err(format!("[{i}]: size 0"));
+        }
+        let end_c = u64::from(r.container_id()) + u64::from(r.size());
+        let end_h = u64::from(r.host_id()) + u64::from(r.size());
+        if end_c > u64::from(u32::MAX) || end_h > u64::from(u32::MAX) {
+            return Err(format!("[{i}]: range past 4294967295"));
+        }
+    }
+    Ok(())
+}
+
+/// Our mounts go on after all of the engine's: a later mount at, above or
+/// beneath this destination would be stacked in the wrong order, so refuse.
+fn check_order(mounts: &[Mount], index: usize, mount: &Mount) -> Result<(), String> {
+    let dest = mount.destination();
+    for (later_index, later) in mounts.iter().enumerate().skip(index + 1) {
+        let other = later.destination();
+        if !is_idmapped(later) && (other.starts_with(dest) || dest.starts_with(other)) {
+            return Err(format!(
+                "mounts[{later_index}] ({}) comes later and overlaps it; list the idmapped mount after it",
+                other.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec(mounts: serde_json::Value, linux: serde_json::Value) -> Spec {
+        serde_json::from_value(json!({"ociVersion": "1.2.0", "mounts": mounts, "linux": linux})).unwrap()
+    }
+
+    fn userns() -> serde_json::Value {
+        json!({"namespaces": [{"type": "user"}, {"type": "mount"}],
+               "uidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}],
+               "gidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}]})
+    }
+
+    #[test]
+    fn idmap_alone_takes_the_containers_mapping_and_needs_a_userns() {
+        let m = json!([{"destination": "/d", "type": "bind", "source": "/tmp", "options": ["rbind", "ridmap", "ro"]}]);
+        let planned = plan(&spec(m.clone(), userns())).unwrap();
+        assert_eq!(planned.len(), 1);
+        assert!(planned[0].rbind && planned[0].ridmap);
+        assert_eq!(planned[0].attrs, libc::MOUNT_ATTR_RDONLY);
+        assert!(matches!(&planned[0].mapping, Mapping::Explicit { uid, .. } if uid[0].host_id() == 100000));
+        let err = plan(&spec(m, json!({"namespaces": [{"type": "mount"}]}))).unwrap_err();
+        assert!(err.starts_with("mounts[0] (/d): options:") && err.contains("no user namespace"), "{err}");
+    }
+
+    #[test]
+    fn refusals_name_the_mount_and_field() {
+        let cases = [
+            (json!({"destination": "/d", "type": "tmpfs", "source": "tmpfs", "options": ["idmap"]}), "type"),
+            (json!({"destination": "/proc/x", "type": "bind", "source": "/tmp", "options": ["idmap"]}), "destination"),
+            (json!({"destination": "/d", "type": "bind", "source": "/tmp", "options": ["bind"],
+                    "uidMappings": [{"containerID": 0, "hostID": 1, "size": 1}]}), "gidMappings"),
+            (json!({"destination": "/d", "type": "bind", "source": "/tmp", "options": ["bind", "idmap", "rro"]}), "options"),
+        ];
+        for (mount, field) in cases {
+            let err = plan(&spec(json!([mount]), userns())).unwrap_err();
+            assert!(err.starts_with(&format!("mounts[0] (/d")) || err.starts_with("mounts[0] (/proc/x)"), "{err}");
+            assert!(err.contains(&format!(": {field}:")), "{field}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_later_overlapping_mount_is_refused() {
+        let m = json!([{"destination": "/d", "type": "bind", "source": "/tmp", "options": ["bind", "idmap"]},
+                       {"destination": "/d/sub", "type": "tmpfs", "source": "tmpfs"}]);
+        let err = plan(&spec(m, userns())).unwrap_err();
+        assert!(err.contains("mounts[1] (/d/sub) comes later"), "{err}");
+    }
+}

@@ -1,0 +1,161 @@
+//! The `ro`, `nosuid`, `nodev` and `noexec` of a `cgroup` mount: the engine
+//! drops them (a writable cgroupfs lets a container lift its own limits), so
+//! our createContainer step (`rootfs_hook`) sets them on the whole mounted
+//! tree before pivot_root.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use nix::mount::{mount, MsFlags};
+use oci_spec::runtime::Spec;
+
+use crate::sys::{in_root, syscall};
+
+/// The options this module applies, with their mount(2) flag and
+/// mount_setattr(2) attribute.
+const FLAGS: &[(&str, MsFlags, u64)] = &[
+    ("ro", MsFlags::MS_RDONLY, libc::MOUNT_ATTR_RDONLY),
+    ("nosuid", MsFlags::MS_NOSUID, libc::MOUNT_ATTR_NOSUID),
+    ("nodev", MsFlags::MS_NODEV, libc::MOUNT_ATTR_NODEV),
+    ("noexec", MsFlags::MS_NOEXEC, libc::MOUNT_ATTR_NOEXEC),
+];
+
+/// One cgroup mount: where it goes and which of [`FLAGS`] it asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupMountFlags {
+    pub destination: PathBuf,
+    pub options: Vec<String>,
+}
+
+/// The cgroup mounts of `spec` that ask for any of [`FLAGS`]. Call before
+/// `cgroup_mount::rewrite`, which turns some of them into tmpfs + binds.
+pub fn wanted(spec: &Spec) -> Vec<CgroupMountFlags> {
+    let mounts = spec.mounts().as_deref().unwrap_or_default();
+    mounts
+        .iter()
+        .filter(|m| m.typ().as_deref() == Some("cgroup"))
+        .filter_map(|m| {
+            let options: Vec<String> = m
+                .options()
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .filter(|o| FLAGS.iter().any(|(name, _, _)| name == o))
+                .cloned()
+                .collect();
+            (!options.is_empty()).then(|| CgroupMountFlags {
+                destination: m.destination().clone(),
+                options,
+            })
+        })
+        .collect()
+}
+
+/// Sets `options` on the mount at `dest` (resolved inside the rootfs, so a
+/// symlink cannot point it at the host) and on every mount below it.
+pub fn apply(root: &OwnedFd, dest: &Path, options: &[String]) -> Result<(), String> {
+    let (flags, attrs) = parse(options).map_err(|o| format!("{}: unknown option {o:?}", dest.display()))?;
+    let target = in_root::open(Some(root), dest, libc::O_PATH | libc::O_DIRECTORY)
+        .map_err(|e| format!("open {}: {e}", dest.display()))?;
+    // One step for the tmpfs and each controller mounted in it, leaving
+    // their atime settings alone.
+    match syscall::mount_setattr(&target, attrs, 0, libc::AT_RECURSIVE) {
+        Ok(()) => Ok(()),
+        // Kernels before 5.12: remount each mount of the tree instead.
+        Err(nix::errno::Errno::ENOSYS) => remount_tree(&target, flags),
+        Err(e) => Err(format!("mount_setattr {}: {e}", dest.display())),
+    }
+}
+
+fn parse(options: &[String]) -> Result<(MsFlags, u64), String> {
+    let mut flags = MsFlags::empty();
+    let mut attrs = 0;
+    for option in options {
+        let (_, flag, attr) = FLAGS
+            .iter()
+            .find(|(name, _, _)| name == option)
+            .ok_or_else(|| option.clone())?;
+        flags |= *flag;
+        attrs |= attr;
+    }
+    Ok((flags, attrs))
+}
+
+/// The fallback: MS_REMOUNT|MS_BIND of the target and of each mount below
+/// it, keeping each one's own flags.
+fn remount_tree(target: &OwnedFd, flags: MsFlags) -> Result<(), String> {
+    let fd_path = format!("/proc/self/fd/{}", target.as_raw_fd());
+    let top = std::fs::read_link(&fd_path).map_err(|e| format!("readlink {fd_path}: {e}"))?;
+    let info = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| format!("read mountinfo: {e}"))?;
+    for (point, current) in mounts_under(&info, &top) {
+        let fd = in_root::open(None, &point, libc::O_PATH | libc::O_NOFOLLOW)
+            .map_err(|e| format!("open {}: {e}", point.display()))?;
+        let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        let all = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | current | flags;
+        mount(None::<&str>, path.as_str(), None::<&str>, all, None::<&str>)
+            .map_err(|e| format!("remount {} ({all:?}): {e}", point.display()))?;
+    }
+    Ok(())
+}
+
+/// (mount point, its per-mount flags) of `top` and every mount below it.
+fn mounts_under(mountinfo: &str, top: &Path) -> Vec<(PathBuf, MsFlags)> {
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let point = PathBuf::from(fields.nth(4)?);
+            let options = fields.next()?;
+            point.starts_with(top).then(|| (point, per_mount_flags(options)))
+        })
+        .collect()
+}
+
+fn per_mount_flags(options: &str) -> MsFlags {
+    options.split(',').fold(MsFlags::empty(), |acc, o| {
+        acc | match o {
+            "ro" => MsFlags::MS_RDONLY,
+            "nosuid" => MsFlags::MS_NOSUID,
+            "nodev" => MsFlags::MS_NODEV,
+            "noexec" => MsFlags::MS_NOEXEC,
+            "noatime" => MsFlags::MS_NOATIME,
+            "nodiratime" => MsFlags::MS_NODIRATIME,
+            "relatime" => MsFlags::MS_RELATIME,
+            _ => MsFlags::empty(),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_only_the_flags_it_applies() {
+        let spec: Spec = serde_json::from_value(serde_json::json!({
+            "ociVersion": "1.0.2",
+            "mounts": [
+                {"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
+                 "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]},
+                {"destination": "/proc", "type": "proc", "source": "proc", "options": ["ro"]},
+                {"destination": "/c2", "type": "cgroup", "source": "cgroup", "options": ["rw"]}
+            ]
+        }))
+        .unwrap();
+        let wanted = wanted(&spec);
+        assert_eq!(wanted.len(), 1);
+        assert_eq!(wanted[0].destination, PathBuf::from("/sys/fs/cgroup"));
+        assert_eq!(wanted[0].options, vec!["nosuid", "noexec", "nodev", "ro"]);
+    }
+
+    #[test]
+    fn finds_the_mounts_of_a_tree_with_their_flags() {
+        let info = "72 71 0:45 / /r/sys/fs/cgroup rw,nosuid,nodev,noexec,relatime - tmpfs tmpfs rw\n\
+                    73 72 0:29 /c /r/sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n\
+                    74 71 0:30 / /r/sys/fs/cgroupx rw - tmpfs tmpfs rw\n";
+        let found = mounts_under(info, Path::new("/r/sys/fs/cgroup"));
+        assert_eq!(found.len(), 2);
+        assert_eq!(found[1].0, PathBuf::from("/r/sys/fs/cgroup/cpu"));
+        assert_eq!(found[1].1, MsFlags::MS_RELATIME);
+    }
+}

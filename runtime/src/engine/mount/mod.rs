@@ -1,0 +1,15 @@
+//! The rootfs and mount steps of our own: per-mount options the engine drops
+//! (propagation, `nosymfollow`, superblock flags, `tmpcopyup`, a cgroup
+//! mount's flags) applied by our createContainer hook, the cgroup mount of a
+//! container that joins a PID namespace, device nodes, and where a container
+//! path lands in the rootfs.
+
+pub mod cgroup_flags;
+pub mod cgroup_ns;
+pub mod copyup;
+pub mod dev_nodes;
+pub mod propagation;
+pub mod rootfs_hook;
+pub mod rootfs_path;
+pub mod sb_flags;
+pub mod symfollow;

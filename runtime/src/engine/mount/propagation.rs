@@ -1,0 +1,118 @@
+//! Per-mount propagation (`rshared`, `rslave`, `private`, …): the engine
+//! drops these options, so our createContainer step (`rootfs_hook`) applies
+//! them in the container's mount namespace before pivot_root. Its syscalls
+//! go through the `Syscall` seam.
+
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+
+use nix::mount::MsFlags;
+
+use crate::sys::syscall::Syscall;
+
+/// The propagation options of one mount, in the order they were given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountPropagation {
+    pub destination: PathBuf,
+    pub flags: Vec<String>,
+}
+
+/// The mount(2) flags for a propagation option, or None if it is not one.
+pub fn propagation_flags(option: &str) -> Option<MsFlags> {
+    let flags = match option {
+        "private" => MsFlags::MS_PRIVATE,
+        "rprivate" => MsFlags::MS_PRIVATE | MsFlags::MS_REC,
+        "slave" => MsFlags::MS_SLAVE,
+        "rslave" => MsFlags::MS_SLAVE | MsFlags::MS_REC,
+        "shared" => MsFlags::MS_SHARED,
+        "rshared" => MsFlags::MS_SHARED | MsFlags::MS_REC,
+        "unbindable" => MsFlags::MS_UNBINDABLE,
+        "runbindable" => MsFlags::MS_UNBINDABLE | MsFlags::MS_REC,
+        _ => return None,
+    };
+    Some(flags)
+}
+
+/// Splits mount options into (the rest, the propagation options).
+pub fn split_options(options: &[String]) -> (Vec<String>, Vec<String>) {
+    options
+        .iter()
+        .cloned()
+        .partition(|o| propagation_flags(o).is_none())
+}
+
+/// Applies one mount's propagation options, resolving the destination
+/// inside the rootfs so a symlink can never point it at the host.
+pub fn apply(sys: &dyn Syscall, root: &OwnedFd, entry: &MountPropagation) -> Result<(), String> {
+    let dest = &entry.destination;
+    let target = sys.open_in_root(root, dest, libc::O_PATH).map_err(|e| format!("open {}: {e}", dest.display()))?;
+    for option in &entry.flags {
+        let flags = propagation_flags(option)
+            .ok_or_else(|| format!("{}: {option:?} is not a propagation option", dest.display()))?;
+        sys.mount_flags(&target, flags).map_err(|e| format!("set {option} on {}: {e}", dest.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sys::syscall::{Call, Recording};
+
+    #[test]
+    fn splits_propagation_from_other_options() {
+        let opts: Vec<String> = ["rbind", "rslave", "ro", "shared"].map(String::from).to_vec();
+        let (rest, prop) = split_options(&opts);
+        assert_eq!(rest, vec!["rbind", "ro"]);
+        assert_eq!(prop, vec!["rslave", "shared"]);
+    }
+
+    #[test]
+    fn every_spec_propagation_option_is_known() {
+        for o in ["private", "rprivate", "slave", "rslave", "shared", "rshared", "unbindable", "runbindable"] {
+            assert!(propagation_flags(o).is_some(), "{o}");
+        }
+        assert!(propagation_flags("rbind").is_none());
+    }
+
+    fn entry(dest: &str, flags: &[&str]) -> MountPropagation {
+        MountPropagation { destination: PathBuf::from(dest), flags: flags.iter().map(|f| f.to_string()).collect() }
+    }
+
+    fn root() -> OwnedFd {
+        std::fs::File::open("/").unwrap().into()
+    }
+
+    #[test]
+    fn sets_each_option_in_order_on_the_destination_opened_in_the_root() {
+        let sys = Recording::default();
+        apply(&sys, &root(), &entry("/mnt/a", &["rslave", "shared"])).unwrap();
+        let mnt = PathBuf::from("/mnt/a");
+        assert_eq!(
+            sys.calls(),
+            vec![
+                Call::Open { path: mnt.clone(), flags: libc::O_PATH },
+                Call::Mount { path: mnt.clone(), flags: MsFlags::MS_SLAVE | MsFlags::MS_REC },
+                Call::Mount { path: mnt, flags: MsFlags::MS_SHARED },
+            ]
+        );
+    }
+
+    #[test]
+    fn refuses_an_option_that_is_not_propagation_naming_it() {
+        let sys = Recording::default();
+        let err = apply(&sys, &root(), &entry("/mnt/a", &["rprivate", "rbind"])).unwrap_err();
+        assert_eq!(err, r#"/mnt/a: "rbind" is not a propagation option"#);
+        // The options before it were set; nothing after.
+        assert_eq!(sys.calls().len(), 2);
+    }
+
+    #[test]
+    fn a_destination_that_cannot_be_opened_is_the_error_and_nothing_is_mounted() {
+        let sys = Recording::failing_open(nix::errno::Errno::ELOOP);
+        let err = apply(&sys, &root(), &entry("/mnt/link", &["rshared"])).unwrap_err();
+        assert!(err.starts_with("open /mnt/link: "), "{err}");
+        assert!(err.contains("os error 40"), "{err}");
+        assert_eq!(sys.calls(), vec![Call::Open { path: PathBuf::from("/mnt/link"), flags: libc::O_PATH }]);
+    }
+}

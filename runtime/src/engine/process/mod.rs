@@ -1,0 +1,17 @@
+//! The container's processes: starting the init and exec'd processes with
+//! libcontainer's public pieces, what they are given (stdio, a console),
+//! the checks before they start (capabilities, rlimits, cwd, HOME, CPU
+//! affinity), the sealed runtime binary they fork from, and waiting for them.
+
+pub mod caps_check;
+pub mod console;
+pub mod cpu_affinity;
+pub mod cwd;
+pub mod executor;
+pub mod home_env;
+pub mod init;
+pub mod notify;
+pub mod process_io;
+pub mod sealed_exe;
+pub mod tenant;
+pub mod wait;

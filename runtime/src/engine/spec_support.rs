@@ -1,0 +1,129 @@
+//! The runtime-spec 1.2/1.3 fields oci-spec 0.10 or libcontainer 0.7 get
+//! wrong. Mount fields rustpod cannot honour: `tmpcopyup` on a mount that is
+//! not a tmpfs and a superblock flag on a bind (runc lets both go). Each is
+//! refused at create, naming the mount and field. (Idmapped mounts:
+//! `idmap_mount` plans them and refuses what it cannot do.)
+
+use oci_spec::runtime::{Mount, Spec};
+
+/// The first mount field of `spec` we would otherwise drop, as an error
+/// naming the mount (index, destination) and the field.
+pub fn check_mounts(spec: &Spec) -> Result<(), String> {
+    for (index, mount) in spec.mounts().iter().flatten().enumerate() {
+        check_mount(mount).map_err(|why| format!("mounts[{index}] ({}): {why}", mount.destination().display()))?;
+    }
+    Ok(())
+}
+
+fn check_mount(mount: &Mount) -> Result<(), String> {
+    for option in mount.options().iter().flatten() {
+        // runc copies up into a tmpfs only, and ignores it on other mounts.
+        if crate::engine::mount::copyup::is_copyup(option) && mount.typ().as_deref() != Some("tmpfs") {
+            return Err(format!("option {option:?}: only a tmpfs mount can copy up the image's files"));
+        }
+        // runc passes them to a bind's remount, where the kernel ignores them.
+        if crate::engine::mount::sb_flags::is_sb_flag(option) && crate::engine::engine_bundle::is_bind(mount) {
+            return Err(format!(
+                "option {option:?}: a superblock flag, which a bind mount cannot change (it is the source filesystem's)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `linux.resources.pids.limit` is given as 0. runtime-spec 1.3 (and runc
+/// ≥ 1.4) make 0 a real limit (no new task), -1 "max" and an absent limit
+/// "leave it"; oci-spec 0.10 reads an absent limit as 0 and libcgroups
+/// writes "max" for both, so the raw JSON tells them apart.
+pub fn pids_limit_is_zero(raw: &serde_json::Value) -> bool {
+    raw.pointer("/linux/resources/pids/limit").and_then(serde_json::Value::as_i64) == Some(0)
+}
+
+/// Renames, in the config's JSON, the runtime-spec names oci-spec 0.10
+/// spells otherwise (it would refuse them): the scheduler flag
+/// `SCHED_FLAG_RESET_ON_FORK` is its `SCHED_RESET_ON_FORK`. Returns whether
+/// anything was renamed.
+pub fn to_oci_spec_names(raw: &mut serde_json::Value) -> bool {
+    let Some(flags) = raw.pointer_mut("/process/scheduler/flags").and_then(|f| f.as_array_mut()) else {
+        return false;
+    };
+    let mut renamed = false;
+    for flag in flags.iter_mut().filter(|f| *f == "SCHED_FLAG_RESET_ON_FORK") {
+        *flag = "SCHED_RESET_ON_FORK".into();
+        renamed = true;
+    }
+    renamed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec(mounts: serde_json::Value) -> Spec {
+        serde_json::from_value(json!({"ociVersion": "1.3.0", "mounts": mounts})).unwrap()
+    }
+
+    #[test]
+    fn unapplied_mounts_are_refused_naming_the_mount() {
+        let cases = [
+            (json!({"destination": "/a", "type": "bind", "source": "/tmp", "options": ["bind", "tmpcopyup"]}), "\"tmpcopyup\""),
+            (json!({"destination": "/a", "type": "bind", "source": "/tmp", "options": ["bind", "lazytime"]}), "\"lazytime\""),
+        ];
+        for (mount, field) in cases {
+            let ok = json!({"destination": "/ok", "type": "tmpfs", "source": "tmpfs", "options": ["nosymfollow"]});
+            let err = check_mounts(&spec(json!([ok, mount]))).unwrap_err();
+            assert!(err.starts_with("mounts[1] (/a): ") && err.contains(field), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_specs_reset_on_fork_flag_parses() {
+        let mut raw = json!({"ociVersion": "1.3.0", "process": {"cwd": "/", "user": {"uid": 0, "gid": 0},
+            "scheduler": {"policy": "SCHED_OTHER", "flags": ["SCHED_FLAG_RESET_ON_FORK"]}}});
+        assert!(to_oci_spec_names(&mut raw));
+        let spec: Spec = serde_json::from_value(raw).unwrap();
+        let flags = spec.process().as_ref().unwrap().scheduler().as_ref().unwrap().flags().clone().unwrap();
+        assert_eq!(flags, [oci_spec::runtime::LinuxSchedulerFlag::SchedResetOnFork]);
+    }
+
+    #[test]
+    fn only_an_explicit_zero_is_a_zero_pids_limit() {
+        assert!(pids_limit_is_zero(&json!({"linux": {"resources": {"pids": {"limit": 0}}}})));
+        assert!(!pids_limit_is_zero(&json!({"linux": {"resources": {"pids": {}}}})));
+        assert!(!pids_limit_is_zero(&json!({"linux": {"resources": {"pids": {"limit": -1}}}})));
+    }
+
+    /// oci-spec 0.10 keeps every runtime-spec 1.3 field of a full config
+    /// (serde drops an unknown one silently): only the deprecated
+    /// intelRdt.enableCMT/enableMBM are lost, and intelRdt is refused whole.
+    #[test]
+    fn oci_spec_keeps_every_1_3_field() {
+        let raw: serde_json::Value = serde_json::from_str(include_str!("../../testdata/config-1.3-full.json")).unwrap();
+        let spec: Spec = serde_json::from_value(raw.clone()).unwrap();
+        let back = serde_json::to_value(&spec).unwrap();
+        let mut dropped = Vec::new();
+        dropped_keys("", &raw, &back, &mut dropped);
+        assert_eq!(dropped, [".linux.intelRdt.enableCMT", ".linux.intelRdt.enableMBM"]);
+    }
+
+    fn dropped_keys(path: &str, raw: &serde_json::Value, back: &serde_json::Value, out: &mut Vec<String>) {
+        use serde_json::Value::{Array, Object};
+        match (raw, back) {
+            (Object(a), Object(b)) => {
+                for (key, value) in a {
+                    match b.get(key) {
+                        None => out.push(format!("{path}.{key}")),
+                        Some(kept) => dropped_keys(&format!("{path}.{key}"), value, kept, out),
+                    }
+                }
+            }
+            (Array(a), Array(b)) => {
+                for (index, (value, kept)) in a.iter().zip(b).enumerate() {
+                    dropped_keys(&format!("{path}[{index}]"), value, kept, out);
+                }
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,434 @@
+//! Checks of config.json that the engine does late (in the init, with an
+//! error that names nothing) or not at all (a `cgroupsPath` with `..`
+//! escapes the cgroup root). Each error names the field.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::{Component, Path};
+
+use oci_spec::runtime::{Hook, LinuxNamespaceType, Process, Spec, User};
+
+use crate::error::{Error, Result};
+
+/// Every check below, for the config at `config` (used in the messages).
+pub fn check(config: &Path, spec: &Spec) -> Result<()> {
+    let bad = |reason: String| Error::Config {
+        path: config.to_path_buf(),
+        reason,
+    };
+    root_path(spec).map_err(bad)?;
+    hooks(spec).map_err(bad)?;
+    crate::engine::spec_support::check_mounts(spec).map_err(bad)?;
+    if let Some(process) = spec.process() {
+        check_process(process).map_err(|reason| bad(format!("process.{reason}")))?;
+    }
+    let Some(linux) = spec.linux() else {
+        return Ok(());
+    };
+    cgroups_path(linux).map_err(bad)?;
+    duplicate_namespaces(linux).map_err(bad)?;
+    namespaces(linux).map_err(bad)?;
+    devices(linux).map_err(bad)?;
+    intel_rdt(linux).map_err(bad)?;
+    seccomp_flags(linux).map_err(bad)?;
+    seccomp_archs(linux).map_err(bad)?;
+    memory(linux).map_err(bad)
+}
+
+/// The checks that look into the rootfs (at `rootfs`): where each mount
+/// would land once the image's symlinks are followed, and the device nodes
+/// the engine would make in the image's own /dev.
+pub fn check_in_rootfs(config: &Path, spec: &Spec, rootfs: &Path) -> Result<()> {
+    let bad = |reason: String| Error::Config {
+        path: config.to_path_buf(),
+        reason,
+    };
+    proc_mounts(spec, rootfs).map_err(bad)?;
+    crate::engine::mount::dev_nodes::check(spec, rootfs).map_err(bad)
+}
+
+/// The checks of a process an exec runs (`--process FILE`, or argv with
+/// `--user`, `--additional-gids`, `--env`, `--cwd`), as for the config's.
+pub fn exec_process(process: &Process) -> Result<()> {
+    check_process(process).map_err(|reason| Error::Invalid(format!("process.{reason}")))
+}
+
+/// A process's user, env and cwd; the error starts with the field (below
+/// `process.`) and ends with runc's words.
+pub fn check_process(process: &Process) -> Check {
+    check_user(process.user())?;
+    env(process.env().as_deref().unwrap_or_default())?;
+    cwd(process.cwd())
+}
+
+/// runc's bound on ids: `setresuid(-1)` (uid 4294967295) means "leave it
+/// unchanged", so an id out of range would run the process as root.
+pub const MAX_ID: u32 = i32::MAX as u32;
+const ID_RANGE: &str = "uids and gids must be in range 0-2147483647";
+
+/// uid, gid and every additional gid within 0..=2147483647, as runc.
+pub fn check_user(user: &User) -> Check {
+    let ids = [("uid", user.uid()), ("gid", user.gid())]
+        .into_iter()
+        .chain(user.additional_gids().iter().flatten().map(|gid| ("additionalGids", *gid)));
+    for (field, id) in ids {
+        if id > MAX_ID {
+            return Err(format!("user.{field} {id}: {ID_RANGE}"));
+        }
+    }
+    Ok(())
+}
+
+/// Every entry is `NAME=value` with a non-empty name (runc's init refuses
+/// the others; the engine would pass them on to execve as they are).
+fn env(env: &[String]) -> Check {
+    for (index, entry) in env.iter().enumerate() {
+        let field = format!("env[{index}]");
+        match entry.split_once('=') {
+            None => return Err(format!("{field}: invalid environment variable: {entry:?}")),
+            Some(("", _)) => {
+                return Err(format!("{field}: environment variable name can't be empty: {entry:?}"))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+fn cwd(cwd: &Path) -> Check {
+    if cwd.is_relative() {
+        return Err(format!("cwd {}: Cwd must be an absolute path", cwd.display()));
+    }
+    Ok(())
+}
+
+type Check = std::result::Result<(), String>;
+
+/// A relative `root.path` must stay inside the bundle (`../../..` would
+/// make the host's `/` the rootfs).
+fn root_path(spec: &Spec) -> Check {
+    let Some(root) = spec.root() else { return Ok(()) };
+    let path = root.path();
+    if path.is_relative() && escapes(path) {
+        return Err(format!("root.path {}: escapes the bundle directory", path.display()));
+    }
+    Ok(())
+}
+
+/// `path`, read lexically, climbs above where it starts.
+fn escapes(path: &Path) -> bool {
+    let mut depth: i64 = 0;
+    for component in path.components() {
+        match component {
+            Component::ParentDir => depth -= 1,
+            Component::Normal(_) => depth += 1,
+            _ => {}
+        }
+        if depth < 0 {
+            return true;
+        }
+    }
+    false
+}
+
+/// `..` in `cgroupsPath` would put the container's cgroup outside the
+/// cgroup root (`/sys/fs/cgroup/<controller>/../../x`).
+fn cgroups_path(linux: &oci_spec::runtime::Linux) -> Check {
+    let Some(path) = linux.cgroups_path() else { return Ok(()) };
+    let text = path.to_string_lossy();
+    if text.split(['/', ':']).any(|part| part == "..") {
+        return Err(format!("linux.cgroupsPath {text:?}: must not contain \"..\""));
+    }
+    Ok(())
+}
+
+/// One entry per namespace type, as runc ("duplicated ns"); the engine
+/// would silently use one of them.
+fn duplicate_namespaces(linux: &oci_spec::runtime::Linux) -> Check {
+    let namespaces = linux.namespaces().as_deref().unwrap_or_default();
+    for (index, ns) in namespaces.iter().enumerate() {
+        if namespaces[..index].iter().any(|earlier| earlier.typ() == ns.typ()) {
+            // The spec's name ("mount", "network"), quoted.
+            let typ = serde_json::to_string(&ns.typ()).unwrap_or_default();
+            return Err(format!("linux.namespaces[{index}]: malformed spec file: duplicated ns {typ}"));
+        }
+    }
+    Ok(())
+}
+
+/// Device nodes are made under /dev (the engine makes them nowhere else,
+/// and fails with a bare "failed to prepare rootfs"); `..` would be clamped
+/// to some other place in the rootfs, so it is refused.
+fn devices(linux: &oci_spec::runtime::Linux) -> Check {
+    for (index, device) in linux.devices().iter().flatten().enumerate() {
+        let path = device.path();
+        let field = format!("linux.devices[{index}].path {}", path.display());
+        if path.components().any(|c| c == Component::ParentDir) {
+            return Err(format!("{field}: must not contain \"..\""));
+        }
+        if !path.starts_with("/dev") || path == Path::new("/dev") {
+            return Err(format!("{field}: must be below /dev"));
+        }
+    }
+    Ok(())
+}
+
+/// A namespace `path` must be a namespace file of the declared type;
+/// otherwise the init's setns fails with a bare EINVAL or ENOENT.
+fn namespaces(linux: &oci_spec::runtime::Linux) -> Check {
+    for (index, ns) in linux.namespaces().iter().flatten().enumerate() {
+        let Some(path) = ns.path() else { continue };
+        let field = format!("linux.namespaces[{index}].path {}", path.display());
+        namespace_file(path, ns.typ()).map_err(|reason| format!("{field}: {reason}"))?;
+    }
+    Ok(())
+}
+
+const NSFS_MAGIC: i64 = 0x6e73_6673;
+/// `NS_GET_NSTYPE`: `_IO(0xb7, 0x3)`.
+const NS_GET_NSTYPE: libc::c_ulong = 0xb703;
+const CLONE_NEWTIME: i32 = 0x80;
+
+fn namespace_file(path: &Path, typ: LinuxNamespaceType) -> Check {
+    // statfs does not open the file, so a FIFO here cannot block us.
+    let fs = nix::sys::statfs::statfs(path).map_err(|e| e.desc().to_string())?;
+    if fs.filesystem_type().0 as i64 != NSFS_MAGIC {
+        return Err("not a namespace file".into());
+    }
+    let file = File::open(path).map_err(|e| e.to_string())?;
+    // SAFETY: NS_GET_NSTYPE takes no argument and only reads the fd.
+    let kind = unsafe { libc::ioctl(file.as_raw_fd(), NS_GET_NSTYPE) };
+    let wanted = match typ {
+        LinuxNamespaceType::Mount => libc::CLONE_NEWNS,
+        LinuxNamespaceType::Cgroup => libc::CLONE_NEWCGROUP,
+        LinuxNamespaceType::Uts => libc::CLONE_NEWUTS,
+        LinuxNamespaceType::Ipc => libc::CLONE_NEWIPC,
+        LinuxNamespaceType::User => libc::CLONE_NEWUSER,
+        LinuxNamespaceType::Pid => libc::CLONE_NEWPID,
+        LinuxNamespaceType::Network => libc::CLONE_NEWNET,
+        LinuxNamespaceType::Time => CLONE_NEWTIME,
+    };
+    if kind >= 0 && kind != wanted {
+        return Err(format!("not a {typ:?} namespace"));
+    }
+    Ok(())
+}
+
+/// `linux.intelRdt` is never applied: the engine sets up resctrl groups only
+/// in its own builder, which we do not use. Refused rather than ignored, in
+/// runc ≥ 1.2's words where the host has no resctrl.
+fn intel_rdt(linux: &oci_spec::runtime::Linux) -> Check {
+    if linux.intel_rdt().is_none() {
+        return Ok(());
+    }
+    if !resctrl_mounted() {
+        return Err("linux.intelRdt: intelRdt is specified in config, but Intel RDT is not supported or enabled".into());
+    }
+    Err("linux.intelRdt: not supported by rustpod (it makes no resctrl group); remove it".into())
+}
+
+/// SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV needs libseccomp ≥ 2.6; the one
+/// this build links (Debian 12's 2.5.4) fails it in the init, where the
+/// error names no field.
+fn seccomp_flags(linux: &oci_spec::runtime::Linux) -> Check {
+    use oci_spec::runtime::LinuxSeccompFilterFlag::SeccompFilterFlagWaitKillableRecv;
+    let flags = linux.seccomp().as_ref().and_then(|s| s.flags().clone()).unwrap_or_default();
+    if let Some(index) = flags.iter().position(|f| *f == SeccompFilterFlagWaitKillableRecv) {
+        return Err(format!(
+            "linux.seccomp.flags[{index}] SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV: not supported by the libseccomp rustpod is built with (needs 2.6)"
+        ));
+    }
+    Ok(())
+}
+
+/// Only the architectures `features` lists: libseccomp fails the others
+/// (another byte order than the native one, or too new for 2.5) in the init
+/// with "failed to add arch to seccomp", naming none.
+fn seccomp_archs(linux: &oci_spec::runtime::Linux) -> Check {
+    let archs = linux.seccomp().as_ref().and_then(|s| s.architectures().clone()).unwrap_or_default();
+    for (index, arch) in archs.iter().enumerate() {
+        let name = serde_json::to_value(arch).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        // The native architecture is in every filter anyway.
+        if name != "SCMP_ARCH_NATIVE" && !crate::engine::seccomp::SECCOMP_ARCHS.contains(&name.as_str()) {
+            return Err(format!(
+                "linux.seccomp.architectures[{index}] {name}: a seccomp filter here cannot hold it (features lists those it can)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A resctrl filesystem is mounted on this host (runc's test for RDT).
+fn resctrl_mounted() -> bool {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .is_ok_and(|text| text.lines().any(|line| line.split(" - ").nth(1).is_some_and(|fs| fs.starts_with("resctrl "))))
+}
+
+/// The files under /proc that runc ≥ 1.2 lets a mount cover (lxcfs emulates
+/// them); every other place inside /proc is refused.
+const PROC_FILES_LXCFS_EMULATES: &[&str] = &[
+    "/proc/cpuinfo",
+    "/proc/diskstats",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/proc/swaps",
+    "/proc/uptime",
+    "/proc/loadavg",
+    "/proc/slabinfo",
+    "/proc/net/dev",
+    "/proc/sys/kernel/ns_last_pid",
+    "/proc/sys/crypto/fips_enabled",
+];
+
+/// runc ≥ 1.2's checkProcMount: no mount inside /proc (a container that can
+/// write through one over /proc/sys or /proc/sysrq-trigger changes the
+/// host, CVE-2025-52565's class) but the files lxcfs emulates, and on /proc
+/// itself only a procfs. Judged where the mount would land: the destination
+/// with the symlinks followed inside the rootfs, through the image and what
+/// the mounts before it show (a bind's source).
+fn proc_mounts(spec: &Spec, rootfs: &Path) -> Check {
+    let mut layers = Vec::new();
+    for (index, mount) in spec.mounts().iter().flatten().enumerate() {
+        let dest = mount.destination();
+        let field = format!("mounts[{index}].destination {}", dest.display());
+        let landing = crate::engine::mount::rootfs_path::resolve(rootfs, &layers, dest).map_err(|e| format!("{field}: {e}"))?;
+        let source = crate::engine::engine_bundle::is_bind(mount).then(|| mount.source().clone()).flatten();
+        layers.push(crate::engine::mount::rootfs_path::Layer { at: landing.clone(), source });
+        let Err(why) = proc_mount(mount, &landing) else { continue };
+        let via = if landing != crate::engine::mount::rootfs_path::lexical(dest) {
+            format!(" (symlinks on the way lead it to {})", landing.display())
+        } else {
+            String::new()
+        };
+        let host = crate::engine::mount::rootfs_path::on_host(rootfs, &landing);
+        return Err(format!("{field}{via}: {:?} cannot be mounted because {why}", host.display().to_string()));
+    }
+    Ok(())
+}
+
+/// Why `mount` may not land at `landing` (absolute, resolved), if it may not.
+fn proc_mount(mount: &oci_spec::runtime::Mount, landing: &Path) -> Check {
+    let Ok(inside) = landing.strip_prefix("/proc") else { return Ok(()) };
+    if inside.as_os_str().is_empty() {
+        return if is_procfs(mount)? { Ok(()) } else { Err("it is not of type proc".into()) };
+    }
+    if PROC_FILES_LXCFS_EMULATES.iter().any(|file| Path::new(file) == landing) {
+        return Ok(());
+    }
+    Err("it is inside /proc".into())
+}
+
+/// A fresh procfs, or a bind of a path on a procfs.
+fn is_procfs(mount: &oci_spec::runtime::Mount) -> std::result::Result<bool, String> {
+    if !crate::engine::engine_bundle::is_bind(mount) {
+        return Ok(mount.typ().as_deref() == Some("proc"));
+    }
+    let Some(source) = mount.source() else { return Ok(false) };
+    let fs = nix::sys::statfs::statfs(source).map_err(|e| format!("statfs {}: {e}", source.display()))?;
+    Ok(fs.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC)
+}
+
+/// Memory limits are byte counts, or -1 for unlimited; the kernel rejects
+/// other negative values only when the engine writes them, mid-create.
+fn memory(linux: &oci_spec::runtime::Linux) -> Check {
+    let Some(memory) = linux.resources().as_ref().and_then(|r| *r.memory()) else {
+        return Ok(());
+    };
+    let fields = [
+        ("limit", memory.limit()),
+        ("reservation", memory.reservation()),
+        ("swap", memory.swap()),
+    ];
+    for (name, value) in fields {
+        if let Some(v) = value.filter(|v| *v < -1) {
+            return Err(format!(
+                "linux.resources.memory.{name} {v}: must be -1 (unlimited) or a byte count"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Hook paths must be absolute (spec); those run during create in the
+/// runtime's namespaces must exist, or create would fail in a hook wrapper
+/// whose error names no field.
+fn hooks(spec: &Spec) -> Check {
+    let Some(hooks) = spec.hooks() else { return Ok(()) };
+    let lists: [(&str, &Option<Vec<Hook>>, bool); 6] = [
+        ("prestart", hooks.prestart(), true),
+        ("createRuntime", hooks.create_runtime(), true),
+        ("createContainer", hooks.create_container(), true),
+        ("startContainer", hooks.start_container(), false),
+        ("poststart", hooks.poststart(), false),
+        ("poststop", hooks.poststop(), false),
+    ];
+    for (kind, list, on_host_at_create) in lists {
+        for (index, hook) in list.iter().flatten().enumerate() {
+            let path = hook.path();
+            let field = format!("hooks.{kind}[{index}].path {}", path.display());
+            if !path.is_absolute() {
+                return Err(format!("{field}: must be an absolute path"));
+            }
+            if on_host_at_create {
+                std::fs::metadata(path).map_err(|e| format!("{field}: {e}"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mount(dest: &str, typ: &str, source: &str) -> oci_spec::runtime::Mount {
+        serde_json::from_value(serde_json::json!({"destination": dest, "type": typ, "source": source})).unwrap()
+    }
+
+    #[test]
+    fn only_lxcfs_files_and_a_procfs_may_go_on_proc() {
+        let inside = |dest: &str, typ: &str, source: &str| proc_mount(&mount(dest, typ, source), Path::new(dest));
+        for dest in ["/proc/sys/kernel/core_pattern", "/proc/sysrq-trigger", "/proc/sys", "/proc/self"] {
+            assert_eq!(inside(dest, "bind", "/etc/hostname"), Err("it is inside /proc".into()), "{dest}");
+        }
+        for dest in ["/proc/cpuinfo", "/proc/meminfo", "/proc/loadavg", "/proc/net/dev", "/procfs", "/etc/proc"] {
+            assert_eq!(inside(dest, "bind", "/etc/hostname"), Ok(()), "{dest}");
+        }
+        assert_eq!(inside("/proc", "proc", "proc"), Ok(()));
+        assert_eq!(inside("/proc", "bind", "/proc"), Ok(()));
+        assert_eq!(inside("/proc", "tmpfs", "tmpfs"), Err("it is not of type proc".into()));
+        assert_eq!(inside("/proc", "bind", "/etc"), Err("it is not of type proc".into()));
+    }
+
+    #[test]
+    fn relative_paths_that_climb_out_escape() {
+        assert!(escapes(Path::new("../../..")));
+        assert!(escapes(Path::new("rootfs/../../x")));
+        assert!(!escapes(Path::new("rootfs/../rootfs2")));
+        assert!(!escapes(Path::new("rootfs")));
+    }
+
+    fn user(uid: u32, gid: u32, additional: &[u32]) -> User {
+        let mut user = User::default();
+        user.set_uid(uid);
+        user.set_gid(gid);
+        user.set_additional_gids(Some(additional.to_vec()));
+        user
+    }
+
+    #[test]
+    fn ids_outside_runc_range_are_refused() {
+        assert!(check_user(&user(MAX_ID, MAX_ID, &[MAX_ID])).is_ok());
+        for bad in [user(u32::MAX, 0, &[]), user(0, MAX_ID + 1, &[]), user(0, 0, &[5, u32::MAX])] {
+            let err = check_user(&bad).unwrap_err();
+            assert!(err.ends_with(ID_RANGE), "{err}");
+        }
+    }
+
+    #[test]
+    fn env_entries_need_a_name_and_an_equals_sign() {
+        assert!(env(&["A=".into(), "B=c=d".into()]).is_ok());
+        assert!(env(&["NOEQUALS".into()]).unwrap_err().contains("invalid environment variable"));
+        assert!(env(&["=x".into()]).unwrap_err().contains("name can't be empty"));
+    }
+}

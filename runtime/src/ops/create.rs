@@ -1,0 +1,168 @@
+//! `create`: set up a container from a bundle and leave its init waiting
+//! for `start`. On any failure nothing is left: no state, cgroup or process.
+
+use std::path::{Path, PathBuf};
+
+use libcontainer::container::Container;
+
+use crate::engine::container_dir::{ContainerDir, Metadata};
+use crate::engine::process::process_io::ProcessIo;
+use crate::engine::process::init::InitOptions;
+use crate::engine::engine_bundle::{self, EngineOptions};
+use crate::error::{Error, Result};
+use crate::engine::process::home_env;
+
+pub use crate::engine::process::process_io::Stdio;
+
+#[derive(Debug, Default)]
+pub struct CreateOptions {
+    pub bundle: PathBuf,
+    pub pid_file: Option<PathBuf>,
+    pub console_socket: Option<PathBuf>,
+    pub no_pivot: bool,
+    pub preserve_fds: i32,
+    pub systemd_cgroup: bool,
+    pub stdio: Stdio,
+}
+
+/// `create` for a bundle the caller has already loaded.
+pub fn create_from(
+    root: &Path,
+    id: &str,
+    bundle: &engine_bundle::Bundle,
+    opts: CreateOptions,
+) -> Result<Container> {
+    let dir = ContainerDir::new(root, id)?;
+    crate::engine::container_dir::ensure_root(root)?;
+    if dir.path().exists() {
+        return Err(Error::AlreadyExists(id.to_string()));
+    }
+    let mut opts = opts;
+    let cgroups_path = bundle.spec.linux().as_ref().and_then(|l| l.cgroups_path().clone());
+    if let Some(path) = cgroups_path.filter(|p| crate::engine::cgroup::manager::is_systemd_form(p)) {
+        if !opts.systemd_cgroup && !systemd_running() {
+            return Err(Error::Invalid(format!(
+                "linux.cgroupsPath {}: systemd's slice:prefix:name form, but systemd is not running on this host",
+                path.display()
+            )));
+        }
+        opts.systemd_cgroup = true;
+    }
+    if opts.systemd_cgroup && !systemd_running() {
+        return Err(Error::Invalid(
+            "systemd not running on this host, cannot use --systemd-cgroup".into(),
+        ));
+    }
+    let idmapped = crate::engine::idmap::plan::plan(&bundle.spec)
+        .map_err(|reason| Error::Config { path: bundle.path.join("config.json"), reason })?;
+    // Claimed first: a create racing us for the id must fail on the id, not
+    // on our processes, which it would find in the cgroup it checks.
+    dir.claim()?;
+    if let Err(err) = check(id, bundle, opts.systemd_cgroup) {
+        // Nothing else is ours yet: the cgroup may hold others' processes.
+        let _ = dir.remove_all();
+        return Err(err);
+    }
+    debug_pause("claimed");
+    let result = build(&dir, bundle, opts, &idmapped);
+    match result {
+        Ok(container) => Ok(container),
+        Err(err) => {
+            let _ = crate::engine::teardown::remove_leftovers(&dir);
+            Err(err)
+        }
+    }
+}
+
+/// What must hold before anything is made: capabilities and rlimits we can
+/// grant, the OOM score written, a cgroup of the container's own.
+fn check(id: &str, bundle: &engine_bundle::Bundle, systemd_cgroup: bool) -> Result<()> {
+    crate::engine::process::caps_check::check(bundle.spec.process().as_ref())?;
+    crate::engine::process::caps_check::check_rlimits(bundle.spec.process().as_ref())?;
+    crate::sys::process_setup::write_oom_score_adj(bundle.spec.process().as_ref())?;
+    crate::engine::cgroup::manager::check_new(bundle.spec.linux().as_ref().and_then(|l| l.cgroups_path().as_deref()), id, systemd_cgroup)
+        .map_err(|reason| Error::Config { path: bundle.path.join("config.json"), reason })
+}
+
+fn build(
+    dir: &ContainerDir,
+    bundle: &engine_bundle::Bundle,
+    opts: CreateOptions,
+    idmapped: &[crate::engine::idmap::plan::Planned],
+) -> Result<Container> {
+    let engine_opts = EngineOptions {
+        systemd_cgroup: opts.systemd_cgroup,
+    };
+    let mut spec = engine_bundle::engine_spec(&dir.id, bundle, &engine_opts)?;
+    // Made here, moved in by our first createContainer step; the fds close
+    // when this function returns (the init's copies at its exec).
+    let idmap = crate::engine::idmap::detached::install(&mut spec, bundle, idmapped, 3 + opts.preserve_fds)?;
+    let poststart = engine_bundle::take_poststart(&mut spec);
+    let start_barrier = engine_bundle::has_start_barrier(&spec);
+    dir.write_config(&spec)?;
+    let init_opts = InitOptions {
+        io: ProcessIo {
+            console_socket: opts.console_socket,
+            preserve_fds: opts.preserve_fds,
+            stdio: opts.stdio,
+        },
+        systemd_cgroup: opts.systemd_cgroup,
+        no_pivot: opts.no_pivot,
+    };
+    // Shared: a delete removing the default cgroup parent waits for us.
+    let _cgroup_guard = std::fs::File::open(&dir.root)
+        .ok()
+        .and_then(|f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockShared).ok());
+    let named = crate::engine::cgroup::named::join_for(&dir.id, &spec, opts.systemd_cgroup)?;
+    let container = crate::engine::process::init::spawn(dir, &bundle.path, spec, init_opts);
+    drop(named);
+    let container = container.map_err(|e| idmap.explain(e))?;
+    // Before `start` lets the user's program run; a failure fails create.
+    let pid = container.pid().ok_or_else(|| Error::Invalid(format!("create {}: the engine gave no init pid", dir.id)))?;
+    crate::engine::cgroup::device_filter::apply(&bundle.spec, pid.as_raw())?;
+    if bundle.pids_limit_zero {
+        crate::engine::cgroup::pids_zero::apply(pid.as_raw())?;
+    }
+    debug_pause("engine-created");
+    dir.restrict_engine_files()?;
+    if let (Some(path), Some(pid)) = (&opts.pid_file, container.pid()) {
+        crate::sys::pid_file::write(path, pid)?;
+    }
+
+    let user_env = bundle.spec.process().as_ref().and_then(|p| p.env().as_deref()).unwrap_or_default();
+    dir.save_metadata(&Metadata {
+        bundle: bundle.path.clone(),
+        rootfs: bundle.rootfs.clone(),
+        poststart,
+        start_barrier,
+        added_home: !home_env::has_home(user_env),
+        mount_ns: own_mount_ns(&bundle.spec, &container),
+    })?;
+    Ok(container)
+}
+
+/// The init's mount namespace, if the container has a new one of its own.
+fn own_mount_ns(spec: &oci_spec::runtime::Spec, container: &Container) -> Option<crate::engine::stop::FileId> {
+    let namespaces = spec.linux().as_ref()?.namespaces().as_ref()?;
+    let own = namespaces
+        .iter()
+        .any(|n| n.typ() == oci_spec::runtime::LinuxNamespaceType::Mount && n.path().is_none());
+    own.then(|| crate::engine::stop::FileId::mount_ns(container.pid()?.as_raw()))?
+}
+
+/// Fault injection for the reliability tests: with
+/// `RUSTPOD_DEBUG_PAUSE=<point>` the process stops itself (SIGSTOP) at that
+/// named point of `create`, so a test can SIGKILL it exactly there. Points:
+/// `claimed` (the id is claimed, nothing else exists yet) and
+/// `engine-created` (the engine has forked the init, made the cgroup and
+/// written its state; our metadata is not written yet).
+fn debug_pause(point: &str) {
+    if std::env::var_os("RUSTPOD_DEBUG_PAUSE").is_some_and(|p| p == point) {
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+    }
+}
+
+/// As runc: the systemd cgroup driver needs a running systemd.
+fn systemd_running() -> bool {
+    Path::new("/run/systemd/system").is_dir()
+}

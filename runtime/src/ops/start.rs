@@ -1,0 +1,122 @@
+//! `start`: let the init run the startContainer hooks and exec the user's
+//! program, then run the poststart hooks once that program runs.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use libcontainer::container::{Container, ContainerStatus};
+
+use crate::engine::container_dir::ContainerDir;
+use crate::error::{Error, Result};
+use crate::engine::process::notify;
+use crate::engine::start_barrier;
+use crate::engine::state::status_word;
+
+/// How long `start` waits for the startContainer hooks to pass. runc's
+/// start does not wait for them at all; we do, to report a failing hook,
+/// but a hook that never ends (its binary comes from the image) must not
+/// hold `start`: past this, start succeeds as runc's does.
+pub const START_HOOKS_WAIT: Duration = Duration::from_secs(10);
+
+/// The second half of `start`, which needs no handle on the container: the
+/// wait for its startContainer hooks (the container's own code) and the
+/// poststart hooks. Callers that serialise operations on a container
+/// release it first, so that kill and delete are never stuck behind a hook.
+pub struct Starting {
+    id: String,
+    init: Option<i32>,
+    barrier: bool,
+    init_exe: Option<(u64, u64)>,
+    poststart: Vec<oci_spec::runtime::Hook>,
+    state: libcontainer::container::State,
+}
+
+/// `start` whole: release, then wait.
+pub(crate) fn start(dir: &ContainerDir, container: &mut Container) -> Result<()> {
+    release(dir, container)?.finish()
+}
+
+/// Releases the init and records the container as running, as runc's start
+/// does once the init has read its exec fifo.
+pub(crate) fn release(dir: &ContainerDir, container: &mut Container) -> Result<Starting> {
+    let id = dir.id.as_str();
+    let status = container.status();
+    if status != ContainerStatus::Created {
+        return Err(Error::WrongStatus {
+            id: id.to_string(),
+            op: "start",
+            status: status_word(status).to_string(),
+            wanted: "created",
+        });
+    }
+    let meta = dir.metadata();
+    let poststart = meta.as_ref().map(|m| m.poststart.clone()).unwrap_or_default();
+    let barrier = meta.as_ref().is_some_and(|m| m.start_barrier);
+    // What the waiting init runs now (our binary, or its sealed copy).
+    let init = container.pid().map(|p| p.as_raw());
+    let init_exe = init.and_then(exe_identity);
+    release_init(container.root.as_path())?;
+    container
+        .set_status(ContainerStatus::Running)
+        .save()
+        .map_err(|e| Error::engine("start", id, &e))?;
+    Ok(Starting { id: id.to_string(), init, barrier, init_exe, poststart, state: container.state.clone() })
+}
+
+impl Starting {
+    /// Waits (bounded) for the startContainer hooks, then runs the poststart
+    /// hooks once the user's program runs.
+    pub fn finish(self) -> Result<()> {
+        if let (true, Some(pid)) = (self.barrier, self.init) {
+            if let Err(err) = start_barrier::wait(pid, START_HOOKS_WAIT) {
+                // The spec: a failing startContainer hook stops the container
+                // (its init, and with it its PID namespace; never the rest of
+                // a cgroup it may share).
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+                return Err(err);
+            }
+        }
+        if !self.poststart.is_empty() {
+            if let (Some(pid), Some(exe)) = (self.init, self.init_exe) {
+                wait_for_exec(pid, exe, Duration::from_secs(10));
+            }
+            run_poststart(&self.id, &self.state, &self.poststart);
+        }
+        Ok(())
+    }
+}
+
+/// Tells the init, waiting on the container's notify socket, to exec the
+/// user's program.
+fn release_init(container_root: &Path) -> Result<()> {
+    notify::notify_socket(container_root, &container_root.join(libcontainer::notify_socket::NOTIFY_FILE))
+}
+
+/// The spec runs poststart after the user's program started; a failing
+/// poststart hook is logged and does not fail `start`.
+fn run_poststart(id: &str, state: &libcontainer::container::State, hooks: &[oci_spec::runtime::Hook]) {
+    let hooks = hooks.to_vec();
+    if let Err(err) = libcontainer::hooks::run_hooks(Some(&hooks), Some(state), None, None, None) {
+        tracing::warn!("poststart hook failed: {} (container {id})", crate::error::one_line_chain(&err));
+    }
+}
+
+/// The (device, inode) of the program `pid` runs.
+fn exe_identity(pid: i32) -> Option<(u64, u64)> {
+    std::fs::metadata(format!("/proc/{pid}/exe"))
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// Waits until `pid` no longer runs `before` (the init has exec'd the
+/// user's program) or has gone; bounded by `limit`.
+fn wait_for_exec(pid: i32, before: (u64, u64), limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if exe_identity(pid) != Some(before) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}

@@ -1,0 +1,13 @@
+//! The `sys` layer: thin wrappers around system calls and process-wide
+//! settings (openat2 in a root, atomic files, inherited descriptors, signal
+//! dispositions, the runtime's own process setup). It imports nothing of the
+//! other layers but the crate's error type.
+
+pub mod atomic_file;
+pub mod in_root;
+pub mod inherited_fds;
+pub mod pid_file;
+pub mod process_setup;
+pub mod sigpipe;
+pub mod spawn_signals;
+pub mod syscall;
