@@ -101,7 +101,8 @@ pub mod engine_bundle {
     pub use crate::engine::engine_bundle::{engine_spec, parse_spec_bytes, Bundle, EngineOptions};
 }
 
-/// The checks of config.json that `create` makes before the engine runs.
+/// The checks of config.json (at `create`) and of an exec's process (at Exec)
+/// made before the engine runs.
 pub mod validate {
-    pub use crate::engine::validate::check;
+    pub use crate::engine::validate::{check, exec_process};
 }
