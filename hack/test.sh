@@ -18,22 +18,7 @@ if [[ $guests != 0 ]]; then
 	image_pid=$!
 fi
 trap 'rm -f "$image_log"' EXIT
-"$hack/build.sh"
-RUSTPOD_CHECKER_BIN=$("$hack/build-checker.sh"); export RUSTPOD_CHECKER_BIN
-RUSTPOD_PAUSE_BIN=$("$hack/build-pause.sh"); export RUSTPOD_PAUSE_BIN
-
-export RUSTPOD_BIN=$CARGO_TARGET_DIR/debug/rustpod
-export RUSTPOD_SHIM_BIN=$CARGO_TARGET_DIR/debug/containerd-shim-rustpod-v1
-export RUNC_BIN=${RUNC_BIN:-$(command -v runc)}
-# containerd 2.x, which Debian 12 lacks: sid's, fetched and unpacked (not installed) under
-# /var/tmp on the first run, for shim_containerd2.rs and the CRI tests under 2.x, beside the
-# host's containerd 1.6 that every other test uses.
-if [[ -z ${RUSTPOD_CONTAINERD:-} ]]; then
-	containerd2=$("$hack/sid-packages.sh" containerd)
-	echo "== from Debian sid (name version dir): $containerd2"
-	containerd2=${containerd2##* }
-	export RUSTPOD_CONTAINERD=$containerd2/usr/bin/containerd RUSTPOD_CTR=$containerd2/usr/bin/ctr
-fi
+test_env
 export RUSTPOD_SKIP_LOG=$(mktemp /var/tmp/rustpod-skips.XXXXXX)
 trap 'rm -f "$RUSTPOD_SKIP_LOG" "$image_log"' EXIT
 
@@ -51,11 +36,7 @@ if (($# == 0)); then
 	done
 fi
 
-if [[ -s $RUSTPOD_SKIP_LOG ]]; then
-	echo
-	echo "== skipped tests (could not run on this machine) =="
-	sort -u "$RUSTPOD_SKIP_LOG"
-fi
+print_skips "$RUSTPOD_SKIP_LOG"
 
 # The guest suites (this host is cgroup v1 without systemd): pure cgroup v2, then a
 # Debian sid node (its kernel, systemd 262 on cgroup v2, containerd 2.1, runc 1.3).
