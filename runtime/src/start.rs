@@ -16,10 +16,14 @@ use crate::start_barrier;
 use crate::state::status_word;
 
 /// How long `start` waits for the startContainer hooks to pass. runc's
-/// start does not wait for them at all; we do, to report a failing hook,
-/// but a hook that never ends (its binary comes from the image) must not
-/// hold `start`: past this, start succeeds as runc's does.
-pub const START_HOOKS_WAIT: Duration = Duration::from_secs(10);
+/// start (1.2 and later) does not wait for them at all; we do, to report a
+/// failing hook, but a hook that never ends (its binary comes from the image)
+/// must not hold `start`: past this, start succeeds as runc's does. Well
+/// under containerd's 2 s deadline for a task's State: its runc shim holds
+/// the process lock across `start`, and a State that times out shows the
+/// task with pid 0, for which containerd 2's `task delete --force` skips
+/// its kill and then fails on the running task.
+pub const START_HOOKS_WAIT: Duration = Duration::from_secs(1);
 
 /// The second half of `start`, which needs no handle on the container: the
 /// wait for its startContainer hooks (the container's own code) and the

@@ -14,8 +14,10 @@ use crate::error::{Error, Result};
 pub const BARRIER_ARG0: &str = "rustpod-start-barrier";
 /// The barrier's comm once it is ready for `start`'s signal.
 const READY_COMM: &str = "rustpod-ready";
-/// How long the barrier waits for a `start` that may have died.
-const BARRIER_WAIT: Duration = Duration::from_secs(10);
+/// How long the barrier waits for a `start` that may have died or stopped
+/// waiting: as long as `start` waits for it, so that hooks which outlast
+/// that wait delay the program no longer.
+const BARRIER_WAIT: Duration = crate::start::START_HOOKS_WAIT;
 
 /// The hook appended after the user's startContainer hooks. It re-executes
 /// our binary through the init's /proc/self/exe.
