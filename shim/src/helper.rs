@@ -173,6 +173,7 @@ fn helper_main(kind: Kind, sock: &UnixStream) -> Result<i32, String> {
     // before its program runs must not kill the init (see rustpod::sigpipe).
     rustpod::sigpipe::handle_for_children();
     rustpod::spawn_signals::reset_inherited_ignores();
+    rustpod::spawn_signals::restore_caller_sigcancel();
     let stdio = stdio_for(&req, fds)?;
     match kind {
         Kind::Create => create(&req, stdio),
