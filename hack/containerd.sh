@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: containerd.sh start DIR [--cri [--systemd-cgroup]] [--shim-dir PATHDIR] [--containerd BIN] | stop DIR | kill DIR | restart DIR
+# Usage: containerd.sh start DIR [--cri [--systemd-cgroup]] [--shim-dir PATHDIR] [--containerd BIN] [--systemd-unit] | stop DIR | kill DIR | restart DIR | systemctl-restart DIR
 # Run a private containerd (the one on PATH, or BIN) rooted at DIR; it never touches the system
 # containerd. Its config is in the format of its version: `version = 2` for containerd 1.x,
 # `version = 3` for 2.x (2.3+ still reads 3), where the CRI plugin is split in three.
@@ -7,14 +7,17 @@
 # kubelet uses the systemd cgroup driver.
 # --containerd BIN: that containerd instead (its own ctr and containerd-shim-runc-v2 beside it
 # are used: put the latter on PATHDIR).
+# --systemd-unit: run it as a systemd service (where systemd is PID 1), KillMode=process and
+# Delegate=yes as the packaged containerd.service, so that `systemctl-restart` restarts it the
+# way a node's admin does: its shims live on in the unit's cgroup.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-usage="usage: containerd.sh start DIR [--cri [--systemd-cgroup]] [--shim-dir PATHDIR] [--containerd BIN] | stop DIR | kill DIR | restart DIR"
+usage="usage: containerd.sh start DIR [--cri [--systemd-cgroup]] [--shim-dir PATHDIR] [--containerd BIN] [--systemd-unit] | stop DIR | kill DIR | restart DIR | systemctl-restart DIR"
 (($# >= 2)) || die "$usage"
 action=$1 dir=$(abspath "$2")
 shift 2
-cri= shimdir= systemd_cgroup=false containerd=
+cri= shimdir= systemd_cgroup=false containerd= systemd_unit=
 if [[ $action == start ]]; then
 	while (($#)); do
 		case $1 in
@@ -22,6 +25,7 @@ if [[ $action == start ]]; then
 		--systemd-cgroup) systemd_cgroup=true ;;
 		--shim-dir) (($# >= 2)) || die "$usage"; shimdir=$(abspath "$2"); shift ;;
 		--containerd) (($# >= 2)) || die "$usage"; containerd=$(abspath "$2"); shift ;;
+		--systemd-unit) systemd_unit=1 ;;
 		*) die "$usage" ;;
 		esac
 		shift
@@ -140,16 +144,52 @@ write_config() {
 	mv -f "$conf.tmp" "$conf"
 }
 
+# unit: the systemd service this DIR's containerd runs as, if it was started with --systemd-unit.
+unit() {
+	cat "$dir/systemd-unit" 2>/dev/null
+}
+
+# write_unit UNIT PATH: a runtime unit running containerd with the pid file written as launch's.
+write_unit() {
+	printf '#!/bin/bash\necho $$ >%q.tmp && mv %q.tmp %q && exec %q --config %q\n' \
+		"$pidfile" "$pidfile" "$pidfile" "$containerd" "$conf" >"$dir/containerd-unit.sh"
+	cat >"/run/systemd/system/$1.tmp" <<-UNIT
+		[Unit]
+		Description=rustpod test containerd in $dir
+		[Service]
+		Environment=PATH=$2
+		ExecStart=/bin/bash $dir/containerd-unit.sh
+		KillMode=process
+		Delegate=yes
+		StandardOutput=append:$log
+		StandardError=append:$log
+	UNIT
+	mv -f "/run/systemd/system/$1.tmp" "/run/systemd/system/$1"
+	systemctl daemon-reload
+}
+
 launch() {
 	[[ -f $conf ]] || die "no $conf: use start first"
 	running >/dev/null && return 0
-	local path=$PATH pid i
+	local path=$PATH unit
 	[[ -f $dir/shim-dir ]] && path=$(cat "$dir/shim-dir"):$path
 	rm -f "$pidfile" "$sock" "$sock.ttrpc"
-	# The child writes its own PID and then execs containerd, so the PID is right even if setsid forks.
-	# No nohup: setsid already detaches, and an ignored SIGHUP would be inherited by shims and containers.
-	PATH=$path setsid bash -c 'echo $$ >"$1.tmp" && mv "$1.tmp" "$1" && shift && exec "$@"' \
-		_ "$pidfile" "$containerd" --config "$conf" </dev/null >>"$log" 2>&1 &
+	if unit=$(unit); then
+		[[ -f /run/systemd/system/$unit ]] || write_unit "$unit" "$path"
+		systemctl reset-failed "$unit" 2>/dev/null || true
+		systemctl start "$unit" || die "systemctl start $unit failed (log: $log)"
+	else
+		# The child writes its own PID and then execs containerd, so the PID is right even if setsid forks.
+		# No nohup: setsid already detaches, and an ignored SIGHUP would be inherited by shims and containers.
+		PATH=$path setsid bash -c 'echo $$ >"$1.tmp" && mv "$1.tmp" "$1" && shift && exec "$@"' \
+			_ "$pidfile" "$containerd" --config "$conf" </dev/null >>"$log" 2>&1 &
+	fi
+	await_answer
+}
+
+# await_answer: until the containerd of the pid file answers on its socket (20 s at most).
+await_answer() {
+	local pid i
 	for ((i = 0; i < 200; i++)); do
 		if pid=$(cat "$pidfile" 2>/dev/null); then
 			alive "$pid" || { tail -n 3 "$log" >&2; die "containerd exited at start (log: $log)"; }
@@ -174,6 +214,12 @@ start)
 	mkdir -p "$dir"
 	write_config
 	if [[ $shimdir ]]; then echo "$shimdir" >"$dir/shim-dir"; else rm -f "$dir/shim-dir"; fi
+	if [[ $systemd_unit ]]; then
+		[[ -d /run/systemd/system ]] || die "--systemd-unit: systemd is not PID 1 here (no /run/systemd/system)"
+		echo "rustpod-containerd-$(basename "$dir" | tr -c 'A-Za-z0-9\n' '-').service" >"$dir/systemd-unit"
+	else
+		rm -f "$dir/systemd-unit"
+	fi
 	echo "$containerd" >"$dir/containerd-bin"
 	launch
 	;;
@@ -181,9 +227,23 @@ restart)
 	signal_and_wait TERM 10 || signal_and_wait KILL 5 || die "containerd would not die"
 	launch
 	;;
+systemctl-restart)
+	unit=$(unit) || die "$dir's containerd is not a systemd unit (start it with --systemd-unit)"
+	old=$(running) || die "$dir's containerd is not running"
+	# The new containerd writes them again; await_answer waits for that.
+	rm -f "$pidfile" "$sock" "$sock.ttrpc"
+	systemctl restart "$unit" || die "systemctl restart $unit failed (log: $log)"
+	wait_dead "$old" 10 || die "systemctl restart $unit left containerd $old running"
+	await_answer
+	;;
 stop)
 	signal_and_wait TERM 10 || signal_and_wait KILL 5 || die "containerd would not die"
 	rm -f "$pidfile"
+	if unit=$(unit); then
+		systemctl stop "$unit" 2>/dev/null || true
+		rm -f "/run/systemd/system/$unit"
+		systemctl daemon-reload
+	fi
 	;;
 kill)
 	signal_and_wait KILL 5 || die "containerd would not die"

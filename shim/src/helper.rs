@@ -191,6 +191,7 @@ fn helper_main(sock: &UnixStream) -> Result<i32, Failure> {
     // before its program runs must not kill the init (see rustpod::sigpipe).
     rustpod::sigpipe::handle_for_children();
     rustpod::spawn_signals::reset_inherited_ignores();
+    rustpod::spawn_signals::restore_caller_sigcancel();
     let stdio = stdio_for(&req, fds).map_err(Failure::local)?;
     match &req.job {
         Job::Create { bundle, rootfs_mounts, systemd_cgroup } => {

@@ -18,6 +18,7 @@ use containerd_shim::{api, util, Error, Flags, StartOpts};
 
 use crate::events::timestamp;
 use crate::containers::state_root;
+use rustpod::spawn_signals;
 
 /// Annotations that put containers in one shim (one per pod).
 const GROUP_ANNOTATIONS: [&str; 2] = ["io.kubernetes.cri.sandbox-id", "io.containerd.runc.v2.group"];
@@ -102,7 +103,10 @@ fn start(opts: StartOpts) -> Result<String, Error> {
     let address = if crate::server::serving(&address) {
         address
     } else {
-        let (pid, address) = containerd_shim::spawn(opts, &grouping, Vec::new())?;
+        // Our posix_spawn ignores signal 32 in the server: tell it (and its
+        // helpers) how containerd left it, which containers must get.
+        let sigcancel = (spawn_signals::CALLER_SIGCANCEL_ENV, spawn_signals::sigcancel_disposition());
+        let (pid, address) = containerd_shim::spawn(opts, &grouping, vec![sigcancel])?;
         // As containerd's runc shim: the server (and the containers it
         // starts, which inherit it) is a likelier OOM victim than containerd.
         containerd_shim::cgroup::adjust_oom_score(pid)?;

@@ -5,7 +5,7 @@ use crate::scratch::ScratchDir;
 use crate::wait;
 use std::ffi::OsStr;
 use std::fs::{self, File};
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus};
 
@@ -83,6 +83,12 @@ pub struct Spawned {
 
 /// Starts `program args` with `stdin` as its standard input.
 pub fn spawn<S: AsRef<OsStr>>(program: &Path, args: &[S], stdin: &[u8]) -> Spawned {
+    spawn_with_signals(program, args, stdin, &[])
+}
+
+/// `spawn`, the child starting with each of `signals` ignored (`true`) or at its default, as its
+/// caller left it; with none the standard library's posix_spawn decides (glibc ignores 32 and 33).
+pub fn spawn_with_signals<S: AsRef<OsStr>>(program: &Path, args: &[S], stdin: &[u8], signals: &[(i32, bool)]) -> Spawned {
     let cmdline = std::iter::once(program.as_os_str())
         .chain(args.iter().map(AsRef::as_ref))
         .map(|a| a.to_string_lossy().into_owned())
@@ -92,13 +98,14 @@ pub fn spawn<S: AsRef<OsStr>>(program: &Path, args: &[S], stdin: &[u8]) -> Spawn
     fs::write(io.join("stdin"), stdin).expect("write stdin file");
     let open = |name: &str| File::open(io.join(name)).expect("open stdin file");
     let create = |name: &str| File::create(io.join(name)).expect("create output file");
-    let child = Command::new(program)
-        .args(args)
-        .stdin(open("stdin"))
-        .stdout(create("stdout"))
-        .stderr(create("stderr"))
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run `{cmdline}`: {e}"));
+    let mut cmd = Command::new(program);
+    cmd.args(args).stdin(open("stdin")).stdout(create("stdout")).stderr(create("stderr"));
+    if !signals.is_empty() {
+        let signals = signals.to_vec();
+        // SAFETY: the closure makes only rt_sigaction calls, async-signal-safe.
+        unsafe { cmd.pre_exec(move || set_dispositions(&signals)) };
+    }
+    let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot run `{cmdline}`: {e}"));
     Spawned { child, cmdline, io }
 }
 
@@ -165,4 +172,33 @@ impl Spawned {
             stderr: read("stderr"),
         })
     }
+}
+
+/// The kernel's `struct sigaction` (x86-64 and aarch64 layout).
+#[repr(C)]
+struct KernelSigaction {
+    handler: libc::sighandler_t,
+    flags: libc::c_ulong,
+    restorer: usize,
+    mask: u64,
+}
+
+/// Sets each signal ignored or to its default with rt_sigaction(2) itself: glibc's sigaction()
+/// refuses its internal signals.
+fn set_dispositions(signals: &[(i32, bool)]) -> std::io::Result<()> {
+    for &(sig, ignored) in signals {
+        let action = KernelSigaction {
+            handler: if ignored { libc::SIG_IGN } else { libc::SIG_DFL },
+            flags: 0,
+            restorer: 0,
+            mask: 0,
+        };
+        let none: *mut KernelSigaction = std::ptr::null_mut();
+        // SAFETY: `action` is a live kernel sigaction; no old action is asked for.
+        let rc = unsafe { libc::syscall(libc::SYS_rt_sigaction, sig, &action as *const KernelSigaction, none, 8usize) };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }

@@ -92,10 +92,15 @@ impl Runtime {
 
     /// Starts `BIN --root ROOT [globals] args…` in the background.
     pub fn spawn_stdin(&self, args: &[&str], stdin: &[u8]) -> Spawned {
+        process::spawn(&self.bin, &self.argv(args), stdin)
+    }
+
+    /// `--root ROOT [globals] args…`.
+    fn argv<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
         let mut full = vec!["--root", self.root()];
         full.extend(self.globals.iter().map(String::as_str));
         full.extend_from_slice(args);
-        process::spawn(&self.bin, &full, stdin)
+        full
     }
 
     /// `create [flags] --bundle B id`, after writing the bundle's config for `id`.
@@ -119,6 +124,13 @@ impl Runtime {
             &[&["run"][..], flags, &["--bundle", bundle.path(), id]].concat(),
             stdin,
         )
+    }
+
+    /// `run --bundle B id`, its caller leaving each of `signals` ignored or at its default.
+    pub fn run_with_signals(&self, id: &str, bundle: &Bundle, signals: &[(i32, bool)]) -> Output {
+        bundle.prepare(id);
+        let argv = self.argv(&["run", "--bundle", bundle.path(), id]);
+        process::spawn_with_signals(&self.bin, &argv, b"", signals).wait()
     }
 
     pub fn start(&self, id: &str) {

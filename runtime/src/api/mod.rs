@@ -46,9 +46,12 @@ pub mod sigpipe {
     pub use crate::sys::sigpipe::handle_for_children;
 }
 
-/// glibc's internal signals left ignored by posix_spawn.
+/// glibc's internal signals left ignored by posix_spawn, and signal 32 as
+/// the shim's caller left it.
 pub mod spawn_signals {
-    pub use crate::sys::spawn_signals::reset_inherited_ignores;
+    pub use crate::sys::spawn_signals::{
+        reset_inherited_ignores, restore_caller_sigcancel, sigcancel_disposition, CALLER_SIGCANCEL_ENV,
+    };
 }
 
 /// Our binaries' runs as OCI hooks, recognised by argv[0].

@@ -14,8 +14,20 @@ use crate::error::{Error, Result};
 pub const BARRIER_ARG0: &str = "rustpod-start-barrier";
 /// The barrier's comm once it is ready for `start`'s signal.
 const READY_COMM: &str = "rustpod-ready";
-/// How long the barrier waits for a `start` that may have died.
-const BARRIER_WAIT: Duration = Duration::from_secs(10);
+/// How long the barrier waits for a `start` that may have died or stopped
+/// waiting: as long as `start` waits for it, so that hooks which outlast
+/// that wait delay the program no longer.
+const BARRIER_WAIT: Duration = START_HOOKS_WAIT;
+
+/// How long `start` waits for the startContainer hooks to pass. runc's
+/// start (1.2 and later) does not wait for them at all; we do, to report a
+/// failing hook, but a hook that never ends (its binary comes from the image)
+/// must not hold `start`: past this, start succeeds as runc's does. Well
+/// under containerd's 2 s deadline for a task's State: its runc shim holds
+/// the process lock across `start`, and a State that times out shows the
+/// task with pid 0, for which containerd 2's `task delete --force` skips
+/// its kill and then fails on the running task.
+pub const START_HOOKS_WAIT: Duration = Duration::from_secs(1);
 
 /// The hook appended after the user's startContainer hooks. It re-executes
 /// our binary through the init's /proc/self/exe.

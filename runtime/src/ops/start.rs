@@ -13,12 +13,6 @@ use crate::engine::process::notify;
 use crate::engine::start_barrier;
 use crate::engine::state::status_word;
 
-/// How long `start` waits for the startContainer hooks to pass. runc's
-/// start does not wait for them at all; we do, to report a failing hook,
-/// but a hook that never ends (its binary comes from the image) must not
-/// hold `start`: past this, start succeeds as runc's does.
-pub const START_HOOKS_WAIT: Duration = Duration::from_secs(10);
-
 /// The second half of `start`, which needs no handle on the container: the
 /// wait for its startContainer hooks (the container's own code) and the
 /// poststart hooks. Callers that serialise operations on a container
@@ -69,7 +63,7 @@ impl Starting {
     /// hooks once the user's program runs.
     pub fn finish(self) -> Result<()> {
         if let (true, Some(pid)) = (self.barrier, self.init) {
-            if let Err(err) = start_barrier::wait(pid, START_HOOKS_WAIT) {
+            if let Err(err) = start_barrier::wait(pid, start_barrier::START_HOOKS_WAIT) {
                 // The spec: a failing startContainer hook stops the container
                 // (its init, and with it its PID namespace; never the rest of
                 // a cgroup it may share).

@@ -1,13 +1,22 @@
 //! glibc's posix_spawn (how Rust's `Command` starts programs: the shim its
 //! server and helpers, a Rust harness the CLI) leaves glibc's internal
 //! signals, 32 (SIGCANCEL) and 33 (SIGSETXID), ignored in the child, and an
-//! ignored signal survives execve. runc (cgo, so glibc's setxid handler is
-//! on 33 before anything else runs) never passes 33's ignore on, but keeps
-//! an inherited ignore of 32: so do we, or a container would ignore
-//! signal 33 where runc's does not.
+//! ignored signal survives execve. runc (1.1 and 1.3 alike: cgo, so glibc's
+//! setxid handler is on 33 before anything else runs) never passes 33's
+//! ignore on, but passes 32 on as its caller left it: so do we. Our shim's
+//! `start` records how containerd left 32 for its server and helpers, whose
+//! own 32 our posix_spawn ignored, so that a container gets containerd's 32
+//! as under containerd's runc shim (whose Go exec leaves 32 alone).
 
 /// glibc's SIGSETXID, which its sigaction() refuses to touch.
 const SIGSETXID: libc::c_int = 33;
+
+/// glibc's SIGCANCEL, which its sigaction() refuses to touch too.
+const SIGCANCEL: libc::c_int = 32;
+
+/// The environment variable in which our shim's `start` tells its server,
+/// and so its helpers, how containerd left signal 32: `ignored` or `default`.
+pub const CALLER_SIGCANCEL_ENV: &str = "RUSTPOD_CALLER_SIGCANCEL";
 
 /// The kernel's `struct sigaction` (x86-64 and aarch64 layout).
 #[repr(C)]
@@ -37,6 +46,26 @@ pub fn reset_inherited_ignores() {
     }
 }
 
+/// How this process got signal 32, as `CALLER_SIGCANCEL_ENV` says it.
+pub fn sigcancel_disposition() -> &'static str {
+    let mut old = KernelSigaction::default();
+    match rt_sigaction(SIGCANCEL, None, Some(&mut old)) && old.handler == libc::SIG_IGN {
+        true => "ignored",
+        false => "default",
+    }
+}
+
+/// Puts signal 32 back as `CALLER_SIGCANCEL_ENV` says our shim's caller left
+/// it; without the variable (not started by our shim) 32 stays as it is.
+pub fn restore_caller_sigcancel() {
+    let handler = match std::env::var(CALLER_SIGCANCEL_ENV).as_deref() {
+        Ok("default") => libc::SIG_DFL,
+        Ok("ignored") => libc::SIG_IGN,
+        _ => return,
+    };
+    rt_sigaction(SIGCANCEL, Some(&KernelSigaction { handler, ..Default::default() }), None);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,5 +81,19 @@ mod tests {
         assert!(rt_sigaction(SIGSETXID, Some(&KernelSigaction { handler: libc::SIG_IGN, ..Default::default() }), None));
         reset_inherited_ignores();
         assert_eq!(handler(SIGSETXID), libc::SIG_DFL);
+    }
+
+    #[test]
+    fn signal_32_follows_what_the_caller_left() {
+        assert!(rt_sigaction(SIGCANCEL, Some(&KernelSigaction { handler: libc::SIG_IGN, ..Default::default() }), None));
+        assert_eq!(sigcancel_disposition(), "ignored");
+        std::env::set_var(CALLER_SIGCANCEL_ENV, "default");
+        restore_caller_sigcancel();
+        assert_eq!((handler(SIGCANCEL), sigcancel_disposition()), (libc::SIG_DFL, "default"));
+        std::env::set_var(CALLER_SIGCANCEL_ENV, "ignored");
+        restore_caller_sigcancel();
+        assert_eq!(handler(SIGCANCEL), libc::SIG_IGN);
+        std::env::remove_var(CALLER_SIGCANCEL_ENV);
+        rt_sigaction(SIGCANCEL, Some(&KernelSigaction { handler: libc::SIG_DFL, ..Default::default() }), None);
     }
 }

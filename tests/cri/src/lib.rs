@@ -165,7 +165,18 @@ impl Cri {
         Self::try_start_on(other).unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// `start` with containerd run as a systemd service (`containerd.sh --systemd-unit`), as the
+    /// packaged containerd.service runs it, for `systemctl_restart_containerd`.
+    pub fn start_as_systemd_unit() -> Self {
+        Self::try_start_with(other_containerd().as_deref(), &["--systemd-unit"]).unwrap_or_else(|e| panic!("{e}"))
+    }
+
     fn try_start_on(other: Option<&Path>) -> Result<Self, String> {
+        Self::try_start_with(other, &[])
+    }
+
+    /// `try_start_on`, with `extra` arguments for hack/cri.sh start.
+    fn try_start_with(other: Option<&Path>, extra: &[&str]) -> Result<Self, String> {
         let dir = ScratchDir::new("cri");
         let bin = dir.join("bin");
         std::fs::create_dir_all(&bin).map_err(|e| format!("create shim dir: {e}"))?;
@@ -189,6 +200,7 @@ impl Cri {
         if systemd_driver() {
             cmd.arg("--systemd-cgroup");
         }
+        cmd.args(extra);
         if let Some(pause) = pause_bin() {
             cmd.env("RUSTPOD_PAUSE_BIN", pause);
         }
@@ -560,6 +572,17 @@ impl Cri {
     /// Starts containerd again on the same state (hack/containerd.sh restart) and reconnects.
     pub fn restart_containerd(&mut self) {
         rustpod_tests::containerd::control("restart", &self.dir);
+        self.reconnect();
+    }
+
+    /// `systemctl restart` of containerd's unit (see `start_as_systemd_unit`), and reconnects.
+    pub fn systemctl_restart_containerd(&mut self) {
+        rustpod_tests::containerd::control("systemctl-restart", &self.dir);
+        self.reconnect();
+    }
+
+    /// Connects to containerd's CRI socket again and waits until the plugin has recovered.
+    fn reconnect(&mut self) {
         let channel = connect(&self.rt, &self.socket);
         self.runtime = RuntimeServiceClient::new(channel.clone());
         self.images = ImageServiceClient::new(channel);

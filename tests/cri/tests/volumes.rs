@@ -1,5 +1,8 @@
 // Scenario 4: kubelet-style volumes under <tmp>/var/lib/kubelet/pods/<uid>/volumes/..., the
-// kubelet dir a shared mount, bound into containers with each CRI propagation mode.
+// kubelet dir a shared mount, bound into containers with each CRI propagation mode: a host
+// mount made after the containers started shows under HOST_TO_CONTAINER and BIDIRECTIONAL, not
+// under PRIVATE; one made in the BIDIRECTIONAL container reaches the host. The sid guest runs
+// it under containerd 2.1 for both handlers (runc 1.3.6 and rustpod).
 
 use rustpod_cri_tests::cri::{self, MountPropagation};
 use rustpod_cri_tests::{cri_or_skip, pod_config, pod_security, security, sleeper};
@@ -71,10 +74,13 @@ fn propagation_modes_and_file_mounts() {
     security(&mut bidi).privileged = true;
     let bidi = cri.run_container(&pod, &bidi, &pod_cfg);
 
-    // A host mount made after the containers started.
-    let late = data.join("late");
-    std::fs::create_dir(&late).unwrap();
-    host.tmpfs_with_marker(&late, "late-marker");
+    // A host mount made after the containers started, at `<volume>/late`, holding `marker`.
+    let mount_late = |volume: &Path, marker: &str| {
+        let late = volume.join("late");
+        std::fs::create_dir(&late).unwrap();
+        host.tmpfs_with_marker(&late, marker);
+    };
+    mount_late(&data, "late-marker");
     assert_eq!(
         cri.sh(&h2c, "cat /data/late/late-marker").stdout,
         "late-marker",
@@ -85,6 +91,13 @@ fn propagation_modes_and_file_mounts() {
         (seen.code, seen.stdout.as_str()),
         (0, ""),
         "PRIVATE: the later host mount does not show inside (the dir stays empty): {seen:?}"
+    );
+    // BIDIRECTIONAL receives as well.
+    mount_late(&shared, "shared-marker");
+    assert_eq!(
+        cri.sh(&bidi, "cat /shared/late/shared-marker").stdout,
+        "shared-marker",
+        "BIDIRECTIONAL: a later host mount under the volume shows inside"
     );
 
     // A mount made inside the privileged BIDIRECTIONAL container shows on the host.
