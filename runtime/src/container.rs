@@ -145,6 +145,12 @@ impl Container {
         crate::events::events(&self.dir, &mut self.engine, interval, once, out)
     }
 
+    /// Dumps the container with criu; without `leave_running` it is then
+    /// gone, as runc's checkpoint destroys it.
+    pub fn checkpoint(self, opts: &crate::checkpoint::CheckpointOptions) -> Result<()> {
+        crate::checkpoint::checkpoint(&self.dir, self.engine, opts)
+    }
+
     /// Removes the container: a stopped or created one, or with `force` any.
     pub fn delete(self, force: bool) -> Result<()> {
         crate::delete::delete_loaded(&self.dir, self.engine, force)

@@ -73,4 +73,12 @@ impl Runtime {
         opts.systemd_cgroup |= self.systemd_cgroup;
         crate::run::run(&self.root, id, opts, mode)
     }
+
+    /// Restores container `id` from criu's images (see `restore`): its exit
+    /// code in the foreground, 0 once restored with `opts.detach`.
+    pub fn restore(&self, id: &str, opts: crate::restore::RestoreOptions) -> Result<i32> {
+        let mut opts = opts;
+        opts.systemd_cgroup |= self.systemd_cgroup;
+        crate::restore::restore(&self.root, id, &opts)
+    }
 }

@@ -1,0 +1,280 @@
+// checkpoint and restore with criu, each scenario on runc ($RUNC_BIN) and then on the runtime
+// under test: a counter checkpointed, restored and counting on from where it was (contest's
+// checkpoint_restore shape, with a host bind mount it writes through), --leave-running, and the
+// refusals (a container that is not running, a missing image path, criu missing or failing its
+// `criu check`) that leave nothing behind. The round trips need a criu that passes `criu check`
+// (the sid guest's 4.2.1 on kernel 7.2); where it does not (this host: criu missing, or Debian
+// 12's 3.17.1 failing on kernel 6.18) they skip loudly, and `features` must say disabled.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use rustpod_tests::scratch::ScratchDir;
+use rustpod_tests::{json, skip, skip_if, wait, Bundle, Runtime};
+
+/// Counts in memory and writes each value to the bind-mounted /data: a restarted shell would
+/// start again from 1, a restored one goes on.
+const COUNTER: &[&str] = &["sh", "-c", "i=0; while true; do i=$((i+1)); echo $i > /data/count; sleep 0.1; done"];
+
+/// Why criu cannot checkpoint here, or None where `criu check` passes.
+fn criu_unusable() -> Option<String> {
+    match Command::new("criu").arg("check").stdin(Stdio::null()).output() {
+        Err(e) => Some(format!("criu cannot run here ({e}): checkpoint/restore needs criu (the sid guest has 4.2.1)")),
+        Ok(out) if !out.status.success() => Some(format!(
+            "`criu check` fails here ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).lines().filter(|l| l.contains("Error")).last().unwrap_or("")
+        )),
+        Ok(_) => None,
+    }
+}
+
+/// A bundle running the counter with a host directory bind-mounted at /data.
+fn counter_bundle(data: &ScratchDir) -> Bundle {
+    let mut bundle = Bundle::new(COUNTER);
+    bundle.add_mount(json!({
+        "destination": "/data", "type": "bind", "source": data.str(), "options": ["rbind", "rw"]
+    }));
+    bundle
+}
+
+/// The runtime with its stdio (and so the container's) on /dev/null: criu restores the init's
+/// files, and the harness's usual stdio files live outside the container.
+fn detached(rt: &Runtime, args: &[&str]) -> (bool, String) {
+    let mut full = vec!["--root", rt.root()];
+    full.extend_from_slice(args);
+    let status = Command::new(rt.bin())
+        .args(&full)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("run {}: {e}", rt.bin().display()));
+    (status.success(), format!("{} {} exited {status}", rt.bin().display(), full.join(" ")))
+}
+
+fn read_count(data: &ScratchDir) -> Option<u64> {
+    std::fs::read_to_string(data.join("count")).ok()?.trim().parse().ok()
+}
+
+fn wait_count_at_least(data: &ScratchDir, n: u64) -> u64 {
+    wait::wait_for(&format!("the counter to reach {n}"), || read_count(data).filter(|c| *c >= n))
+}
+
+/// A running counter container with its host /data and a directory for its images.
+struct Counter {
+    data: ScratchDir,
+    images: ScratchDir,
+    bundle: Bundle,
+    id: String,
+}
+
+impl Counter {
+    /// create + start with stdio on /dev/null; waits until it has counted a while.
+    fn start(rt: &Runtime) -> Self {
+        let data = ScratchDir::new("cr-data");
+        let bundle = counter_bundle(&data);
+        let id = rt.new_id("cr");
+        bundle.prepare(&id);
+        let (ok, what) = detached(rt, &["create", "--bundle", bundle.path(), &id]);
+        assert!(ok, "{what}");
+        rt.start(&id);
+        wait_count_at_least(&data, 20);
+        Counter { data, images: ScratchDir::new("cr-images"), bundle, id }
+    }
+}
+
+/// SIGKILL, delete, and nothing of the container left.
+fn kill_and_delete(rt: &Runtime, id: &str, bundle: &Bundle) {
+    rt.kill(id, "KILL");
+    rt.wait_status(id, "stopped");
+    rt.delete(id);
+    rt.assert_nothing_left(id, bundle.path());
+}
+
+#[test]
+fn counter_continues_after_checkpoint_and_restore() {
+    skip_if!(rustpod_tests::needs::containers());
+    skip_if!(criu_unusable());
+    for rt in Runtime::runc_and_under_test() {
+        let name = rt.bin().display().to_string();
+        let Counter { data, images, bundle, id } = Counter::start(&rt);
+        let old_pid = rt.pid(&id);
+
+        let image_path = images.join_str("img");
+        rt.cmd(&["checkpoint", "--image-path", &image_path, &id]).ok();
+        // As runc's checkpoint destroys it, the container is gone and its tree with it.
+        assert!(rt.try_status(&id).is_none(), "{name}: state must fail after checkpoint: the container is gone");
+        assert!(
+            wait::eventually(|| !Path::new(&format!("/proc/{old_pid}")).exists()),
+            "{name}: the checkpointed init {old_pid} must be gone"
+        );
+        let at_checkpoint = read_count(&data).expect("the counter wrote /data/count");
+        assert!(Path::new(&image_path).join("descriptors.json").exists(), "{name}: no descriptors.json in the images");
+
+        let (ok, what) = detached(&rt, &["restore", "--detach", "--image-path", &image_path, "--bundle", bundle.path(), &id]);
+        assert!(ok, "{name}: {what}");
+        assert_eq!(rt.status(&id), "running", "{name}: restored container's state");
+        let new_pid = rt.pid(&id);
+        assert!(new_pid > 0, "{name}: restored state has no pid");
+        // The restored shell's own memory: its first new value follows the last one; a
+        // restarted shell would write 1, 2, 3… (far below: it counted to 20 first).
+        let first = wait::wait_for("the restored counter to write", || read_count(&data).filter(|c| *c != at_checkpoint));
+        assert!(first > at_checkpoint, "{name}: the counter restarted: {first} after {at_checkpoint}");
+        wait_count_at_least(&data, first + 3);
+
+        kill_and_delete(&rt, &id, &bundle);
+    }
+}
+
+#[test]
+fn leave_running_keeps_the_same_init_counting() {
+    skip_if!(rustpod_tests::needs::containers());
+    skip_if!(criu_unusable());
+    for rt in Runtime::runc_and_under_test() {
+        let name = rt.bin().display().to_string();
+        let Counter { data, images, bundle, id } = Counter::start(&rt);
+        let pid = rt.pid(&id);
+        let image_path = images.join_str("img");
+        let work_path = images.join_str("work");
+        rt.cmd(&["checkpoint", "--leave-running", "--image-path", &image_path, "--work-path", &work_path, &id]).ok();
+        assert_eq!(rt.status(&id), "running", "{name}: --leave-running keeps it running");
+        assert_eq!(rt.pid(&id), pid, "{name}: --leave-running keeps the same init");
+        assert!(Path::new(&work_path).join("dump.log").exists(), "{name}: criu's log goes to --work-path");
+        let now = read_count(&data).unwrap_or(0);
+        wait_count_at_least(&data, now + 2);
+        kill_and_delete(&rt, &id, &bundle);
+    }
+}
+
+#[test]
+fn checkpoint_of_a_container_that_is_not_running_is_refused() {
+    skip_if!(rustpod_tests::needs::containers());
+    for rt in Runtime::runc_and_under_test() {
+        let name = rt.bin().display().to_string();
+        let bundle = Bundle::new(&["sleep", "1000"]);
+        let images = ScratchDir::new("cr-images");
+        let id = rt.new_id("cr");
+        rt.create(&id, &bundle);
+        let image_path = images.join_str("img");
+        let out = rt.cmd(&["checkpoint", "--image-path", &image_path, &id]).failed();
+        assert_eq!(out.stderr_lines().len(), 1, "{name}: one line: {}", out.describe());
+        assert!(out.stderr.contains("created"), "{name}: the error names the status: {}", out.describe());
+        assert_eq!(rt.status(&id), "created", "{name}: the container stays as it was");
+        assert!(!Path::new(&image_path).exists(), "{name}: no image directory made for a refused checkpoint");
+        let missing = rt.cmd(&["checkpoint", "--image-path", &image_path, "no-such-container"]).failed();
+        assert!(missing.stderr.contains("does not exist"), "{name}: {}", missing.describe());
+        rt.delete(&id);
+        rt.assert_nothing_left(&id, bundle.path());
+    }
+}
+
+#[test]
+fn restore_from_a_missing_image_path_leaves_nothing() {
+    skip_if!(rustpod_tests::needs::containers());
+    for rt in Runtime::runc_and_under_test() {
+        let name = rt.bin().display().to_string();
+        let bundle = Bundle::new(&["sleep", "1000"]);
+        let images = ScratchDir::new("cr-images");
+        let id = rt.new_id("cr");
+        bundle.prepare(&id);
+        let image_path = images.join_str("never-written");
+        let out = rt
+            .cmd(&["restore", "--detach", "--image-path", &image_path, "--bundle", bundle.path(), &id])
+            .failed();
+        assert_eq!(out.stderr_lines().len(), 1, "{name}: one line: {}", out.describe());
+        assert!(rt.try_status(&id).is_none(), "{name}: no container after a failed restore");
+        rt.assert_nothing_left(&id, bundle.path());
+        if !rt.bin().ends_with("runc") {
+            // Ours names the path and the errno (runc's words depend on whether criu runs).
+            assert!(
+                out.stderr.contains(&image_path) || out.stderr.contains("criu"),
+                "{name}: the error names the image path or criu: {}",
+                out.describe()
+            );
+        }
+    }
+}
+
+/// criu missing (a path with nothing there) for ours; on a host where criu itself fails its
+/// check (or is missing), both runtimes: the checkpoint fails, the container runs on.
+#[test]
+fn checkpoint_and_restore_without_a_working_criu_fail_and_leave_the_container() {
+    skip_if!(rustpod_tests::needs::containers());
+    let mut cases: Vec<(Runtime, &str)> = vec![(Runtime::under_test().with_globals(&["--criu", "/nonexistent/criu"]), "/nonexistent/criu")];
+    if criu_unusable().is_some() {
+        for rt in Runtime::runc_and_under_test() {
+            cases.push((rt, "criu"));
+        }
+    }
+    for (rt, criu) in cases {
+        let name = format!("{} (criu {criu})", rt.bin().display());
+        let bundle = Bundle::new(&["sleep", "1000"]);
+        let images = ScratchDir::new("cr-images");
+        let id = rt.new_id("cr");
+        rt.start_container(&id, &bundle);
+        let pid = rt.pid(&id);
+        let image_path = images.join_str("img");
+        let out = rt.cmd(&["checkpoint", "--image-path", &image_path, &id]).failed();
+        assert!(out.stderr.to_lowercase().contains("criu"), "{name}: the error names criu: {}", out.describe());
+        assert_eq!(rt.status(&id), "running", "{name}: a failed checkpoint leaves it running");
+        assert_eq!(rt.pid(&id), pid, "{name}: the same init runs on");
+        let restored_id = rt.new_id("cr");
+        bundle.prepare(&restored_id);
+        let out = rt
+            .cmd(&["restore", "--detach", "--image-path", &image_path, "--bundle", bundle.path(), &restored_id])
+            .failed();
+        assert!(rt.try_status(&restored_id).is_none(), "{name}: no container after a failed restore: {}", out.describe());
+        kill_and_delete(&rt, &id, &bundle);
+        rt.assert_nothing_left(&restored_id, bundle.path());
+        if !rt.bin().ends_with("runc") {
+            assert_eq!(out.stderr_lines().len(), 1, "{name}: one line: {}", out.describe());
+            assert!(out.stderr.contains(criu), "{name}: names the criu it ran: {}", out.describe());
+            assert!(!Path::new(&image_path).exists(), "{name}: nothing made before criu was found unusable");
+        }
+    }
+}
+
+/// Flags criu's RPC here cannot carry are refused naming the flag, never ignored; the
+/// container runs on.
+#[test]
+fn unsupported_checkpoint_flags_are_refused() {
+    skip_if!(rustpod_tests::needs::containers());
+    let rt = Runtime::under_test();
+    if rt.bin().ends_with("runc") {
+        skip!("runc supports these flags: the refusal is ours");
+    }
+    let bundle = Bundle::new(&["sleep", "1000"]);
+    let images = ScratchDir::new("cr-images");
+    let id = rt.new_id("cr");
+    rt.start_container(&id, &bundle);
+    let image_path = images.join_str("img");
+    for flags in [
+        &["--pre-dump"][..],
+        &["--parent-path", "../parent"],
+        &["--page-server", "127.0.0.1:9999"],
+        &["--lazy-pages"],
+        &["--manage-cgroups-mode", "bogus"],
+    ] {
+        let args = [&["checkpoint"][..], flags, &["--image-path", &image_path, &id]].concat();
+        let out = rt.cmd(&args).failed();
+        assert_eq!(out.stderr_lines().len(), 1, "{flags:?}: one line: {}", out.describe());
+        assert!(out.stderr.contains(flags[0]), "{flags:?}: the error names the flag: {}", out.describe());
+        assert_eq!(rt.status(&id), "running", "{flags:?}: the container runs on");
+        assert!(!Path::new(&image_path).exists(), "{flags:?}: nothing made");
+    }
+    kill_and_delete(&rt, &id, &bundle);
+}
+
+/// `features` claims checkpointing exactly where `criu check` passes (asked each run).
+#[test]
+fn features_claims_checkpoint_only_where_criu_check_passes() {
+    let rt = Runtime::under_test();
+    if rt.bin().ends_with("runc") {
+        skip!("runc claims checkpoint.enabled whatever criu says: the rule is ours");
+    }
+    let features = rt.cmd(&["features"]).ok().stdout_json();
+    let claimed = features["annotations"]["org.opencontainers.runc.checkpoint.enabled"].clone();
+    let usable = criu_unusable().is_none();
+    assert_eq!(claimed, json!(usable.to_string()), "checkpoint.enabled vs `criu check` ({:?})", criu_unusable());
+}
