@@ -108,16 +108,15 @@ pub fn open_dir(op: &'static str, path: &Path, create: bool) -> Result<std::fs::
     std::fs::File::open(path).map_err(|e| Error::io(op, path, e))
 }
 
-/// A failed criu request, in one line: criu's last error from its log,
-/// and where the log is.
+/// A failed criu request, in one line: criu's first error from its log
+/// (the cause; the last is only "Dumping FAILED."), and where the log is.
 pub fn failed(op: &'static str, err: &rust_criu::CriuError, log: &Path) -> Error {
-    let last = std::fs::read_to_string(log).ok().and_then(|text| {
+    let first = std::fs::read_to_string(log).ok().and_then(|text| {
         text.lines()
-            .filter(|l| l.contains("Error"))
-            .last()
+            .find(|l| l.contains("Error") && !l.contains("FAILED."))
             .map(|l| l.trim().to_string())
     });
-    let reason = match last {
+    let reason = match first {
         Some(line) => format!("{err}: {line}"),
         None => err.to_string(),
     };

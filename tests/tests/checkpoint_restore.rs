@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use rustpod_tests::scratch::ScratchDir;
-use rustpod_tests::{json, skip, skip_if, wait, Bundle, Runtime};
+use rustpod_tests::{env, json, skip, skip_if, wait, Bundle, Runtime};
 
 /// Counts in memory and writes each value to the bind-mounted /data: a restarted shell would
 /// start again from 1, a restored one goes on.
@@ -29,12 +29,22 @@ fn criu_unusable() -> Option<String> {
     }
 }
 
-/// A bundle running the counter with a host directory bind-mounted at /data.
+/// A bundle running the counter with a host directory bind-mounted at /data, in the host's
+/// network namespace: criu locks a network namespace it dumps with iptables-restore, which the
+/// sid guest does not have (runc fails there the same way); a pod's joined netns is external.
 fn counter_bundle(data: &ScratchDir) -> Bundle {
     let mut bundle = Bundle::new(COUNTER);
     bundle.add_mount(json!({
         "destination": "/data", "type": "bind", "source": data.str(), "options": ["rbind", "rw"]
     }));
+    let namespaces: Vec<_> = bundle.config()["linux"]["namespaces"]
+        .as_array()
+        .expect("the test spec lists namespaces")
+        .iter()
+        .filter(|ns| ns["type"] != "network")
+        .cloned()
+        .collect();
+    bundle.set("/linux/namespaces", json!(namespaces));
     bundle
 }
 
@@ -84,6 +94,17 @@ impl Counter {
     }
 }
 
+/// `checkpoint FLAGS --image-path IMAGES [--work-path …] id`, which must succeed; on failure
+/// criu's own errors from its log (in `work`) go into the panic.
+fn checkpoint(rt: &Runtime, flags: &[&str], work: &str, id: &str) {
+    let out = rt.cmd(&[&["checkpoint"][..], flags, &[id]].concat());
+    if !out.success() {
+        let log = std::fs::read_to_string(Path::new(work).join("dump.log")).unwrap_or_default();
+        let errors: Vec<&str> = log.lines().filter(|l| l.contains("Error") || l.contains("Warn")).collect();
+        panic!("{}\ncriu's log in {work}:\n{}", out.describe(), errors.join("\n"));
+    }
+}
+
 /// SIGKILL, delete, and nothing of the container left.
 fn kill_and_delete(rt: &Runtime, id: &str, bundle: &Bundle) {
     rt.kill(id, "KILL");
@@ -102,7 +123,7 @@ fn counter_continues_after_checkpoint_and_restore() {
         let old_pid = rt.pid(&id);
 
         let image_path = images.join_str("img");
-        rt.cmd(&["checkpoint", "--image-path", &image_path, &id]).ok();
+        checkpoint(&rt, &["--image-path", &image_path], &image_path, &id);
         // As runc's checkpoint destroys it, the container is gone and its tree with it.
         assert!(rt.try_status(&id).is_none(), "{name}: state must fail after checkpoint: the container is gone");
         assert!(
@@ -112,17 +133,69 @@ fn counter_continues_after_checkpoint_and_restore() {
         let at_checkpoint = read_count(&data).expect("the counter wrote /data/count");
         assert!(Path::new(&image_path).join("descriptors.json").exists(), "{name}: no descriptors.json in the images");
 
-        let (ok, what) = detached(&rt, &["restore", "--detach", "--image-path", &image_path, "--bundle", bundle.path(), &id]);
+        let pid_file = images.join_str("restored.pid");
+        let restore = ["restore", "--detach", "--image-path", &image_path, "--pid-file", &pid_file, "--bundle", bundle.path(), &id];
+        let (ok, what) = detached(&rt, &restore);
         assert!(ok, "{name}: {what}");
         assert_eq!(rt.status(&id), "running", "{name}: restored container's state");
         let new_pid = rt.pid(&id);
         assert!(new_pid > 0, "{name}: restored state has no pid");
+        let written = std::fs::read_to_string(&pid_file).unwrap_or_default();
+        assert_eq!(written.trim(), new_pid.to_string(), "{name}: --pid-file holds the restored init");
         // The restored shell's own memory: its first new value follows the last one; a
         // restarted shell would write 1, 2, 3… (far below: it counted to 20 first).
         let first = wait::wait_for("the restored counter to write", || read_count(&data).filter(|c| *c != at_checkpoint));
         assert!(first > at_checkpoint, "{name}: the counter restarted: {first} after {at_checkpoint}");
         wait_count_at_least(&data, first + 3);
 
+        kill_and_delete(&rt, &id, &bundle);
+    }
+}
+
+/// A free TCP port on the loopback (the container shares the host's network namespace).
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+    listener.local_addr().expect("local address").port()
+}
+
+/// `GET /count` from the container's httpd: the body, or None while nothing answers.
+fn http_count(port: u16) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(5))).ok()?;
+    stream.write_all(b"GET /count HTTP/1.0\r\n\r\n").ok()?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).ok()?;
+    reply.starts_with("HTTP/1.").then(|| reply.rsplit("\r\n\r\n").next().unwrap_or("").trim().to_string())
+}
+
+/// A TCP listener (busybox httpd serving the bind-mounted /data) checkpointed with the
+/// counter: after restore the same listening socket answers on its port.
+#[test]
+fn tcp_listener_answers_after_restore() {
+    skip_if!(rustpod_tests::needs::containers());
+    skip_if!(criu_unusable());
+    for rt in Runtime::runc_and_under_test() {
+        let name = rt.bin().display().to_string();
+        let port = free_port();
+        let data = ScratchDir::new("cr-data");
+        let mut bundle = counter_bundle(&data);
+        let script = format!("httpd -p 127.0.0.1:{port} -h /data; {}", COUNTER[2]);
+        bundle.set_args(&["sh", "-c", &script]);
+        let id = rt.new_id("cr");
+        bundle.prepare(&id);
+        let (ok, what) = detached(&rt, &["create", "--bundle", bundle.path(), &id]);
+        assert!(ok, "{name}: {what}");
+        rt.start(&id);
+        wait::wait_for(&format!("{name}: httpd to answer on {port}"), || http_count(port));
+        let images = ScratchDir::new("cr-images");
+        let image_path = images.join_str("img");
+        checkpoint(&rt, &["--image-path", &image_path], &image_path, &id);
+        assert!(http_count(port).is_none(), "{name}: nothing may answer on {port} once checkpointed");
+        let (ok, what) = detached(&rt, &["restore", "--detach", "--image-path", &image_path, "--bundle", bundle.path(), &id]);
+        assert!(ok, "{name}: {what}");
+        let body = wait::wait_for(&format!("{name}: the restored httpd to answer"), || http_count(port));
+        assert!(body.parse::<u64>().is_ok(), "{name}: /count from the restored httpd: {body:?}");
         kill_and_delete(&rt, &id, &bundle);
     }
 }
@@ -137,7 +210,7 @@ fn leave_running_keeps_the_same_init_counting() {
         let pid = rt.pid(&id);
         let image_path = images.join_str("img");
         let work_path = images.join_str("work");
-        rt.cmd(&["checkpoint", "--leave-running", "--image-path", &image_path, "--work-path", &work_path, &id]).ok();
+        checkpoint(&rt, &["--leave-running", "--image-path", &image_path, "--work-path", &work_path], &work_path, &id);
         assert_eq!(rt.status(&id), "running", "{name}: --leave-running keeps it running");
         assert_eq!(rt.pid(&id), pid, "{name}: --leave-running keeps the same init");
         assert!(Path::new(&work_path).join("dump.log").exists(), "{name}: criu's log goes to --work-path");
@@ -185,7 +258,7 @@ fn restore_from_a_missing_image_path_leaves_nothing() {
         assert_eq!(out.stderr_lines().len(), 1, "{name}: one line: {}", out.describe());
         assert!(rt.try_status(&id).is_none(), "{name}: no container after a failed restore");
         rt.assert_nothing_left(&id, bundle.path());
-        if !rt.bin().ends_with("runc") {
+        if !env::is_runc(rt.bin()) {
             // Ours names the path and the errno (runc's words depend on whether criu runs).
             assert!(
                 out.stderr.contains(&image_path) || out.stderr.contains("criu"),
@@ -227,7 +300,7 @@ fn checkpoint_and_restore_without_a_working_criu_fail_and_leave_the_container() 
         assert!(rt.try_status(&restored_id).is_none(), "{name}: no container after a failed restore: {}", out.describe());
         kill_and_delete(&rt, &id, &bundle);
         rt.assert_nothing_left(&restored_id, bundle.path());
-        if !rt.bin().ends_with("runc") {
+        if !env::is_runc(rt.bin()) {
             assert_eq!(out.stderr_lines().len(), 1, "{name}: one line: {}", out.describe());
             assert!(out.stderr.contains(criu), "{name}: names the criu it ran: {}", out.describe());
             assert!(!Path::new(&image_path).exists(), "{name}: nothing made before criu was found unusable");
@@ -241,7 +314,7 @@ fn checkpoint_and_restore_without_a_working_criu_fail_and_leave_the_container() 
 fn unsupported_checkpoint_flags_are_refused() {
     skip_if!(rustpod_tests::needs::containers());
     let rt = Runtime::under_test();
-    if rt.bin().ends_with("runc") {
+    if env::testing_runc_itself() {
         skip!("runc supports these flags: the refusal is ours");
     }
     let bundle = Bundle::new(&["sleep", "1000"]);
@@ -270,7 +343,7 @@ fn unsupported_checkpoint_flags_are_refused() {
 #[test]
 fn features_claims_checkpoint_only_where_criu_check_passes() {
     let rt = Runtime::under_test();
-    if rt.bin().ends_with("runc") {
+    if env::testing_runc_itself() {
         skip!("runc claims checkpoint.enabled whatever criu says: the rule is ours");
     }
     let features = rt.cmd(&["features"]).ok().stdout_json();
