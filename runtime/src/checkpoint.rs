@@ -1,8 +1,9 @@
 //! `checkpoint`: dumps a running (or paused) container's process tree with
 //! criu into an image directory, as runc does: external mounts and joined
 //! namespaces declared, the cgroup's freezer used, the init's stdio
-//! recorded for restore; without `leave_running` the container is then
-//! gone, as runc destroys it.
+//! recorded for restore. Without `leave_running` criu ends the tree; the
+//! CLI then destroys the container as runc does, the shim leaves that to
+//! containerd's Delete.
 
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
@@ -25,11 +26,11 @@ pub struct CheckpointOptions {
     pub leave_running: bool,
 }
 
-pub(crate) fn checkpoint(dir: &ContainerDir, mut engine: Container, opts: &CheckpointOptions) -> Result<()> {
+pub(crate) fn dump(dir: &ContainerDir, engine: &mut Container, opts: &CheckpointOptions) -> Result<()> {
     engine
         .refresh_status()
         .map_err(|e| Error::engine("load state of", &dir.id, &e))?;
-    let pid = running_init(dir, &engine)?;
+    let pid = running_init(dir, engine)?;
     criu::require_usable("checkpoint", &opts.criu.criu_path)?;
     let spec = crate::engine_bundle::parse_config(&dir.config_path())?;
     let images = criu::open_dir("create image directory", &opts.criu.image_path, true)?;
@@ -41,18 +42,23 @@ pub(crate) fn checkpoint(dir: &ContainerDir, mut engine: Container, opts: &Check
     client.set_pid(pid);
     client.set_root(rootfs(dir, &spec)?.display().to_string());
     client.set_leave_running(opts.leave_running);
-    if let Some(freezer) = freezer_cgroup(&engine) {
+    if let Some(freezer) = freezer_cgroup(engine) {
         client.set_freeze_cgroup(freezer.display().to_string());
     }
     criu::dump_mounts(&mut client, &spec, pid);
     criu::dump_external_namespaces(&mut client, &spec)?;
     client
         .dump()
-        .map_err(|e| criu::failed("dump", &e, &opts.criu.work_dir().join(DUMP_LOG)))?;
+        .map_err(|e| criu::failed("dump", &e, &opts.criu.work_dir().join(DUMP_LOG)))
+}
+
+/// `checkpoint` as runc's CLI does it: the dump, then, unless the
+/// container was left running, its removal (criu ended its processes).
+pub(crate) fn checkpoint(dir: &ContainerDir, mut engine: Container, opts: &CheckpointOptions) -> Result<()> {
+    dump(dir, &mut engine, opts)?;
     if opts.leave_running {
         return Ok(());
     }
-    // criu killed the tree; as runc, the container goes with it.
     engine.set_status(ContainerStatus::Stopped);
     crate::delete::delete_loaded(dir, engine, true)
 }

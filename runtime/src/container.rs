@@ -145,8 +145,14 @@ impl Container {
         crate::events::events(&self.dir, &mut self.engine, interval, once, out)
     }
 
-    /// Dumps the container with criu; without `leave_running` it is then
-    /// gone, as runc's checkpoint destroys it.
+    /// Dumps the container with criu; without `leave_running` criu ends
+    /// its processes and the state stays for `delete` (the shim's way).
+    pub fn dump(&mut self, opts: &crate::checkpoint::CheckpointOptions) -> Result<()> {
+        crate::checkpoint::dump(&self.dir, &mut self.engine, opts)
+    }
+
+    /// `dump`, then without `leave_running` the container is gone, as
+    /// runc's checkpoint destroys it (the CLI's way).
     pub fn checkpoint(self, opts: &crate::checkpoint::CheckpointOptions) -> Result<()> {
         crate::checkpoint::checkpoint(&self.dir, self.engine, opts)
     }

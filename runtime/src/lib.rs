@@ -87,6 +87,7 @@ mod process_io;
 mod process_setup;
 mod ps;
 mod restore;
+mod restore_mountpoints;
 mod resume;
 mod rootfs_hook;
 mod rootfs_path;

@@ -94,6 +94,7 @@ fn restore_claimed(
         .and_then(|config| config.save(dir.path()))
         .map_err(|e| Error::engine("record the config of", &dir.id, &e))?;
     let work = criu::open_dir("create work directory", opts.criu.work_dir(), true)?;
+    crate::restore_mountpoints::make(&bundle.rootfs, &spec)?;
     let criu_root = CriuRoot::mount(&dir.path().join(CRIU_ROOT), &bundle.rootfs)?;
     let mut client = criu::client(&opts.criu, RESTORE_LOG)?;
     client.set_images_dir_fd(images.as_raw_fd());

@@ -330,3 +330,10 @@ pub struct RestoreArgs {
     pub no_subreaper: bool,
     pub id: String,
 }
+
+/// go-runc (containerd's runc shim) passes restore's `-no-subreaper` with
+/// one dash, which runc's flag parser takes as `--no-subreaper`; clap does
+/// not, so it is spelled out here.
+pub fn with_go_runc_spellings(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    args.map(|a| if a == "-no-subreaper" { "--no-subreaper".into() } else { a }).collect()
+}

@@ -26,7 +26,7 @@ fn main() {
     rustpod::sigpipe::handle_for_children();
     rustpod::spawn_signals::reset_inherited_ignores();
     rustpod::self_exec::run_if_invoked();
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(args::with_go_runc_spellings(std::env::args_os()));
     if let Err(err) = pass_on_fds(&cli.command) {
         eprintln!("rustpod: {err}");
         std::process::exit(1);
