@@ -614,6 +614,8 @@ impl containerd_shim::Task for TaskService {
     /// staying for containerd's Delete.
     fn checkpoint(&self, _ctx: &TtrpcContext, req: api::CheckpointTaskRequest) -> TtrpcResult<Empty> {
         let opts = crate::checkpoint::options(&req.path, &req.options)?;
+        // `criu check` and `criu swrk` are children we wait for ourselves.
+        let _hold = crate::reaper::hold();
         self.shared
             .with_handle(&req.id, |c| c.dump(&opts))?
             .map_err(Error::runtime(format!("checkpoint {}", req.id)))?;

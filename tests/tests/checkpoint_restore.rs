@@ -160,6 +160,32 @@ fn counter_continues_after_checkpoint_and_restore() {
     }
 }
 
+/// `restore` in the foreground waits for the restored container: SIGKILL of its init ends the
+/// restore with 137, and the container is gone after, as `run` in the foreground.
+#[test]
+fn foreground_restore_waits_and_deletes() {
+    skip_if!(rustpod_tests::needs::containers());
+    skip_if!(criu_unusable());
+    let _turn = criu_turn();
+    for rt in Runtime::runc_and_under_test() {
+        let name = rt.bin().display().to_string();
+        let Counter { data, images, bundle, id } = Counter::start(&rt);
+        let image_path = images.join_str("img");
+        checkpoint(&rt, &["--image-path", &image_path], &image_path, &id);
+        let at_checkpoint = read_count(&data).expect("the counter wrote /data/count");
+        let restore = rt.spawn_stdin(&["restore", "--image-path", &image_path, "--bundle", bundle.path(), &id], b"");
+        let restore = restore.running_until(&format!("{name}: the restored container to run"), || {
+            rt.try_status(&id).as_deref() == Some("running")
+        });
+        wait::wait_for(&format!("{name}: the restored counter to go on"), || read_count(&data).filter(|c| *c > at_checkpoint));
+        rt.kill(&id, "KILL");
+        let out = restore.wait();
+        assert_eq!(out.code(), 137, "{name}: the foreground restore ends with its container: {}", out.describe());
+        assert!(rt.try_status(&id).is_none(), "{name}: the container is deleted after a foreground restore");
+        rt.assert_nothing_left(&id, bundle.path());
+    }
+}
+
 /// A free TCP port on the loopback (the container shares the host's network namespace).
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
