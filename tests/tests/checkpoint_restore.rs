@@ -23,6 +23,11 @@ fn criu_turn() -> std::sync::MutexGuard<'static, ()> {
     CRIU.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// Why a checkpoint/restore round trip cannot run here: no containers, or no working criu.
+fn round_trip_blocker() -> Option<String> {
+    rustpod_tests::needs::containers().or_else(criu_unusable)
+}
+
 /// Why criu cannot checkpoint here, or None where `criu check` passes.
 fn criu_unusable() -> Option<String> {
     match Command::new("criu").arg("check").stdin(Stdio::null()).output() {
@@ -99,6 +104,13 @@ impl Counter {
         wait_count_at_least(&data, 20);
         Counter { data, images: ScratchDir::new("cr-images"), bundle, id }
     }
+
+    /// `checkpoint` (which must succeed) into `<images>/img`, with `flags`; the image path.
+    fn checkpoint(&self, rt: &Runtime, flags: &[&str]) -> String {
+        let image_path = self.images.join_str("img");
+        checkpoint(rt, &[flags, &["--image-path", &image_path]].concat(), &image_path, &self.id);
+        image_path
+    }
 }
 
 /// `checkpoint FLAGS --image-path IMAGES [--work-path …] id`, which must succeed; on failure
@@ -122,16 +134,14 @@ fn kill_and_delete(rt: &Runtime, id: &str, bundle: &Bundle) {
 
 #[test]
 fn counter_continues_after_checkpoint_and_restore() {
-    skip_if!(rustpod_tests::needs::containers());
-    skip_if!(criu_unusable());
+    skip_if!(round_trip_blocker());
     let _turn = criu_turn();
     for rt in Runtime::runc_and_under_test() {
         let name = rt.bin().display().to_string();
-        let Counter { data, images, bundle, id } = Counter::start(&rt);
-        let old_pid = rt.pid(&id);
-
-        let image_path = images.join_str("img");
-        checkpoint(&rt, &["--image-path", &image_path], &image_path, &id);
+        let counter = Counter::start(&rt);
+        let old_pid = rt.pid(&counter.id);
+        let image_path = counter.checkpoint(&rt, &[]);
+        let Counter { data, images, bundle, id } = counter;
         // As runc's checkpoint destroys it, the container is gone and its tree with it.
         assert!(rt.try_status(&id).is_none(), "{name}: state must fail after checkpoint: the container is gone");
         assert!(
@@ -164,14 +174,13 @@ fn counter_continues_after_checkpoint_and_restore() {
 /// restore with 137, and the container is gone after, as `run` in the foreground.
 #[test]
 fn foreground_restore_waits_and_deletes() {
-    skip_if!(rustpod_tests::needs::containers());
-    skip_if!(criu_unusable());
+    skip_if!(round_trip_blocker());
     let _turn = criu_turn();
     for rt in Runtime::runc_and_under_test() {
         let name = rt.bin().display().to_string();
-        let Counter { data, images, bundle, id } = Counter::start(&rt);
-        let image_path = images.join_str("img");
-        checkpoint(&rt, &["--image-path", &image_path], &image_path, &id);
+        let counter = Counter::start(&rt);
+        let image_path = counter.checkpoint(&rt, &[]);
+        let Counter { data, bundle, id, .. } = counter;
         let at_checkpoint = read_count(&data).expect("the counter wrote /data/count");
         let restore = rt.spawn_stdin(&["restore", "--image-path", &image_path, "--bundle", bundle.path(), &id], b"");
         let restore = restore.running_until(&format!("{name}: the restored container to run"), || {
@@ -207,8 +216,7 @@ fn http_count(port: u16) -> Option<String> {
 /// counter: after restore the same listening socket answers on its port.
 #[test]
 fn tcp_listener_answers_after_restore() {
-    skip_if!(rustpod_tests::needs::containers());
-    skip_if!(criu_unusable());
+    skip_if!(round_trip_blocker());
     let _turn = criu_turn();
     for rt in Runtime::runc_and_under_test() {
         let name = rt.bin().display().to_string();
@@ -238,8 +246,7 @@ fn tcp_listener_answers_after_restore() {
 
 #[test]
 fn leave_running_keeps_the_same_init_counting() {
-    skip_if!(rustpod_tests::needs::containers());
-    skip_if!(criu_unusable());
+    skip_if!(round_trip_blocker());
     let _turn = criu_turn();
     for rt in Runtime::runc_and_under_test() {
         let name = rt.bin().display().to_string();
