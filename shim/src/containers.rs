@@ -656,6 +656,13 @@ impl Containers {
         Ok(())
     }
 
+    /// criu dumps container `id` (its state stays for containerd's Delete).
+    pub fn checkpoint(&self, id: &str, opts: &rustpod::CheckpointOptions) -> Result<()> {
+        // `criu check` and `criu swrk` are children we wait for ourselves.
+        let _hold = crate::reaper::hold();
+        self.with_handle(id, |c| c.dump(opts))?.map_err(Error::runtime(format!("checkpoint {id}")))
+    }
+
     pub fn shutdown_if_idle(&self) {
         let inner = self.lock();
         if inner.containers.is_empty() && inner.creating == 0 {

@@ -5,6 +5,7 @@
 mod binary_logger;
 mod bootstrap;
 mod cgroup_warmup;
+mod checkpoint;
 mod container;
 mod containers;
 mod error;

@@ -148,6 +148,15 @@ impl containerd_shim::Task for TaskService {
         Ok(api::PidsResponse { processes, ..Default::default() })
     }
 
+    /// criu dumps the container (see `checkpoint`); with `exit` criu ends
+    /// its processes and the init's exit goes out as any other, the state
+    /// staying for containerd's Delete.
+    fn checkpoint(&self, _ctx: &TtrpcContext, req: api::CheckpointTaskRequest) -> TtrpcResult<Empty> {
+        let opts = crate::checkpoint::options(&req.path, &req.options)?;
+        self.containers.checkpoint(&req.id, &opts)?;
+        Ok(Empty::new())
+    }
+
     fn pause(&self, _ctx: &TtrpcContext, req: api::PauseRequest) -> TtrpcResult<Empty> {
         self.containers.set_frozen(&req.id, true)?;
         Ok(Empty::new())

@@ -136,6 +136,23 @@ impl Container {
         crate::ops::events::events(&self.dir, &mut self.engine, interval, once, out)
     }
 
+    /// Dumps the container with criu; without `leave_running` criu ends
+    /// its processes and the state stays for `delete` (the shim's way).
+    pub fn dump(&mut self, opts: &crate::ops::checkpoint::CheckpointOptions) -> Result<()> {
+        crate::ops::checkpoint::dump(&self.dir, &mut self.engine, opts)
+    }
+
+    /// `dump`, then without `leave_running` the container is gone, as
+    /// runc's checkpoint destroys it (the CLI's way).
+    pub fn checkpoint(mut self, opts: &crate::ops::checkpoint::CheckpointOptions) -> Result<()> {
+        self.dump(opts)?;
+        if opts.leave_running {
+            return Ok(());
+        }
+        self.engine.set_status(libcontainer::container::ContainerStatus::Stopped);
+        crate::ops::delete::delete_loaded(&self.dir, self.engine, true)
+    }
+
     /// Removes the container: a stopped or created one, or with `force` any.
     pub fn delete(self, force: bool) -> Result<()> {
         crate::ops::delete::delete_loaded(&self.dir, self.engine, force)

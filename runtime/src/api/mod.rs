@@ -22,8 +22,10 @@ pub use crate::engine::process::console::ConsoleSocket;
 pub use crate::engine::process::process_io::Stdio;
 pub use crate::engine::process::wait::wait_readable;
 pub use crate::engine::state::State;
+pub use crate::ops::checkpoint::CheckpointOptions;
 pub use crate::ops::create::CreateOptions;
 pub use crate::ops::exec::{ExecOptions, ProcessArgs};
+pub use crate::ops::restore::RestoreOptions;
 pub use crate::ops::run::RunMode;
 pub use crate::ops::start::Starting;
 pub use crate::ops::update::{parse_resources, parse_size, ResourceFlags};
@@ -67,6 +69,11 @@ pub mod sealed_exe {
 /// Signal names as runc takes them.
 pub mod signal {
     pub use crate::engine::signal::parse;
+}
+
+/// criu's options, as `checkpoint` and `restore` take them.
+pub mod criu {
+    pub use crate::engine::criu::{cgroups_mode, CriuOptions};
 }
 
 /// The OCI features document.

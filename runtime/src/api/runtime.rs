@@ -102,4 +102,20 @@ impl Runtime {
         cleanup?;
         Ok(code)
     }
+
+    /// Restores container `id` from criu's images (see `restore`): its exit
+    /// code in the foreground, 0 once restored with `opts.detach`.
+    pub fn restore(&self, id: &str, opts: crate::ops::restore::RestoreOptions) -> Result<i32> {
+        let mut opts = opts;
+        opts.systemd_cgroup |= self.systemd_cgroup;
+        let pid = crate::ops::restore::restore(&self.root, id, &opts)?;
+        if opts.detach {
+            return Ok(0);
+        }
+        let code = crate::engine::process::wait::forward_signals_until_exit(nix::unistd::Pid::from_raw(pid));
+        let cleanup = self.delete(id, true);
+        let code = code?;
+        cleanup?;
+        Ok(code)
+    }
 }

@@ -7,6 +7,7 @@
 
 pub mod cgroup;
 pub mod container_dir;
+pub mod criu;
 pub mod engine_bundle;
 pub mod hook_state;
 pub mod idmap;

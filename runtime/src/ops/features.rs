@@ -105,7 +105,8 @@ pub fn features() -> Value {
         "annotations": {
             "io.github.rustpod.version": env!("CARGO_PKG_VERSION"),
             "io.github.rustpod.engine": "libcontainer 0.7.0",
-            "org.opencontainers.runc.checkpoint.enabled": "false"
+            // Asked of criu each time: a kernel or criu change alters it.
+            "org.opencontainers.runc.checkpoint.enabled": crate::engine::criu::check("criu").is_ok().to_string()
         }
     })
 }

@@ -4,6 +4,7 @@
 //! it never imports another operation (what two need is an engine step) nor
 //! `api` (but the crate's error type).
 
+pub mod checkpoint;
 pub mod create;
 pub mod delete;
 pub mod events;
@@ -13,6 +14,7 @@ pub mod kill;
 pub mod list;
 pub mod pause;
 pub mod ps;
+pub mod restore;
 pub mod resume;
 pub mod run;
 pub mod spec;

@@ -33,9 +33,9 @@ pub struct GlobalOpts {
     /// Manage cgroups through systemd (cgroupsPath is slice:prefix:name)
     #[arg(long = "systemd-cgroup", global = true)]
     pub systemd_cgroup: bool,
-    /// Accepted for runc compatibility; checkpointing is not supported
-    #[arg(long, hide = true)]
-    pub criu: Option<String>,
+    /// The criu binary checkpoint and restore run
+    #[arg(long, default_value = "criu")]
+    pub criu: String,
     /// Accepted for runc compatibility (true|false|auto)
     #[arg(long = "rootless", id = "global_rootless", hide = true)]
     pub rootless: Option<String>,
@@ -109,18 +109,10 @@ pub enum Command {
         #[arg(long)]
         rootless: bool,
     },
-    /// Not supported
-    #[command(hide = true)]
-    Checkpoint {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        rest: Vec<String>,
-    },
-    /// Not supported
-    #[command(hide = true)]
-    Restore {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        rest: Vec<String>,
-    },
+    /// Checkpoint a running container with criu
+    Checkpoint(CheckpointArgs),
+    /// Restore a container from a criu checkpoint
+    Restore(RestoreArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -131,6 +123,20 @@ pub enum Format {
 
 #[derive(Debug, Args)]
 pub struct CreateArgs {
+    #[command(flatten)]
+    pub init: InitArgs,
+    /// Accepted for runc compatibility: no session keyring is ever made
+    #[arg(long = "no-new-keyring")]
+    pub no_new_keyring: bool,
+    /// Pass this many extra fds (from 3) to the container
+    #[arg(long = "preserve-fds", default_value_t = 0)]
+    pub preserve_fds: i32,
+    pub id: String,
+}
+
+/// What `create` and `restore` take about the container's init.
+#[derive(Debug, Args)]
+pub struct InitArgs {
     /// Path to the bundle
     #[arg(short, long, default_value = ".")]
     pub bundle: PathBuf,
@@ -143,13 +149,6 @@ pub struct CreateArgs {
     /// Use chroot instead of pivot_root
     #[arg(long = "no-pivot")]
     pub no_pivot: bool,
-    /// Accepted for runc compatibility: no session keyring is ever made
-    #[arg(long = "no-new-keyring")]
-    pub no_new_keyring: bool,
-    /// Pass this many extra fds (from 3) to the container
-    #[arg(long = "preserve-fds", default_value_t = 0)]
-    pub preserve_fds: i32,
-    pub id: String,
 }
 
 #[derive(Debug, Args)]
@@ -256,4 +255,85 @@ pub struct UpdateArgs {
     #[arg(long = "mem-bw-schema")]
     pub mem_bw_schema: Option<String>,
     pub id: String,
+}
+
+/// The criu options `checkpoint` and `restore` share, as runc names them.
+#[derive(Debug, Args)]
+pub struct CriuArgs {
+    /// Where criu writes (checkpoint) or reads (restore) the images
+    #[arg(long = "image-path")]
+    pub image_path: Option<PathBuf>,
+    /// Where criu writes its log and work files (default: the image path)
+    #[arg(long = "work-path")]
+    pub work_path: Option<PathBuf>,
+    /// Allow open TCP connections
+    #[arg(long = "tcp-established")]
+    pub tcp_established: bool,
+    /// Allow external unix sockets
+    #[arg(long = "ext-unix-sk")]
+    pub ext_unix_sk: bool,
+    /// Allow shell jobs
+    #[arg(long = "shell-job")]
+    pub shell_job: bool,
+    /// Handle file locks
+    #[arg(long = "file-locks")]
+    pub file_locks: bool,
+    /// cgroups mode: soft, full, strict, ignore (default: criu's soft)
+    #[arg(long = "manage-cgroups-mode")]
+    pub manage_cgroups_mode: Option<String>,
+    /// Not supported (runc's empty namespaces)
+    #[arg(long = "empty-ns", hide = true)]
+    pub empty_ns: Vec<String>,
+    /// Not supported (criu's auto-dedup)
+    #[arg(long = "auto-dedup", hide = true)]
+    pub auto_dedup: bool,
+    /// Not supported (criu's lazy pages)
+    #[arg(long = "lazy-pages")]
+    pub lazy_pages: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckpointArgs {
+    #[command(flatten)]
+    pub criu: CriuArgs,
+    /// Leave the container running after the checkpoint
+    #[arg(long = "leave-running")]
+    pub leave_running: bool,
+    /// Not supported: an iterative pre-dump
+    #[arg(long = "pre-dump")]
+    pub pre_dump: bool,
+    /// Not supported: the pre-dump images this one builds on
+    #[arg(long = "parent-path")]
+    pub parent_path: Option<String>,
+    /// Not supported: a criu page server ADDRESS:PORT
+    #[arg(long = "page-server")]
+    pub page_server: Option<String>,
+    /// Not supported (runc's status fd for lazy pages)
+    #[arg(long = "status-fd", hide = true)]
+    pub status_fd: Option<i32>,
+    pub id: String,
+}
+
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    #[command(flatten)]
+    pub criu: CriuArgs,
+    /// The bundle and the init's pid file and console socket (criu sets
+    /// up the restored root, so `--no-pivot` changes nothing)
+    #[command(flatten)]
+    pub init: InitArgs,
+    /// Return once restored instead of waiting for the container to exit
+    #[arg(short, long)]
+    pub detach: bool,
+    /// Accepted for runc compatibility: no subreaper is set
+    #[arg(long = "no-subreaper", hide = true)]
+    pub no_subreaper: bool,
+    pub id: String,
+}
+
+/// go-runc (containerd's runc shim) passes restore's `-no-subreaper` with
+/// one dash, which runc's flag parser takes as `--no-subreaper`; clap does
+/// not, so it is spelled out here.
+pub fn with_go_runc_spellings(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    args.map(|a| if a == "-no-subreaper" { "--no-subreaper".into() } else { a }).collect()
 }

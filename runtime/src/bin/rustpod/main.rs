@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
-use args::{Cli, Command, CreateArgs, ExecArgs, Format, UpdateArgs};
+use args::{CheckpointArgs, Cli, Command, CreateArgs, CriuArgs, ExecArgs, Format, RestoreArgs, UpdateArgs};
 use rustpod::CreateOptions;
 use rustpod::{ExecOptions, ProcessArgs};
 use rustpod::Runtime;
@@ -26,7 +26,7 @@ fn main() {
     rustpod::sigpipe::handle_for_children();
     rustpod::spawn_signals::reset_inherited_ignores();
     rustpod::self_exec::run_if_invoked();
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(args::with_go_runc_spellings(std::env::args_os()));
     if let Err(err) = pass_on_fds(&cli.command) {
         eprintln!("rustpod: {err}");
         std::process::exit(1);
@@ -120,8 +120,13 @@ fn dispatch(cli: Cli) -> Result<i32> {
             rustpod::spec::write(&bundle, rootless)?;
             Ok(0)
         }
-        Command::Checkpoint { .. } | Command::Restore { .. } => {
-            bail!("checkpoint and restore are not supported by rustpod")
+        Command::Checkpoint(args) => {
+            let opts = checkpoint_options(&cli.global.criu, &args)?;
+            done(runtime.load(&args.id)?.checkpoint(&opts))
+        }
+        Command::Restore(args) => {
+            let opts = restore_options(&cli.global.criu, &args)?;
+            Ok(runtime.restore(&args.id, opts)?)
         }
     }
 }
@@ -133,13 +138,72 @@ fn done(result: rustpod::Result<()>) -> Result<i32> {
 
 fn create_options(args: CreateArgs) -> CreateOptions {
     CreateOptions {
-        bundle: args.bundle,
-        pid_file: args.pid_file,
-        console_socket: args.console_socket,
-        no_pivot: args.no_pivot,
+        bundle: args.init.bundle,
+        pid_file: args.init.pid_file,
+        console_socket: args.init.console_socket,
+        no_pivot: args.init.no_pivot,
         preserve_fds: args.preserve_fds,
         ..Default::default()
     }
+}
+
+/// runc's checkpoint flags; those criu's RPC client here cannot carry are
+/// refused, naming the flag.
+fn checkpoint_options(criu_path: &str, args: &CheckpointArgs) -> Result<rustpod::CheckpointOptions> {
+    let unsupported = [
+        (args.pre_dump, "--pre-dump (criu's PRE_DUMP request)"),
+        (args.parent_path.is_some(), "--parent-path (it needs --pre-dump's memory tracking)"),
+        (args.page_server.is_some(), "--page-server"),
+        (args.status_fd.is_some(), "--status-fd"),
+    ];
+    if let Some((_, flag)) = unsupported.iter().find(|(set, _)| *set) {
+        bail!("checkpoint {flag}: not supported by rustpod");
+    }
+    Ok(rustpod::CheckpointOptions {
+        criu: criu_options(criu_path, &args.criu, "checkpoint")?,
+        leave_running: args.leave_running,
+    })
+}
+
+fn restore_options(criu_path: &str, args: &RestoreArgs) -> Result<rustpod::RestoreOptions> {
+    Ok(rustpod::RestoreOptions {
+        criu: criu_options(criu_path, &args.criu, "restore")?,
+        bundle: args.init.bundle.clone(),
+        detach: args.detach,
+        pid_file: args.init.pid_file.clone(),
+        console_socket: args.init.console_socket.clone(),
+        systemd_cgroup: false,
+    })
+}
+
+/// The shared criu flags; the image path defaults to `./checkpoint`, as
+/// runc's.
+fn criu_options(criu_path: &str, args: &CriuArgs, op: &str) -> Result<rustpod::criu::CriuOptions> {
+    let unsupported = [
+        (args.lazy_pages, "--lazy-pages"),
+        (!args.empty_ns.is_empty(), "--empty-ns"),
+        (args.auto_dedup, "--auto-dedup"),
+    ];
+    if let Some((_, flag)) = unsupported.iter().find(|(set, _)| *set) {
+        bail!("{op} {flag}: not supported by rustpod");
+    }
+    if let Some(mode) = &args.manage_cgroups_mode {
+        rustpod::criu::cgroups_mode(mode)?;
+    }
+    let image_path = match &args.image_path {
+        Some(path) => path.clone(),
+        None => std::env::current_dir().context("current directory")?.join("checkpoint"),
+    };
+    Ok(rustpod::criu::CriuOptions {
+        criu_path: criu_path.to_string(),
+        image_path,
+        work_path: args.work_path.clone(),
+        tcp_established: args.tcp_established,
+        ext_unix_sk: args.ext_unix_sk,
+        shell_job: args.shell_job,
+        file_locks: args.file_locks,
+        manage_cgroups_mode: args.manage_cgroups_mode.clone(),
+    })
 }
 
 fn exec(runtime: &Runtime, args: ExecArgs) -> Result<i32> {

@@ -9,6 +9,7 @@ pub mod cgroup_ns;
 pub mod copyup;
 pub mod dev_nodes;
 pub mod propagation;
+pub mod restore_mountpoints;
 pub mod rootfs_hook;
 pub mod rootfs_path;
 pub mod sb_flags;

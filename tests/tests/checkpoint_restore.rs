@@ -1,0 +1,488 @@
+// checkpoint and restore with criu, each scenario on runc ($RUNC_BIN) and then on the runtime
+// under test: a counter checkpointed, restored and counting on from where it was (contest's
+// checkpoint_restore shape, with a host bind mount it writes through), --leave-running, and the
+// refusals (a container that is not running, a missing image path, criu missing or failing its
+// `criu check`) that leave nothing behind. The round trips need a criu that passes `criu check`
+// (the sid guest's 4.2.1 on kernel 7.2); where it does not (this host: criu missing, or Debian
+// 12's 3.17.1 failing on kernel 6.18) they skip loudly, and `features` must say disabled.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use rustpod_tests::scratch::ScratchDir;
+use rustpod_tests::{env, json, skip, skip_if, wait, Bundle, Runtime};
+
+/// Counts in memory and writes each value to the bind-mounted /data: a restarted shell would
+/// start again from 1, a restored one goes on.
+const COUNTER: &[&str] = &["sh", "-c", "i=0; while true; do i=$((i+1)); echo $i > /data/count; sleep 0.1; done"];
+
+/// One criu dump or restore at a time in this file: under the sid guest's emulated CPUs two at
+/// once can overrun criu's freeze timeout (runc's and ours alike fail then).
+fn criu_turn() -> std::sync::MutexGuard<'static, ()> {
+    static CRIU: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    CRIU.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Why a checkpoint/restore round trip cannot run here: no containers, or no working criu.
+fn round_trip_blocker() -> Option<String> {
+    rustpod_tests::needs::containers().or_else(criu_unusable)
+}
+
+/// Why criu cannot checkpoint here, or None where `criu check` passes.
+fn criu_unusable() -> Option<String> {
+    match Command::new("criu").arg("check").stdin(Stdio::null()).output() {
+        Err(e) => Some(format!("criu cannot run here ({e}): checkpoint/restore needs criu (the sid guest has 4.2.1)")),
+        Ok(out) if !out.status.success() => Some(format!(
+            "`criu check` fails here ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).lines().filter(|l| l.contains("Error")).last().unwrap_or("")
+        )),
+        Ok(_) => None,
+    }
+}
+
+/// A bundle running the counter with a host directory bind-mounted at /data, in the host's
+/// network namespace: criu locks a network namespace it dumps with iptables-restore, which the
+/// sid guest does not have (runc fails there the same way); a pod's joined netns is external.
+fn counter_bundle(data: &ScratchDir) -> Bundle {
+    let mut bundle = Bundle::new(COUNTER);
+    bundle.add_mount(json!({
+        "destination": "/data", "type": "bind", "source": data.str(), "options": ["rbind", "rw"]
+    }));
+    let namespaces: Vec<_> = bundle.config()["linux"]["namespaces"]
+        .as_array()
+        .expect("the test spec lists namespaces")
+        .iter()
+        .filter(|ns| ns["type"] != "network")
+        .cloned()
+        .collect();
+    bundle.set("/linux/namespaces", json!(namespaces));
+    bundle
+}
+
+/// The runtime with its stdio (and so the container's) on /dev/null: criu restores the init's
+/// files, and the harness's usual stdio files live outside the container.
+fn detached(rt: &Runtime, args: &[&str]) -> (bool, String) {
+    let mut full = vec!["--root", rt.root()];
+    full.extend_from_slice(args);
+    let status = Command::new(rt.bin())
+        .args(&full)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("run {}: {e}", rt.bin().display()));
+    (status.success(), format!("{} {} exited {status}", rt.bin().display(), full.join(" ")))
+}
+
+fn read_count(data: &ScratchDir) -> Option<u64> {
+    std::fs::read_to_string(data.join("count")).ok()?.trim().parse().ok()
+}
+
+fn wait_count_at_least(data: &ScratchDir, n: u64) -> u64 {
+    wait::wait_for(&format!("the counter to reach {n}"), || read_count(data).filter(|c| *c >= n))
+}
+
+/// A running counter container with its host /data and a directory for its images.
+struct Counter {
+    data: ScratchDir,
+    images: ScratchDir,
+    bundle: Bundle,
+    id: String,
+}
+
+impl Counter {
+    /// create + start with stdio on /dev/null; waits until it has counted a while.
+    fn start(rt: &Runtime) -> Self {
+        let data = ScratchDir::new("cr-data");
+        let bundle = counter_bundle(&data);
+        let id = rt.new_id("cr");
+        bundle.prepare(&id);
+        let (ok, what) = detached(rt, &["create", "--bundle", bundle.path(), &id]);
+        assert!(ok, "{what}");
+        rt.start(&id);
+        wait_count_at_least(&data, 20);
+        Counter { data, images: ScratchDir::new("cr-images"), bundle, id }
+    }
+
+    /// `checkpoint` (which must succeed) into `<images>/img`, with `flags`; the image path.
+    fn checkpoint(&self, rt: &Runtime, flags: &[&str]) -> String {
+        let image_path = self.images.join_str("img");
+        checkpoint(rt, &[flags, &["--image-path", &image_path]].concat(), &image_path, &self.id);
+        image_path
+    }
+}
+
+/// `checkpoint FLAGS --image-path IMAGES [--work-path …] id`, which must succeed; on failure
+/// criu's own errors from its log (in `work`) go into the panic.
+fn checkpoint(rt: &Runtime, flags: &[&str], work: &str, id: &str) {
+    let out = rt.cmd(&[&["checkpoint"][..], flags, &[id]].concat());
+    if !out.success() {
+        let log = std::fs::read_to_string(Path::new(work).join("dump.log")).unwrap_or_default();
+        let errors: Vec<&str> = log.lines().filter(|l| l.contains("Error") || l.contains("Warn")).collect();
+        panic!("{}\ncriu's log in {work}:\n{}", out.describe(), errors.join("\n"));
+    }
+}
+
+/// SIGKILL, delete, and nothing of the container left.
+fn kill_and_delete(rt: &Runtime, id: &str, bundle: &Bundle) {
+    rt.kill(id, "KILL");
+    rt.wait_status(id, "stopped");
+    rt.delete(id);
+    rt.assert_nothing_left(id, bundle.path());
+}
+
+#[test]
+fn counter_continues_after_checkpoint_and_restore() {
+    skip_if!(round_trip_blocker());
+    let _turn = criu_turn();
+    for rt in Runtime::runc_and_under_test() {
+        let name = rt.bin().display().to_string();
+        let counter = Counter::start(&rt);
+        let old_pid = rt.pid(&counter.id);
+        let image_path = counter.checkpoint(&rt, &[]);
+        let Counter { data, images, bundle, id } = counter;
+        // As runc's checkpoint destroys it, the container is gone and its tree with it.
+        assert!(rt.try_status(&id).is_none(), "{name}: state must fail after checkpoint: the container is gone");
+        assert!(
+            wait::eventually(|| !Path::new(&format!("/proc/{old_pid}")).exists()),
+            "{name}: the checkpointed init {old_pid} must be gone"
+        );
+        let at_checkpoint = read_count(&data).expect("the counter wrote /data/count");
+        assert!(Path::new(&image_path).join("descriptors.json").exists(), "{name}: no descriptors.json in the images");
+
+        let pid_file = images.join_str("restored.pid");
+        let restore = ["restore", "--detach", "--image-path", &image_path, "--pid-file", &pid_file, "--bundle", bundle.path(), &id];
+        let (ok, what) = detached(&rt, &restore);
+        assert!(ok, "{name}: {what}");
+        assert_eq!(rt.status(&id), "running", "{name}: restored container's state");
+        let new_pid = rt.pid(&id);
+        assert!(new_pid > 0, "{name}: restored state has no pid");
+        let written = std::fs::read_to_string(&pid_file).unwrap_or_default();
+        assert_eq!(written.trim(), new_pid.to_string(), "{name}: --pid-file holds the restored init");
+        // The restored shell's own memory: its first new value follows the last one; a
+        // restarted shell would write 1, 2, 3… (far below: it counted to 20 first).
+        let first = wait::wait_for("the restored counter to write", || read_count(&data).filter(|c| *c != at_checkpoint));
+        assert!(first > at_checkpoint, "{name}: the counter restarted: {first} after {at_checkpoint}");
+        wait_count_at_least(&data, first + 3);
+
+        kill_and_delete(&rt, &id, &bundle);
+    }
+}
+
+/// `restore` in the foreground waits for the restored container: SIGKILL of its init ends the
+/// restore with 137, and the container is gone after, as `run` in the foreground.
+#[test]
+fn foreground_restore_waits_and_deletes() {
+    skip_if!(round_trip_blocker());
+    let _turn = criu_turn();
+    for rt in Runtime::runc_and_under_test() {
+        let name = rt.bin().display().to_string();
+        let counter = Counter::start(&rt);
+        let image_path = counter.checkpoint(&rt, &[]);
+        let Counter { data, bundle, id, .. } = counter;
+        let at_checkpoint = read_count(&data).expect("the counter wrote /data/count");
+        let restore = rt.spawn_stdin(&["restore", "--image-path", &image_path, "--bundle", bundle.path(), &id], b"");
+        let restore = restore.running_until(&format!("{name}: the restored container to run"), || {
+            rt.try_status(&id).as_deref() == Some("running")
+        });
+        wait::wait_for(&format!("{name}: the restored counter to go on"), || read_count(&data).filter(|c| *c > at_checkpoint));
+        rt.kill(&id, "KILL");
+        let out = restore.wait();
+        assert_eq!(out.code(), 137, "{name}: the foreground restore ends with its container: {}", out.describe());
+        assert!(rt.try_status(&id).is_none(), "{name}: the container is deleted after a foreground restore");
+        rt.assert_nothing_left(&id, bundle.path());
+    }
+}
+
+/// A free TCP port on the loopback (the container shares the host's network namespace).
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+    listener.local_addr().expect("local address").port()
+}
+
+/// `GET /count` from the container's httpd: the body, or None while nothing answers.
+fn http_count(port: u16) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(5))).ok()?;
+    stream.write_all(b"GET /count HTTP/1.0\r\n\r\n").ok()?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).ok()?;
+    reply.starts_with("HTTP/1.").then(|| reply.rsplit("\r\n\r\n").next().unwrap_or("").trim().to_string())
+}
+
+/// A TCP listener (busybox httpd serving the bind-mounted /data) checkpointed with the
+/// counter: after restore the same listening socket answers on its port.
+#[test]
+fn tcp_listener_answers_after_restore() {
+    skip_if!(round_trip_blocker());
+    let _turn = criu_turn();
+    for rt in Runtime::runc_and_under_test() {
+        let name = rt.bin().display().to_string();
+        let port = free_port();
+        let data = ScratchDir::new("cr-data");
+        let mut bundle = counter_bundle(&data);
+        let script = format!("httpd -p 127.0.0.1:{port} -h /data; {}", COUNTER[2]);
+        bundle.set_args(&["sh", "-c", &script]);
+        let id = rt.new_id("cr");
+        bundle.prepare(&id);
+        let (ok, what) = detached(&rt, &["create", "--bundle", bundle.path(), &id]);
+        assert!(ok, "{name}: {what}");
+        rt.start(&id);
+        wait::wait_for(&format!("{name}: httpd to answer on {port}"), || http_count(port));
+        let images = ScratchDir::new("cr-images");
+        let image_path = images.join_str("img");
+        checkpoint(&rt, &["--image-path", &image_path], &image_path, &id);
+        assert!(http_count(port).is_none(), "{name}: nothing may answer on {port} once checkpointed");
+        let (ok, what) = detached(&rt, &["restore", "--detach", "--image-path", &image_path, "--bundle", bundle.path(), &id]);
+        assert!(ok, "{name}: {what}");
+        // The counter truncates /data/count before each write: an empty body is a read between.
+        let counted = |body: &String| body.parse::<u64>().is_ok();
+        wait::wait_for(&format!("{name}: the restored httpd to serve /count"), || http_count(port).filter(counted));
+        kill_and_delete(&rt, &id, &bundle);
+    }
+}
+
+#[test]
+fn leave_running_keeps_the_same_init_counting() {
+    skip_if!(round_trip_blocker());
+    let _turn = criu_turn();
+    for rt in Runtime::runc_and_under_test() {
+        let name = rt.bin().display().to_string();
+        let Counter { data, images, bundle, id } = Counter::start(&rt);
+        let pid = rt.pid(&id);
+        let image_path = images.join_str("img");
+        let work_path = images.join_str("work");
+        checkpoint(&rt, &["--leave-running", "--image-path", &image_path, "--work-path", &work_path], &work_path, &id);
+        assert_eq!(rt.status(&id), "running", "{name}: --leave-running keeps it running");
+        assert_eq!(rt.pid(&id), pid, "{name}: --leave-running keeps the same init");
+        assert!(Path::new(&work_path).join("dump.log").exists(), "{name}: criu's log goes to --work-path");
+        let now = read_count(&data).unwrap_or(0);
+        wait_count_at_least(&data, now + 2);
+        kill_and_delete(&rt, &id, &bundle);
+    }
+}
+
+#[test]
+fn checkpoint_of_a_container_that_is_not_running_is_refused() {
+    skip_if!(rustpod_tests::needs::containers());
+    for rt in Runtime::runc_and_under_test() {
+        let name = rt.bin().display().to_string();
+        let bundle = Bundle::new(&["sleep", "1000"]);
+        let images = ScratchDir::new("cr-images");
+        let id = rt.new_id("cr");
+        rt.create(&id, &bundle);
+        let image_path = images.join_str("img");
+        let out = rt.cmd(&["checkpoint", "--image-path", &image_path, &id]).failed();
+        assert_eq!(out.stderr_lines().len(), 1, "{name}: one line: {}", out.describe());
+        assert!(out.stderr.contains("created"), "{name}: the error names the status: {}", out.describe());
+        assert_eq!(rt.status(&id), "created", "{name}: the container stays as it was");
+        assert!(!Path::new(&image_path).exists(), "{name}: no image directory made for a refused checkpoint");
+        let missing = rt.cmd(&["checkpoint", "--image-path", &image_path, "no-such-container"]).failed();
+        assert!(missing.stderr.contains("does not exist"), "{name}: {}", missing.describe());
+        rt.delete(&id);
+        rt.assert_nothing_left(&id, bundle.path());
+    }
+}
+
+#[test]
+fn restore_from_a_missing_image_path_leaves_nothing() {
+    skip_if!(rustpod_tests::needs::containers());
+    for rt in Runtime::runc_and_under_test() {
+        let name = rt.bin().display().to_string();
+        let bundle = Bundle::new(&["sleep", "1000"]);
+        let images = ScratchDir::new("cr-images");
+        let id = rt.new_id("cr");
+        bundle.prepare(&id);
+        let image_path = images.join_str("never-written");
+        let out = rt
+            .cmd(&["restore", "--detach", "--image-path", &image_path, "--bundle", bundle.path(), &id])
+            .failed();
+        assert_eq!(out.stderr_lines().len(), 1, "{name}: one line: {}", out.describe());
+        assert!(rt.try_status(&id).is_none(), "{name}: no container after a failed restore");
+        rt.assert_nothing_left(&id, bundle.path());
+        if !env::is_runc(rt.bin()) {
+            // Ours names the path and the errno (runc's words depend on whether criu runs).
+            assert!(
+                out.stderr.contains(&image_path) || out.stderr.contains("criu"),
+                "{name}: the error names the image path or criu: {}",
+                out.describe()
+            );
+        }
+    }
+}
+
+/// criu missing (a path with nothing there) for ours; on a host where criu itself fails its
+/// check (or is missing), both runtimes: the checkpoint fails, the container runs on.
+#[test]
+fn checkpoint_and_restore_without_a_working_criu_fail_and_leave_the_container() {
+    skip_if!(rustpod_tests::needs::containers());
+    let mut cases: Vec<(Runtime, &str)> = vec![(Runtime::under_test().with_globals(&["--criu", "/nonexistent/criu"]), "/nonexistent/criu")];
+    if criu_unusable().is_some() {
+        for rt in Runtime::runc_and_under_test() {
+            cases.push((rt, "criu"));
+        }
+    }
+    for (rt, criu) in cases {
+        let name = format!("{} (criu {criu})", rt.bin().display());
+        let bundle = Bundle::new(&["sleep", "1000"]);
+        let images = ScratchDir::new("cr-images");
+        let id = rt.new_id("cr");
+        rt.start_container(&id, &bundle);
+        let pid = rt.pid(&id);
+        let image_path = images.join_str("img");
+        let out = rt.cmd(&["checkpoint", "--image-path", &image_path, &id]).failed();
+        assert!(out.stderr.to_lowercase().contains("criu"), "{name}: the error names criu: {}", out.describe());
+        assert_eq!(rt.status(&id), "running", "{name}: a failed checkpoint leaves it running");
+        assert_eq!(rt.pid(&id), pid, "{name}: the same init runs on");
+        let restored_id = rt.new_id("cr");
+        bundle.prepare(&restored_id);
+        let out = rt
+            .cmd(&["restore", "--detach", "--image-path", &image_path, "--bundle", bundle.path(), &restored_id])
+            .failed();
+        assert!(rt.try_status(&restored_id).is_none(), "{name}: no container after a failed restore: {}", out.describe());
+        kill_and_delete(&rt, &id, &bundle);
+        rt.assert_nothing_left(&restored_id, bundle.path());
+        if !env::is_runc(rt.bin()) {
+            assert_eq!(out.stderr_lines().len(), 1, "{name}: one line: {}", out.describe());
+            assert!(out.stderr.contains(criu), "{name}: names the criu it ran: {}", out.describe());
+            assert!(!Path::new(&image_path).exists(), "{name}: nothing made before criu was found unusable");
+        }
+    }
+}
+
+/// Flags criu's RPC here cannot carry are refused naming the flag, never ignored; the
+/// container runs on.
+#[test]
+fn unsupported_checkpoint_flags_are_refused() {
+    skip_if!(rustpod_tests::needs::containers());
+    let rt = Runtime::under_test();
+    if env::testing_runc_itself() {
+        skip!("runc supports these flags: the refusal is ours");
+    }
+    let bundle = Bundle::new(&["sleep", "1000"]);
+    let images = ScratchDir::new("cr-images");
+    let id = rt.new_id("cr");
+    rt.start_container(&id, &bundle);
+    let image_path = images.join_str("img");
+    for flags in [
+        &["--pre-dump"][..],
+        &["--parent-path", "../parent"],
+        &["--page-server", "127.0.0.1:9999"],
+        &["--lazy-pages"],
+        &["--manage-cgroups-mode", "bogus"],
+    ] {
+        let args = [&["checkpoint"][..], flags, &["--image-path", &image_path, &id]].concat();
+        let out = rt.cmd(&args).failed();
+        assert_eq!(out.stderr_lines().len(), 1, "{flags:?}: one line: {}", out.describe());
+        assert!(out.stderr.contains(flags[0]), "{flags:?}: the error names the flag: {}", out.describe());
+        assert_eq!(rt.status(&id), "running", "{flags:?}: the container runs on");
+        assert!(!Path::new(&image_path).exists(), "{flags:?}: nothing made");
+    }
+    kill_and_delete(&rt, &id, &bundle);
+}
+
+/// The counter in the container's own /tmp (containerd's snapshot), read through the init's root.
+fn count_in(pid: i32) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/root/tmp/count")).ok()?.trim().parse().ok()
+}
+
+/// One way containerd reaches a runtime: a name, the `ctr run` flags, and whether its task
+/// create restores (containerd's runc shim does; ours refuses it, UNIMPLEMENTED).
+struct ContainerdPath {
+    name: String,
+    flags: Vec<String>,
+    restores: bool,
+}
+
+/// containerd 2.x's runc shim running runc, then the runtime under test; then our shim.
+fn containerd_paths() -> Vec<ContainerdPath> {
+    let mut paths: Vec<ContainerdPath> = Runtime::runc_and_under_test()
+        .iter()
+        .map(|rt| ContainerdPath {
+            name: format!("containerd's runc shim running {}", rt.bin().display()),
+            flags: vec!["--runc-binary".into(), rt.bin().display().to_string()],
+            restores: true,
+        })
+        .collect();
+    paths.push(ContainerdPath {
+        name: "containerd-shim-rustpod-v1".into(),
+        flags: vec!["--runtime".into(), rustpod_tests::shim::RUNTIME.into()],
+        restores: false,
+    });
+    paths
+}
+
+/// Through containerd 2.x on each path: `ctr task checkpoint --image-path` (leaving it running;
+/// the runc shim's `checkpoint --image-path --work-path --leave-running`, our shim's
+/// Checkpoint), `ctr containers checkpoint --task` into the content store, `ctr task
+/// checkpoint --exit` (the task stops and is deleted), then
+/// `ctr containers restore --live`, whose task create is the runc shim's `restore --detach
+/// --pid-file -no-subreaper` with its pipes as the init's stdio: the restored counter goes on.
+#[test]
+fn containerd_checkpoints_and_restores() {
+    skip_if!(rustpod_tests::containerd2::blocker());
+    skip_if!(criu_unusable());
+    let _turn = criu_turn();
+    let ctd = rustpod_tests::containerd2::Containerd2::start();
+    for path in containerd_paths() {
+        let name = &path.name;
+        let id = rustpod_tests::scratch::unique_name("crd");
+        let counter = COUNTER[2].replace("/data/count", "/tmp/count");
+        let flags: Vec<&str> = path.flags.iter().map(String::as_str).collect();
+        let run = [&["run", "-d", "--net-host"][..], &flags, &[rustpod_tests::shim::IMAGE, &id, "sh", "-c", &counter]].concat();
+        ctd.ctr(&run).ok();
+        ctd.wait_task(&id, "RUNNING");
+        let pid = ctd.task_pid(&id);
+        wait::wait_for(&format!("{name}: the counter to reach 20"), || count_in(pid).filter(|c| *c >= 20));
+
+        let images = ScratchDir::new("cr-images");
+        let image_path = images.join_str("img");
+        ctd.ctr(&["task", "checkpoint", "--image-path", &image_path, &id]).ok();
+        assert_eq!(ctd.task_status(&id).as_deref(), Some("RUNNING"), "{name}: a checkpoint without --exit leaves it running");
+        assert_eq!(ctd.task_pid(&id), pid, "{name}: the same init runs on");
+        assert!(Path::new(&image_path).join("descriptors.json").exists(), "{name}: no images in {image_path}");
+
+        let reference = format!("localhost/checkpoint-{id}:1");
+        ctd.ctr(&["containers", "checkpoint", "--task", &id, &reference]).ok();
+        // --exit: criu ends the tree, the task stops, containerd's delete works.
+        let exit_path = images.join_str("exit");
+        ctd.ctr(&["task", "checkpoint", "--exit", "--image-path", &exit_path, &id]).ok();
+        ctd.wait_task(&id, "STOPPED");
+        assert!(Path::new(&exit_path).join("descriptors.json").exists(), "{name}: no images in {exit_path}");
+        ctd.ctr(&["task", "rm", &id]).ok();
+        ctd.ctr(&["containers", "rm", &id]).ok();
+        let restore = ctd.ctr(&["containers", "restore", "--live", &id, &reference]);
+        if !path.restores {
+            let out = restore.failed();
+            assert!(out.stderr.contains("checkpoint"), "{name}: the refusal names the checkpoint: {}", out.describe());
+            assert!(ctd.task_status(&id).is_none(), "{name}: no task after a refused restore");
+            let _ = ctd.ctr(&["containers", "rm", &id]);
+            continue;
+        }
+        restore.ok();
+        ctd.wait_task(&id, "RUNNING");
+        let restored = ctd.task_pid(&id);
+        // A fresh snapshot has no /tmp/count: the first value is the restored shell's next.
+        let first = wait::wait_for(&format!("{name}: the restored counter to write"), || count_in(restored));
+        assert!(first > 20, "{name}: the restored counter restarted: {first}");
+        ctd.ctr(&["task", "kill", "-s", "SIGKILL", &id]).ok();
+        ctd.wait_task(&id, "STOPPED");
+        ctd.ctr(&["task", "rm", &id]).ok();
+        ctd.ctr(&["containers", "rm", &id]).ok();
+    }
+}
+
+/// `features` claims checkpointing exactly where `criu check` passes (asked each run).
+#[test]
+fn features_claims_checkpoint_only_where_criu_check_passes() {
+    let rt = Runtime::under_test();
+    if env::testing_runc_itself() {
+        skip!("runc claims checkpoint.enabled whatever criu says: the rule is ours");
+    }
+    let features = rt.cmd(&["features"]).ok().stdout_json();
+    let claimed = features["annotations"]["org.opencontainers.runc.checkpoint.enabled"].clone();
+    let usable = criu_unusable().is_none();
+    assert_eq!(claimed, json!(usable.to_string()), "checkpoint.enabled vs `criu check` ({:?})", criu_unusable());
+}
