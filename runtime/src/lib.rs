@@ -22,6 +22,10 @@ pub use state::State;
 pub use stats::ContainerStats;
 pub use update::{parse_resources, parse_size, ResourceFlags};
 pub use wait::wait_readable;
+/// Idmapped copies of host mounts, made from a throw-away user namespace (the shim maps
+/// containerd's rootfs layers with them).
+pub use idmap_detached::mount_idmapped;
+pub use idmap_userns::with_mappings as userns_with_mappings;
 
 /// Where container state lives unless `--root` says otherwise.
 pub const DEFAULT_ROOT: &str = "/run/rustpod";
