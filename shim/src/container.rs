@@ -25,6 +25,8 @@ pub struct Container {
     pub paused: bool,
     /// Its cgroup manager for Stats, built on the first call.
     pub metrics: Option<std::sync::Arc<crate::metrics::Source>>,
+    /// runc's IoUid/IoGid from Create: its execs' pipes are chowned to them too.
+    pub io_owner: Option<(u32, u32)>,
 }
 
 impl Container {

@@ -40,6 +40,9 @@ pub struct Request {
     pub console_socket: Option<PathBuf>,
     /// Which of stdin, stdout, stderr were passed (in that order, with the request).
     pub stdio: [bool; 3],
+    /// Who the stdio pipes are chowned to (runc's IoUid/IoGid), if not root.
+    #[serde(default)]
+    pub io_owner: Option<(u32, u32)>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]

@@ -278,12 +278,16 @@ impl TaskService {
         }
         let namespace = self.shared.root.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         let (pio, child) = io::open_pipes(stdio, (&req.id, namespace))?;
+        if let Some(owner) = req.io_owner {
+            io::chown_pipes(&child, owner)?;
+        }
         req.stdio = [child.stdin.is_some(), child.stdout.is_some(), child.stderr.is_some()];
         let pid = helper::run(kind, &req, child)?;
         Ok((pid, pio))
     }
 
     fn create_container(&self, req: &api::CreateTaskRequest) -> std::result::Result<(i32, io::ProcessIo, Option<PathBuf>), String> {
+        crate::runtime_options::refuse_unsupported(&req.options)?;
         let stdio = stdio_of(req.terminal, &req.stdin, &req.stdout, &req.stderr);
         let mounts: Vec<MountSpec> = req
             .rootfs
@@ -301,6 +305,7 @@ impl TaskService {
             process: None,
             console_socket: None,
             stdio: [false; 3],
+            io_owner: crate::runtime_options::io_owner(&req.options)?,
         };
         let (pid, pio) = self.spawn(Kind::Create, hreq, &stdio)?;
         Ok((pid, pio, mounted))
@@ -359,6 +364,7 @@ impl TaskService {
                 process: Some(String::from_utf8_lossy(&p.spec).into_owned()),
                 console_socket: None,
                 stdio: [false; 3],
+                io_owner: c.io_owner,
             };
             let stdio = p.stdio.clone();
             inner.spawning += 1;
@@ -528,6 +534,7 @@ impl containerd_shim::Task for TaskService {
         let mut inner = self.shared.lock();
         inner.creating -= 1;
         let events = &self.shared.events;
+        let io_owner = crate::runtime_options::io_owner(&req.options).ok().flatten();
         let outcome = result.map(|(pid, pio, mounted_rootfs)| {
             let stdio = stdio_of(req.terminal, &req.stdin, &req.stdout, &req.stderr);
             events.task_create(&req.id, &req.bundle, pid, &stdio);
@@ -543,6 +550,7 @@ impl containerd_shim::Task for TaskService {
                 execs: HashMap::new(),
                 paused: false,
                 metrics: None,
+                io_owner,
             };
             inner.containers.insert(req.id.clone(), c);
             pid

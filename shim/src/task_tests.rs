@@ -33,6 +33,7 @@ fn container(init: Process) -> Container {
         execs: HashMap::new(),
         paused: false,
         metrics: None,
+        io_owner: None,
     }
 }
 
