@@ -101,14 +101,24 @@ fn host_uids(pid: i32) -> String {
     status.lines().find_map(|l| l.strip_prefix("Uid:")).expect("a Uid line").split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// kubelet's `hostUsers: false` pod with `userns`, each container in its own PID namespace
+/// (kubelet's default without shareProcessNamespace).
+fn as_userns_pod(pod: &mut cri::PodSandboxConfig, userns: cri::UserNamespace) {
+    set_pod_userns(pod, &userns);
+    pod_security(pod).namespace_options.as_mut().expect("namespace options").pid = cri::NamespaceMode::Container as i32;
+}
+
+fn userns_pod_config(name: &str, userns: cri::UserNamespace) -> cri::PodSandboxConfig {
+    let mut pod = pod_config(name);
+    as_userns_pod(&mut pod, userns);
+    pod
+}
+
 /// Runs the pod on `handler` and checks it from inside and from the host.
 fn check_userns_pod(cri: &Cri, handler: &str, base: u32) {
     let vols = volumes(cri, handler, base);
     let (mut pod_cfg, log_dir) = cri.pod_with_logs(&format!("userns-{handler}"), "app");
-    let userns = userns_pod(base);
-    set_pod_userns(&mut pod_cfg, &userns);
-    // kubelet's default (no shareProcessNamespace): each container its own PID namespace.
-    pod_security(&mut pod_cfg).namespace_options.as_mut().expect("namespace options").pid = cri::NamespaceMode::Container as i32;
+    as_userns_pod(&mut pod_cfg, userns_pod(base));
     let pod = cri
         .run_pod_with(&pod_cfg, handler)
         .unwrap_or_else(|e| panic!("RunPodSandbox with userns (handler {handler}): {e}"));
@@ -202,8 +212,7 @@ fn userns_pod_on_the_rustpod_v1_handler() {
         check_userns_pod(&cri, "rustpod", host_base(1));
         return;
     }
-    let mut pod_cfg = pod_config("userns-rustpod-v1");
-    set_pod_userns(&mut pod_cfg, &userns_pod(host_base(1)));
+    let pod_cfg = userns_pod_config("userns-rustpod-v1", userns_pod(host_base(1)));
     let pod = cri.run_pod_with(&pod_cfg, "rustpod").expect("RunPodSandbox with userns (handler rustpod)");
     let mut app = sleeper("app");
     set_container_namespaces(&mut app, &pod_cfg);
@@ -227,8 +236,7 @@ fn userns_refusals_as_runc() {
     for (slot, handler) in handlers.into_iter().enumerate() {
         let base = host_base(3 + slot as u32);
         let refused = |what: &str, userns: cri::UserNamespace, words: &str| {
-            let mut pod_cfg = pod_config(&format!("userns-bad-{slot}"));
-            set_pod_userns(&mut pod_cfg, &userns);
+            let pod_cfg = userns_pod_config(&format!("userns-bad-{slot}"), userns);
             let err = cri.run_pod_with(&pod_cfg, handler).expect_err(&format!("{what} ran (handler {handler})"));
             assert!(err.message().contains(words), "{what} (handler {handler}): {err}");
         };
@@ -243,8 +251,7 @@ fn userns_refusals_as_runc() {
         // containerd 2.1 passes it on; runc 1.3.6's words.
         refused("container id 0 unmapped", unmapped_root, "user namespaces enabled, but no mapping found for uid 0");
 
-        let mut pod_cfg = pod_config(&format!("userns-priv-{slot}"));
-        set_pod_userns(&mut pod_cfg, &userns_pod(base));
+        let mut pod_cfg = userns_pod_config(&format!("userns-priv-{slot}"), userns_pod(base));
         pod_security(&mut pod_cfg).privileged = true;
         let outcome = cri.run_pod_with(&pod_cfg, handler).and_then(|pod| {
             let mut app = sleeper("privileged");
@@ -271,4 +278,31 @@ fn userns_pod_runc() {
         .then(|| format!("{} features: no idmapped mounts (runc >= 1.2 has them)", env::runc_bin().display())));
     let cri = containerd2_cri_or_skip!();
     check_userns_pod(&cri, "runc", host_base(2));
+}
+
+/// The pod outlives a restart of containerd (hack/containerd.sh restart: the shims live on):
+/// ExecSync still reaches it, in the same user namespace, for our shim as for runc.
+#[test]
+fn userns_pod_survives_a_containerd_restart() {
+    let mut cri = containerd2_cri_or_skip!();
+    let mut handlers = vec![RUNC_TYPED];
+    if runtime_can_idmap(&env::runc_bin()) {
+        handlers.push("runc");
+    }
+    let mut running = Vec::new();
+    for (slot, handler) in handlers.iter().enumerate() {
+        let base = host_base(5 + slot as u32);
+        let pod_cfg = userns_pod_config(&format!("userns-restart-{slot}"), userns_pod(base));
+        let pod = cri.run_pod_with(&pod_cfg, handler).unwrap_or_else(|e| panic!("RunPodSandbox (handler {handler}): {e}"));
+        let mut app = sleeper("app");
+        set_container_namespaces(&mut app, &pod_cfg);
+        let app = cri.run_container(&pod, &app, &pod_cfg);
+        running.push((*handler, base, app.clone(), ns_of(cri.container_pid(&app), "user")));
+    }
+    cri.restart_containerd();
+    for (handler, base, app, userns) in running {
+        let map = cri.sh_ok(&app, "cat /proc/self/uid_map");
+        assert_eq!(map.split_whitespace().collect::<Vec<_>>(), ["0", &base.to_string(), "65536"], "handler {handler}");
+        assert_eq!(ns_of(cri.container_pid(&app), "user"), userns, "handler {handler}");
+    }
 }
