@@ -220,6 +220,9 @@ fn receive_request(sock: &UnixStream) -> Result<(Vec<u8>, Vec<OwnedFd>), String>
 }
 
 fn create(req: &Request, stdio: rustpod::Stdio) -> Result<i32, String> {
+    // The engine's errors in the container's init (which mount failed, and why) go to the
+    // bundle's log FIFO, which containerd copies to its own log.
+    crate::logger::init_in(&req.bundle, false);
     let rootfs = req.bundle.join("rootfs");
     if !req.rootfs_mounts.is_empty() {
         crate::mount::mount_all(&req.rootfs_mounts, &rootfs)?;
