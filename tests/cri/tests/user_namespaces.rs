@@ -223,9 +223,10 @@ fn userns_pod_on_the_rustpod_v1_handler() {
 }
 
 /// A userns_options kubelet never sends refused for our shim as for runc (critest's negative
-/// UserNamespaces specs), and a privileged container in a user-namespaced pod.
+/// UserNamespaces specs); a privileged container in a user-namespaced pod runs as with runc,
+/// its root still mapped.
 #[test]
-fn userns_refusals_as_runc() {
+fn userns_refusals_and_privileged_as_runc() {
     let cri = containerd2_cri_or_skip!();
     let mut handlers = vec![RUNC_TYPED];
     if runtime_can_idmap(&env::runc_bin()) {
@@ -253,22 +254,15 @@ fn userns_refusals_as_runc() {
 
         let mut pod_cfg = userns_pod_config(&format!("userns-priv-{slot}"), userns_pod(base));
         pod_security(&mut pod_cfg).privileged = true;
-        let outcome = cri.run_pod_with(&pod_cfg, handler).and_then(|pod| {
-            let mut app = sleeper("privileged");
-            set_container_namespaces(&mut app, &pod_cfg);
-            security(&mut app).privileged = true;
-            let id = cri.create_container(&pod, &app, &pod_cfg)?;
-            cri.start_container(&id)
-        });
         // Kubernetes refuses hostUsers: false with privileged: true in its API validation;
-        // containerd 2.1 does not, and runc 1.3.6 runs it (its cgroupfs a bind of the
-        // container's cgroup). Our shim fails it at create (tests/RUNC_DIFFERENCES.md).
-        if handler == "runc" {
-            outcome.unwrap_or_else(|e| panic!("runc >= 1.2 runs a privileged container in a userns pod: {e}"));
-        } else {
-            let err = outcome.expect_err(&format!("a privileged container ran in a user-namespaced pod (handler {handler})"));
-            assert!(err.message().contains("failed to create shim task"), "{err}");
-        }
+        // containerd 2.1 passes it on and runc 1.3.6 runs it: so do we, and root stays mapped.
+        let pod = cri.run_pod_with(&pod_cfg, handler).unwrap_or_else(|e| panic!("RunPodSandbox (handler {handler}): {e}"));
+        let mut app = sleeper("privileged");
+        set_container_namespaces(&mut app, &pod_cfg);
+        security(&mut app).privileged = true;
+        let app = cri.run_container(&pod, &app, &pod_cfg);
+        let map = cri.sh_ok(&app, "cat /proc/self/uid_map");
+        assert_eq!(map.split_whitespace().collect::<Vec<_>>(), ["0", &base.to_string(), "65536"], "privileged (handler {handler})");
     }
 }
 
