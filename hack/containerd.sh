@@ -4,7 +4,8 @@
 # containerd. Its config is in the format of its version: `version = 2` for containerd 1.x,
 # `version = 3` for 2.x (2.3+ still reads 3), where the CRI plugin is split in three.
 # --systemd-cgroup: `SystemdCgroup = true` in both CRI handlers' options, as on a node whose
-# kubelet uses the systemd cgroup driver.
+# kubelet uses the systemd cgroup driver. A 2.x containerd with --shim-dir gets a third handler,
+# rustpod-runc-v2 (see runc_typed_rustpod_toml).
 # --containerd BIN: that containerd instead (its own ctr and containerd-shim-runc-v2 beside it
 # are used: put the latter on PATHDIR).
 # --systemd-unit: run it as a systemd service (where systemd is PID 1), KillMode=process and
@@ -67,6 +68,21 @@ runtimes_toml() {
 		    [$1.containerd.runtimes.rustpod]
 		      runtime_type = "io.containerd.rustpod.v1"
 		      [$1.containerd.runtimes.rustpod.options]
+		        SystemdCgroup = $systemd_cgroup
+	TOML
+	runc_typed_rustpod_toml "$1"
+}
+
+# runc_typed_rustpod_toml TABLE: on 2.x, handler `rustpod-runc-v2`: our shim under runc's
+# runtime type, the one type containerd 2.1 and 2.2 ask `-info` of (so the one whose CRI
+# Status can say user_namespaces); runtime_path makes containerd run our shim for it.
+runc_typed_rustpod_toml() {
+	[[ $cri_version == 3 && $shimdir ]] || return 0
+	cat <<-TOML
+		    [$1.containerd.runtimes.rustpod-runc-v2]
+		      runtime_type = "io.containerd.runc.v2"
+		      runtime_path = "$shimdir/containerd-shim-rustpod-v1"
+		      [$1.containerd.runtimes.rustpod-runc-v2.options]
 		        SystemdCgroup = $systemd_cgroup
 	TOML
 }
@@ -139,7 +155,7 @@ write_config() {
 		# containerd 2.x starts NRI on the one /var/run/nri/nri.sock: a second private
 		# containerd would fail to bind it, and no test uses NRI.
 		((version < 3)) || printf "\n[plugins.'io.containerd.nri.v1.nri']\n  disable = true\n"
-		if [[ $cri ]]; then "cri_toml_v$version"; fi
+		if [[ $cri ]]; then cri_version=$version "cri_toml_v$version"; fi
 	} >"$conf.tmp"
 	mv -f "$conf.tmp" "$conf"
 }

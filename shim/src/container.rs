@@ -24,6 +24,8 @@ pub struct Container {
     pub execs: HashMap<String, Process>,
     /// Its cgroup manager for Stats, built on the first call.
     pub metrics: Option<std::sync::Arc<crate::metrics::Source>>,
+    /// runc's IoUid/IoGid from Create: its execs' pipes are chowned to them too.
+    pub io_owner: Option<(u32, u32)>,
 }
 
 impl Container {

@@ -261,6 +261,8 @@ pub struct NewContainer {
     /// containerd's rootfs mounts for `<bundle>/rootfs` (none: the bundle has one).
     pub rootfs: Vec<MountSpec>,
     pub systemd_cgroup: bool,
+    /// runc's IoUid/IoGid: who must own the stdio pipes (a userns root).
+    pub io_owner: Option<(u32, u32)>,
 }
 
 /// One process as State reports it.
@@ -289,6 +291,9 @@ impl Containers {
         }
         let namespace = self.root.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         let (pio, child) = io::open_pipes(stdio, (&req.id, namespace)).map_err(Error::stdio(what))?;
+        if let Some(owner) = req.io_owner {
+            io::chown_pipes(&child, owner).map_err(Error::stdio(what))?;
+        }
         req.stdio = [child.stdin.is_some(), child.stdout.is_some(), child.stderr.is_some()];
         let pid = helper::run(&req, child).map_err(Error::helper(what))?;
         Ok((pid, pio))
@@ -305,6 +310,7 @@ impl Containers {
             job: Job::Create { bundle, rootfs_mounts: req.rootfs.clone(), systemd_cgroup: req.systemd_cgroup },
             console_socket: None,
             stdio: [false; 3],
+            io_owner: req.io_owner,
         };
         let (pid, pio) = self.spawn(&format!("create {}", req.id), hreq, &req.stdio)?;
         Ok((pid, pio, mounted))
@@ -336,6 +342,7 @@ impl Containers {
                 init,
                 execs: HashMap::new(),
                 metrics: None,
+                io_owner: req.io_owner,
             };
             inner.containers.insert(req.id.clone(), c);
             pid
@@ -521,6 +528,7 @@ impl Containers {
                 job: Job::Exec { process },
                 console_socket: None,
                 stdio: [false; 3],
+                io_owner: c.io_owner,
             };
             let stdio = p.stdio.clone();
             inner.spawning += 1;

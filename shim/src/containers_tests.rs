@@ -34,6 +34,7 @@ fn container(init: Process) -> Container {
         init,
         execs: HashMap::new(),
         metrics: None,
+        io_owner: None,
     }
 }
 

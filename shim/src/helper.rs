@@ -38,6 +38,8 @@ pub struct Request {
     pub console_socket: Option<PathBuf>,
     /// Which of stdin, stdout, stderr were passed (in that order, with the request).
     pub stdio: [bool; 3],
+    /// Who the stdio pipes are chowned to (runc's IoUid/IoGid), if not root.
+    pub io_owner: Option<(u32, u32)>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -238,6 +240,9 @@ fn receive_request(sock: &UnixStream) -> Result<(Vec<u8>, Vec<OwnedFd>), String>
 }
 
 fn create(req: &Request, stdio: rustpod::Stdio, bundle: &Path, mounts: &[MountSpec], systemd_cgroup: bool) -> Result<i32, Failure> {
+    // The engine's errors in the container's init (which mount failed, and why) go to the
+    // bundle's log FIFO, which containerd copies to its own log.
+    crate::logger::init_in(bundle, false);
     let rootfs = bundle.join("rootfs");
     if !mounts.is_empty() {
         crate::mount::mount_all(mounts, &rootfs).map_err(Failure::local)?;
@@ -344,6 +349,7 @@ mod tests {
             job: Job::Exec { process: Box::new(process.clone()) },
             console_socket: None,
             stdio: [false, true, true],
+            io_owner: None,
         };
         let wire: serde_json::Value = serde_json::to_value(&req).expect("encode");
         assert!(wire["job"]["Exec"]["process"]["args"].is_array(), "{wire}");

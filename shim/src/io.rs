@@ -197,6 +197,19 @@ pub fn open_pipes(stdio: &Stdio, owner: (&str, &str)) -> Result<(ProcessIo, rust
     Ok((ProcessIo { stdin_close: Mutex::new(stdin_close), console: None, output }, child))
 }
 
+/// Chowns the container's ends of its stdio pipes to `owner` (runc's IoUid/IoGid), so that a
+/// user-namespaced root can reopen them through /proc/self/fd.
+pub fn chown_pipes(child: &rustpod::Stdio, owner: (u32, u32)) -> Result<()> {
+    let (uid, gid) = (nix::unistd::Uid::from_raw(owner.0), nix::unistd::Gid::from_raw(owner.1));
+    for (name, fd) in [("stdin", &child.stdin), ("stdout", &child.stdout), ("stderr", &child.stderr)] {
+        if let Some(fd) = fd {
+            nix::unistd::fchown(fd.as_raw_fd(), Some(uid), Some(gid))
+                .map_err(StdioError::errno(format!("fchown({name} pipe, {}:{})", owner.0, owner.1)))?;
+        }
+    }
+    Ok(())
+}
+
 /// Wires a received pty master to containerd's stdin and stdout.
 pub fn attach_console(stdio: &Stdio, master: OwnedFd) -> Result<ProcessIo> {
     let master = File::from(master);

@@ -70,11 +70,17 @@ impl log::Log for FifoLogger {
 
 /// Installs the logger if `./log` can be opened; `debug` lowers the level.
 pub fn init(debug: bool) {
+    init_in(std::path::Path::new(""), debug)
+}
+
+/// Installs the logger on the `log` FIFO in `dir` (a create helper: its container's bundle,
+/// whose FIFO containerd reads).
+pub fn init_in(dir: &std::path::Path, debug: bool) {
     let Ok(file) = OpenOptions::new()
         .read(true)
         .write(true)
         .custom_flags(libc::O_NONBLOCK)
-        .open("log")
+        .open(dir.join("log"))
     else {
         return;
     };

@@ -15,6 +15,7 @@ mod io;
 mod logger;
 mod metrics;
 mod mount;
+mod mount_idmap;
 mod oom;
 mod process;
 mod reaper;

@@ -14,10 +14,13 @@ pub struct MountSpec {
     pub options: Vec<String>,
 }
 
-/// Mounts each of `mounts` on `target`, in order.
+/// Mounts each of `mounts` on `target`, in order; overlay layers that carry containerd's
+/// `uidmap=`/`gidmap=` are idmapped first (`mount_idmap`), next to `target`.
 pub fn mount_all(mounts: &[MountSpec], target: &Path) -> Result<(), String> {
-    for m in mounts {
-        mount_one(m, target)?;
+    for (i, m) in mounts.iter().enumerate() {
+        let scratch = target.with_file_name(format!("idmapped-layers-{i}"));
+        let (m, _mapped_layers) = crate::mount_idmap::prepare(m, &scratch)?;
+        mount_one(&m, target)?;
     }
     Ok(())
 }

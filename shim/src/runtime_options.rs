@@ -1,4 +1,4 @@
-//! The cgroup driver containerd asks for, from either options type it sends:
+//! The cgroup driver (and the stdio owner) containerd asks for, from either options type it sends:
 //! runc's `containerd.runc.v1.Options`, or CRI's `runtimeoptions.v1.Options`,
 //! which carries the handler's `options` table as TOML (containerd 1.6 sends
 //! it to every runtime type that is not runc's).
@@ -22,6 +22,8 @@ pub enum OptionsError {
     Toml(#[from] toml_edit::TomlError),
     #[error("runtime options: SystemdCgroup is a {0}, not a boolean")]
     NotBool(&'static str),
+    #[error("runc options: BinaryName {0:?} is not supported: this shim runs rustpod itself (drop BinaryName from the handler's options)")]
+    BinaryName(String),
 }
 
 /// The fields of runtimeoptions.v1.Options we read.
@@ -49,6 +51,31 @@ pub fn systemd_cgroup(options: &MessageField<Any>) -> Result<bool, OptionsError>
         return systemd_cgroup_in_toml(&String::from_utf8_lossy(&toml));
     }
     Ok(false)
+}
+
+/// runc's `IoUid`/`IoGid`: who must own the container's stdio pipes. containerd 2.x sets them
+/// to the host ids of a user-namespaced container's root, so that it can reopen
+/// `/dev/stdout` (`/proc/self/fd/1`); None when both are 0 or the options are not runc's.
+pub fn io_owner(options: &MessageField<Any>) -> Result<Option<(u32, u32)>, OptionsError> {
+    let Some(any) = options.as_ref().filter(|a| a.type_url.ends_with("containerd.runc.v1.Options")) else {
+        return Ok(None);
+    };
+    let runc = RuncOptions::parse_from_bytes(&any.value).map_err(OptionsError::Runc)?;
+    Ok((runc.io_uid != 0 || runc.io_gid != 0).then_some((runc.io_uid, runc.io_gid)))
+}
+
+/// runc's options this shim cannot honour, refused rather than ignored: `BinaryName` (an OCI
+/// runtime binary to run) when a runc-typed handler (`runtime_path` this shim) names one: the
+/// shim runs rustpod itself.
+pub fn refuse_unsupported(options: &MessageField<Any>) -> Result<(), OptionsError> {
+    let Some(any) = options.as_ref().filter(|a| a.type_url.ends_with("containerd.runc.v1.Options")) else {
+        return Ok(());
+    };
+    let runc = RuncOptions::parse_from_bytes(&any.value).map_err(OptionsError::Runc)?;
+    if !runc.binary_name.is_empty() {
+        return Err(OptionsError::BinaryName(runc.binary_name));
+    }
+    Ok(())
 }
 
 /// `SystemdCgroup` of the handler's options table.
@@ -110,6 +137,23 @@ mod tests {
         };
         assert_eq!(systemd_cgroup(&MessageField::some(any)).ok(), Some(true));
         assert_eq!(systemd_cgroup(&MessageField::none()).ok(), Some(false));
+    }
+
+    #[test]
+    fn runc_io_ids_own_the_pipes() {
+        let runc = RuncOptions { io_uid: 65536, io_gid: 65537, ..Default::default() };
+        let any = Any { type_url: "containerd.runc.v1.Options".into(), value: runc.write_to_bytes().unwrap(), ..Default::default() };
+        assert_eq!(io_owner(&MessageField::some(any)).unwrap(), Some((65536, 65537)));
+        assert_eq!(io_owner(&cri_options("", "IoUid = 5\n")).unwrap(), None);
+        assert_eq!(io_owner(&MessageField::none()).unwrap(), None);
+    }
+
+    #[test]
+    fn a_binary_name_is_refused() {
+        let runc = RuncOptions { binary_name: "/usr/bin/crun".into(), ..Default::default() };
+        let any = Any { type_url: "containerd.runc.v1.Options".into(), value: runc.write_to_bytes().unwrap(), ..Default::default() };
+        assert!(refuse_unsupported(&MessageField::some(any)).unwrap_err().to_string().contains("BinaryName \"/usr/bin/crun\""));
+        assert!(refuse_unsupported(&cri_options("", "BinaryName = \"x\"\n")).is_ok());
     }
 
     #[test]

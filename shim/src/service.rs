@@ -75,7 +75,10 @@ fn runtime_info() -> Result<RuntimeInfo, String> {
 }
 
 fn info() -> i32 {
-    let encoded = runtime_info().and_then(|info| info.write_to_bytes().map_err(|e| e.to_string()));
+    let options = crate::bootstrap::read_stdin().and_then(|input| check_info_options(&input));
+    let encoded = options
+        .and_then(|()| runtime_info())
+        .and_then(|info| info.write_to_bytes().map_err(|e| e.to_string()));
     match encoded {
         Ok(bytes) => {
             let _ = std::io::stdout().write_all(&bytes);
@@ -83,6 +86,16 @@ fn info() -> i32 {
         }
         Err(e) => fail("info", &e),
     }
+}
+
+/// containerd pipes the handler's options (an `Any`) to `-info`: what Create would refuse
+/// (runc's `BinaryName`) fails `-info` too, so that no feature is claimed for such a handler.
+fn check_info_options(input: &[u8]) -> Result<(), String> {
+    if input.is_empty() {
+        return Ok(());
+    }
+    let any = Any::parse_from_bytes(input).map_err(|e| format!("runtime options on stdin: {e}"))?;
+    crate::runtime_options::refuse_unsupported(&MessageField::some(any)).map_err(|e| e.to_string())
 }
 
 /// `start`: prints the address of the group's server (spawning it first if
@@ -181,6 +194,16 @@ fn group_of(config: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn info_refuses_the_options_create_refuses() {
+        let runc = containerd_shim::protos::shim::oci::Options { binary_name: "crun".into(), ..Default::default() };
+        let any = Any { type_url: "containerd.runc.v1.Options".into(), value: runc.write_to_bytes().unwrap(), ..Default::default() };
+        assert!(check_info_options(&any.write_to_bytes().unwrap()).unwrap_err().contains("BinaryName"));
+        let plain = Any { type_url: "containerd.runc.v1.Options".into(), ..Default::default() };
+        assert_eq!(check_info_options(&plain.write_to_bytes().unwrap()), Ok(()));
+        assert_eq!(check_info_options(b""), Ok(()));
+    }
 
     /// What containerd 2.x decodes from `-info`: the features JSON under its type URL.
     #[test]

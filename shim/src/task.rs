@@ -47,8 +47,10 @@ fn new_container(req: &api::CreateTaskRequest) -> Result<NewContainer> {
     if !req.checkpoint.is_empty() {
         return Err(Error::Unimplemented("restoring from a checkpoint is not supported".into()));
     }
-    let systemd_cgroup = crate::runtime_options::systemd_cgroup(&req.options)
-        .map_err(|e| Error::InvalidArgument(format!("create {}: {e}", req.id)))?;
+    let bad = |e: crate::runtime_options::OptionsError| Error::InvalidArgument(format!("create {}: {e}", req.id));
+    crate::runtime_options::refuse_unsupported(&req.options).map_err(bad)?;
+    let systemd_cgroup = crate::runtime_options::systemd_cgroup(&req.options).map_err(bad)?;
+    let io_owner = crate::runtime_options::io_owner(&req.options).map_err(bad)?;
     Ok(NewContainer {
         id: req.id.clone(),
         bundle: req.bundle.clone(),
@@ -59,6 +61,7 @@ fn new_container(req: &api::CreateTaskRequest) -> Result<NewContainer> {
             .map(|m| MountSpec { typ: m.type_.clone(), source: m.source.clone(), options: m.options.clone() })
             .collect(),
         systemd_cgroup,
+        io_owner,
     })
 }
 

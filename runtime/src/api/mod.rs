@@ -71,6 +71,13 @@ pub mod signal {
     pub use crate::engine::signal::parse;
 }
 
+/// Idmapped copies of host mounts, made from a throw-away user namespace
+/// (the shim maps containerd's rootfs layers with them).
+pub mod idmap {
+    pub use crate::engine::idmap::detached::mount_idmapped;
+    pub use crate::engine::idmap::userns::with_mappings as userns_with_mappings;
+}
+
 /// criu's options, as `checkpoint` and `restore` take them.
 pub mod criu {
     pub use crate::engine::criu::{cgroups_mode, CriuOptions};

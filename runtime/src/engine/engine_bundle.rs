@@ -150,6 +150,7 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
     })?;
     default_cgroups_path(linux, id, opts.systemd_cgroup);
     deny_unlisted_devices(linux);
+    drop_ptmx_node(linux);
     unlimited_pids_for_the_engine(linux);
     normalize_rootfs_propagation(linux, &config)?;
 
@@ -274,6 +275,17 @@ fn default_cgroups_path(linux: &mut oci_spec::runtime::Linux, id: &str, systemd:
 /// libcgroups only adds the config's rules and its default allow-list to
 /// the parent's list (usually allow-all). A leading deny-all makes them the
 /// same; an allow-all rule after it (privileged) still allows everything.
+/// `/dev/ptmx` is the runtime's symlink to `pts/ptmx` (runtime-spec, config-linux "Default
+/// Devices"), which the engine makes by deleting what is there: a device node listed at that
+/// path (containerd lists all the host's for a privileged container) is dropped, since in a
+/// user namespace the engine binds device nodes and cannot delete the bind ("could not delete
+/// /dev/ptmx"). Its cgroup rule is untouched.
+fn drop_ptmx_node(linux: &mut oci_spec::runtime::Linux) {
+    if let Some(devices) = linux.devices_mut() {
+        devices.retain(|d| d.path() != Path::new("/dev/ptmx"));
+    }
+}
+
 fn deny_unlisted_devices(linux: &mut oci_spec::runtime::Linux) {
     let deny_all = oci_spec::runtime::LinuxDeviceCgroupBuilder::default()
         .allow(false)

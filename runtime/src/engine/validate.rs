@@ -27,6 +27,9 @@ pub fn check(config: &Path, spec: &Spec) -> Result<()> {
     };
     cgroups_path(linux).map_err(bad)?;
     duplicate_namespaces(linux).map_err(bad)?;
+    if let Some(process) = spec.process() {
+        user_mapped(linux, process.user()).map_err(bad)?;
+    }
     namespaces(linux).map_err(bad)?;
     devices(linux).map_err(bad)?;
     intel_rdt(linux).map_err(bad)?;
@@ -175,6 +178,31 @@ fn devices(linux: &oci_spec::runtime::Linux) -> Check {
 
 /// A namespace `path` must be a namespace file of the declared type;
 /// otherwise the init's setns fails with a bare EINVAL or ENOENT.
+/// In a user namespace with mappings, container id 0 and the process's uid and gid must be
+/// mapped, as runc checks (else the init fails with a bare EINVAL, "intermediate process
+/// error"): a pod whose userns_options leave container id 0 unmapped gets here (containerd 2.1
+/// passes it on). runc's words.
+fn user_mapped(linux: &oci_spec::runtime::Linux, user: &User) -> Check {
+    let userns = linux.namespaces().iter().flatten().any(|n| n.typ() == LinuxNamespaceType::User);
+    if !userns {
+        return Ok(());
+    }
+    let checks = [
+        ("uid", [0, user.uid()], "linux.uidMappings", linux.uid_mappings()),
+        ("gid", [0, user.gid()], "linux.gidMappings", linux.gid_mappings()),
+    ];
+    for (kind, ids, field, maps) in checks {
+        let Some(maps) = maps.as_deref().filter(|m| !m.is_empty()) else { continue };
+        let mapped = |id: u32| {
+            maps.iter().any(|m| id >= m.container_id() && u64::from(id) < u64::from(m.container_id()) + u64::from(m.size()))
+        };
+        if let Some(id) = ids.into_iter().find(|id| !mapped(*id)) {
+            return Err(format!("{field}: user namespaces enabled, but no mapping found for {kind} {id}"));
+        }
+    }
+    Ok(())
+}
+
 fn namespaces(linux: &oci_spec::runtime::Linux) -> Check {
     for (index, ns) in linux.namespaces().iter().flatten().enumerate() {
         let Some(path) = ns.path() else { continue };
@@ -423,6 +451,23 @@ mod tests {
             let err = check_user(&bad).unwrap_err();
             assert!(err.ends_with(ID_RANGE), "{err}");
         }
+    }
+
+    #[test]
+    fn a_user_namespace_must_map_the_process_ids() {
+        let linux = |first: u32| -> oci_spec::runtime::Linux {
+            serde_json::from_value(serde_json::json!({
+                "namespaces": [{"type": "user"}],
+                "uidMappings": [{"containerID": first, "hostID": 100000, "size": 65536}],
+                "gidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}]}))
+            .unwrap()
+        };
+        assert!(user_mapped(&linux(0), &user(0, 0, &[])).is_ok());
+        let err = user_mapped(&linux(1), &user(1, 0, &[])).unwrap_err();
+        assert_eq!(err, "linux.uidMappings: user namespaces enabled, but no mapping found for uid 0");
+        assert!(user_mapped(&linux(0), &user(0, 65536, &[])).unwrap_err().ends_with("no mapping found for gid 65536"));
+        let no_userns: oci_spec::runtime::Linux = serde_json::from_value(serde_json::json!({})).unwrap();
+        assert!(user_mapped(&no_userns, &user(5, 5, &[])).is_ok());
     }
 
     #[test]

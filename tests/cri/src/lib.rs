@@ -589,6 +589,25 @@ impl Cri {
         self.wait_initialized();
     }
 
+    /// Gives pods with network mode POD a network: hack/cni-noop.sh as the `loopback` and
+    /// `noop` plugins and a conflist naming it (containerd reloads its CNI config dir), then
+    /// waits for CRI Status to say NetworkReady.
+    pub fn enable_pod_network(&self) {
+        let bin = self.dir.join("cni/bin");
+        for name in ["loopback", "noop"] {
+            let link = bin.join(name);
+            std::os::unix::fs::symlink(script("cni-noop.sh"), &link)
+                .unwrap_or_else(|e| panic!("symlink {}: {e}", link.display()));
+        }
+        let conf = self.dir.join("cni/net.d/10-noop.conflist");
+        std::fs::write(&conf, r#"{"cniVersion":"1.0.0","name":"rustpod-noop","plugins":[{"type":"noop"}]}"#)
+            .unwrap_or_else(|e| panic!("write {}: {e}", conf.display()));
+        wait::wait_for("CRI Status to say NetworkReady", || {
+            let status = self.runtime_status().ok()?.status?;
+            status.conditions.iter().any(|c| c.r#type == "NetworkReady" && c.status).then_some(())
+        });
+    }
+
     /// Waits until the CRI plugin has recovered its pods and containers. Until then containerd
     /// answers every CRI call with "server is not initialized yet", and kubelet retries.
     fn wait_initialized(&self) {
@@ -728,6 +747,33 @@ pub fn namespaces(pid: cri::NamespaceMode) -> cri::NamespaceOption {
         ipc: cri::NamespaceMode::Pod as i32,
         ..Default::default()
     }
+}
+
+/// kubelet's `hostUsers: false`: user namespace mode POD with one mapping, container ids
+/// 0..65536 on host ids `host_base`.., the same for uids and gids.
+pub fn userns_pod(host_base: u32) -> cri::UserNamespace {
+    let ids = vec![cri::IdMapping { host_id: host_base, container_id: 0, length: 65536 }];
+    cri::UserNamespace { mode: cri::NamespaceMode::Pod as i32, uids: ids.clone(), gids: ids }
+}
+
+/// Puts `userns` on the sandbox, as kubelet does for a `hostUsers: false` pod, with the pod's
+/// own network namespace (kubelet refuses host network there; containerd pins the user
+/// namespace through the network one: `Cri::enable_pod_network` first).
+pub fn set_pod_userns(pod: &mut cri::PodSandboxConfig, userns: &cri::UserNamespace) {
+    let options = pod_security(pod).namespace_options.get_or_insert_with(|| namespaces(cri::NamespaceMode::Pod));
+    options.network = cri::NamespaceMode::Pod as i32;
+    options.userns_options = Some(userns.clone());
+}
+
+/// Puts the pod's namespace options (its `userns` included) on container `c`, as kubelet does
+/// for every container of the pod.
+pub fn set_container_namespaces(c: &mut cri::ContainerConfig, pod: &cri::PodSandboxConfig) {
+    let options = pod
+        .linux
+        .as_ref()
+        .and_then(|l| l.security_context.as_ref())
+        .and_then(|s| s.namespace_options.clone());
+    security(c).namespace_options = options;
 }
 
 /// The pod's sandbox security context, for tweaking.

@@ -3,7 +3,8 @@
 // the handler features it tells kubelet in `Status` (recursive read-only mounts, user
 // namespaces), which it learns from the shim's `-info`. containerd 2.1 asks only handlers of
 // type io.containerd.runc.v2: the runc handler's features are `runc features`'; the rustpod
-// handler (io.containerd.rustpod.v1) gets none, whatever the shim answers.
+// handler (io.containerd.rustpod.v1) gets none, whatever the shim answers. (A runc-typed
+// handler with runtime_path our shim gets ours: user_namespaces.rs.)
 
 use rustpod_cri_tests::cri::RuntimeHandler;
 use rustpod_cri_tests::{blocker_on, containerd2, Cri};

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use nix::errno::Errno;
 use oci_spec::runtime::Spec;
 
-use crate::engine::idmap::plan::{is_idmapped, Mapping, Planned};
+use crate::engine::idmap::plan::{Mapping, Planned};
 use crate::engine::idmap::hook::{ensure_destination, hook};
 use crate::engine::idmap::userns as idmap_userns;
 use crate::sys::in_root;
@@ -33,7 +33,11 @@ pub fn install(
     };
     make_destinations_on_rootfs(spec, &bundle.rootfs, planned).map_err(config_error)?;
     if let Some(mounts) = spec.mounts_mut() {
-        mounts.retain(|m| !is_idmapped(m));
+        let mut index = 0;
+        mounts.retain(|_| {
+            index += 1;
+            !planned.iter().any(|p| p.index == index - 1)
+        });
     }
     let mounts = make_all(planned, min_fd).map_err(config_error)?;
     let (errors, errors_w) = error_pipe(min_fd).map_err(config_error)?;
@@ -81,7 +85,8 @@ fn make_destinations_on_rootfs(spec: &Spec, rootfs: &Path, planned: &[Planned]) 
     let root = in_root::open(None, rootfs, libc::O_PATH | libc::O_DIRECTORY)
         .map_err(|e| format!("open rootfs {}: {}", rootfs.display(), idmap_userns::errno_of(&e)))?;
     for p in planned {
-        let covered = mounts.iter().any(|m| !is_idmapped(m) && p.destination.starts_with(m.destination()));
+        let ours = |i: usize| planned.iter().any(|q| q.index == i);
+        let covered = mounts.iter().enumerate().any(|(i, m)| !ours(i) && p.destination.starts_with(m.destination()));
         if covered {
             continue;
         }
@@ -110,20 +115,38 @@ pub fn make_all(planned: &[Planned], min_fd: RawFd) -> Result<Vec<Detached>, Str
 fn make(p: &Planned, min_fd: RawFd) -> Result<Detached, String> {
     let at = |what: String| format!("mounts[{}] ({}): {what}", p.index, p.destination.display());
     let userns = match &p.mapping {
-        Mapping::Explicit { uid, gid } => idmap_userns::with_mappings(uid, gid).map_err(at)?,
-        Mapping::JoinedUserns(path) => std::fs::File::open(path)
+        Mapping::Explicit { uid, gid } => Some(idmap_userns::with_mappings(uid, gid).map_err(at)?),
+        Mapping::JoinedUserns(path) => Some(std::fs::File::open(path)
             .map(OwnedFd::from)
-            .map_err(|e| at(format!("open {}: {}", path.display(), idmap_userns::errno_of(&e))))?,
+            .map_err(|e| at(format!("open {}: {}", path.display(), idmap_userns::errno_of(&e))))?),
+        Mapping::Unmapped => None,
     };
     let tree = open_tree(&p.source, p.rbind).map_err(|e| at(format!("open_tree({}): {e}", p.source.display())))?;
-    set_attr(&tree, libc::MOUNT_ATTR_IDMAP, Some(&userns), p.ridmap)
-        .map_err(|e| at(format!("mount_setattr(MOUNT_ATTR_IDMAP) of {}: {e}", p.source.display())))?;
+    if let Some(userns) = &userns {
+        set_attr(&tree, libc::MOUNT_ATTR_IDMAP, Some(userns), p.ridmap)
+            .map_err(|e| at(format!("mount_setattr(MOUNT_ATTR_IDMAP) of {}: {e}", p.source.display())))?;
+    }
     if p.attrs != 0 {
         set_attr(&tree, p.attrs, None, false).map_err(|e| at(format!("mount_setattr({:#x}): {e}", p.attrs)))?;
     }
     let is_dir = std::fs::metadata(&p.source).map(|m| m.is_dir()).unwrap_or(true);
     let fd = inheritable_above(&tree, min_fd).map_err(|e| at(format!("fcntl(F_DUPFD): {e}")))?;
     Ok(Detached { destination: p.destination.clone(), fd, is_dir })
+}
+
+/// Mounts a copy of `source` on the directory `target`, idmapped with the mapping of `userns`
+/// and with the `attrs` (MOUNT_ATTR_*) set: the shim's view of containerd's rootfs layers.
+pub fn mount_idmapped(source: &Path, target: &Path, userns: &OwnedFd, attrs: u64) -> Result<(), String> {
+    let tree = open_tree(source, false).map_err(|e| format!("open_tree({}): {e}", source.display()))?;
+    set_attr(&tree, libc::MOUNT_ATTR_IDMAP | attrs, Some(userns), false)
+        .map_err(|e| format!("mount_setattr(MOUNT_ATTR_IDMAP) of {}: {e}", source.display()))?;
+    let flags = nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_CLOEXEC;
+    let dir = nix::fcntl::open(target, flags, nix::sys::stat::Mode::empty())
+        .map_err(|e| format!("open({}, O_PATH): {e}", target.display()))?;
+    // SAFETY: open just gave us this descriptor.
+    let dir = unsafe { OwnedFd::from_raw_fd(dir) };
+    crate::engine::idmap::hook::move_mount(&tree, &dir)
+        .map_err(|e| format!("move_mount({} to {}): {e}", source.display(), target.display()))
 }
 
 fn open_tree(source: &Path, recursive: bool) -> Result<OwnedFd, Errno> {

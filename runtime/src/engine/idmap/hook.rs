@@ -97,7 +97,7 @@ pub(crate) fn ensure_destination(root: &OwnedFd, dest: &Path, is_dir: bool) -> R
         .map_err(|e| format!("openat2({}, RESOLVE_IN_ROOT): {}", dest.display(), idmap_userns::errno_of(&e)))
 }
 
-fn move_mount(tree: &OwnedFd, target: &OwnedFd) -> Result<(), Errno> {
+pub(crate) fn move_mount(tree: &OwnedFd, target: &OwnedFd) -> Result<(), Errno> {
     // SAFETY: two valid fds and empty C strings.
     let rc = unsafe {
         libc::syscall(

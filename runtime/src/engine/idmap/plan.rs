@@ -42,6 +42,10 @@ pub enum Mapping {
     Explicit { uid: Vec<LinuxIdMapping>, gid: Vec<LinuxIdMapping> },
     /// The container joins this user namespace; use it as is.
     JoinedUserns(PathBuf),
+    /// None: a plain bind of a user-namespaced container, its source opened on the host's side
+    /// as runc does, since the container's root may not reach it from inside (containerd's
+    /// state dirs are 0700).
+    Unmapped,
 }
 
 /// Whether `mount` asks for an idmapped mount.
@@ -53,23 +57,40 @@ pub fn is_idmapped(mount: &Mount) -> bool {
 
 /// The idmapped mounts of `spec` (the user's, with bind sources resolved),
 /// checked as runc ≥ 1.2 checks them; each refusal is one line naming the
-/// mount, the field and why.
+/// mount, the field and why. With a user namespace and as root, plain binds are made that way too (`Mapping::Unmapped`),
+/// those whose options mount_setattr can set; the rest stay the engine's.
 pub fn plan(spec: &Spec) -> Result<Vec<Planned>, String> {
     let mounts = spec.mounts().as_deref().unwrap_or_default();
+    let host_side_binds = container_mapping(spec).is_some() && nix::unistd::geteuid().is_root();
     let mut planned = Vec::new();
-    for (index, mount) in mounts.iter().enumerate().filter(|(_, m)| is_idmapped(m)) {
+    for (index, mount) in mounts.iter().enumerate() {
         let bad = |field: &str, why: &str| format!("mounts[{index}] ({}): {field}: {why}", mount.destination().display());
-        planned.push(plan_one(spec, index, mount, &bad)?);
-        check_order(mounts, index, mount).map_err(|later| bad("destination", &later))?;
+        if is_idmapped(mount) {
+            planned.push(plan_one(spec, index, mount, &bad)?);
+        } else if host_side_binds && crate::engine::engine_bundle::is_bind(mount) {
+            planned.extend(plan_one(spec, index, mount, &bad).ok());
+        }
     }
-    if !planned.is_empty() && !nix::unistd::geteuid().is_root() {
+    // A plain bind that a later engine mount overlaps stays the engine's (so keeps its order).
+    while let Some(i) = planned.iter().position(|p| p.mapping == Mapping::Unmapped && check_order(mounts, p.index, &routed(&planned)).is_err()) {
+        planned.remove(i);
+    }
+    for p in &planned {
+        check_order(mounts, p.index, &routed(&planned))
+            .map_err(|later| format!("mounts[{}] ({}): destination: {later}", p.index, p.destination.display()))?;
+    }
+    if let Some(p) = planned.iter().find(|p| p.mapping != Mapping::Unmapped).filter(|_| !nix::unistd::geteuid().is_root()) {
         return Err(format!(
             "mounts[{}] ({}): idmapped mounts need CAP_SYS_ADMIN in the initial user namespace: not supported rootless",
-            planned[0].index,
-            planned[0].destination.display()
+            p.index,
+            p.destination.display()
         ));
     }
     Ok(planned)
+}
+
+fn routed(planned: &[Planned]) -> Vec<usize> {
+    planned.iter().map(|p| p.index).collect()
 }
 
 fn plan_one(spec: &Spec, index: usize, mount: &Mount, bad: &dyn Fn(&str, &str) -> String) -> Result<Planned, String> {
@@ -101,7 +122,7 @@ fn plan_one(spec: &Spec, index: usize, mount: &Mount, bad: &dyn Fn(&str, &str) -
         rbind: has("rbind"),
         ridmap: has("ridmap"),
         attrs,
-        mapping: mapping_of(spec, mount, bad)?,
+        mapping: if is_idmapped(mount) { mapping_of(spec, mount, bad)? } else { Mapping::Unmapped },
     })
 }
 
@@ -151,13 +172,13 @@ fn check_ranges(ranges: &[LinuxIdMapping]) -> Result<(), String> {
     Ok(())
 }
 
-/// Our mounts go on after all of the engine's: a later mount at, above or
-/// beneath this destination would be stacked in the wrong order, so refuse.
-fn check_order(mounts: &[Mount], index: usize, mount: &Mount) -> Result<(), String> {
-    let dest = mount.destination();
+/// Our mounts (`routed`, by index) go on after all of the engine's: a later mount at, above
+/// or beneath this destination would be stacked in the wrong order, so refuse.
+fn check_order(mounts: &[Mount], index: usize, routed: &[usize]) -> Result<(), String> {
+    let dest = mounts[index].destination();
     for (later_index, later) in mounts.iter().enumerate().skip(index + 1) {
         let other = later.destination();
-        if !is_idmapped(later) && (other.starts_with(dest) || dest.starts_with(other)) {
+        if !routed.contains(&later_index) && (other.starts_with(dest) || dest.starts_with(other)) {
             return Err(format!(
                 "mounts[{later_index}] ({}) comes later and overlaps it; list the idmapped mount after it",
                 other.display()
