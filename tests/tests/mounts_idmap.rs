@@ -56,6 +56,17 @@ fn userns_bundle(args: &[&str], dirs: &[&str]) -> Bundle {
     bundle
 }
 
+/// `ctr oci spec` for `bundle`'s rootfs in its own user namespace (0 → 100000, 65536), with
+/// `mount` added.
+fn userns_ctr_spec(ctd: &ShimContainerd, name: &str, bundle: &Bundle, mount: Value) -> Value {
+    let mut spec = ctd.oci_spec(name, &bundle.rootfs());
+    spec["linux"]["namespaces"].as_array_mut().expect("namespaces").push(json!({"type": "user"}));
+    spec["linux"]["uidMappings"] = map(0, HOST_BASE, 65536);
+    spec["linux"]["gidMappings"] = map(0, HOST_BASE, 65536);
+    spec["mounts"].as_array_mut().expect("mounts").push(mount);
+    spec
+}
+
 fn make_dirs(bundle: &Bundle, dirs: &[&str]) {
     for dir in dirs {
         let path = Path::new(&bundle.rootfs()).join(dir.trim_start_matches('/'));
@@ -80,6 +91,12 @@ fn owner(report: &Report, path: &str) -> (u64, u64) {
 fn host_owner(path: &Path) -> (u32, u32) {
     let meta = fs::metadata(path).unwrap_or_else(|e| panic!("stat {}: {e}", path.display()));
     (meta.uid(), meta.gid())
+}
+
+/// Nothing was made in the host dir `dir` (`what` names it in the failure).
+fn assert_empty(dir: &Path, what: &str) {
+    let entries = fs::read_dir(dir).unwrap_or_else(|e| panic!("read {}: {e}", dir.display()));
+    assert_eq!(entries.count(), 0, "nothing made in {what} ({})", dir.display());
 }
 
 fn write_errno(report: &Report, path: &str) -> i64 {
@@ -278,7 +295,7 @@ fn a_destination_the_hook_cannot_make_fails_create_in_one_line() {
     let out = rt.try_create(&id, &bundle, &[]);
     assert_one_line_error(&out, &["idmapped mount", "/ro/sub", "mkdirat", "erofs"]);
     rt.assert_nothing_left(&id, bundle.path());
-    assert!(fs::read_dir(&empty).expect("read empty").next().is_none(), "nothing made in the host dir");
+    assert_empty(&empty, "the host dir");
 }
 
 /// A filesystem the kernel cannot idmap (sysfs) fails create naming the mount, the syscall and
@@ -338,11 +355,7 @@ fn idmapped_volume_through_containerd_runc_shim_and_our_shim() {
         let bundle = Bundle::new(&["true"]);
         make_dirs(&bundle, &["/disk"]);
         let name = format!("idmap-{path}");
-        let mut spec = ctd.oci_spec(&name, &bundle.rootfs());
-        spec["linux"]["namespaces"].as_array_mut().expect("namespaces").push(json!({"type": "user"}));
-        spec["linux"]["uidMappings"] = map(0, HOST_BASE, 65536);
-        spec["linux"]["gidMappings"] = map(0, HOST_BASE, 65536);
-        spec["mounts"].as_array_mut().expect("mounts").push(idmapped(&disk, "/disk", &["rbind", "idmap"], None));
+        let mut spec = userns_ctr_spec(&ctd, &name, &bundle, idmapped(&disk, "/disk", &["rbind", "idmap"], None));
         spec["process"]["args"] = json!(["sh", "-c", "stat -c %u:%g /disk/owned && touch /disk/new"]);
         let dir = ScratchDir::new("idmap-spec");
         let config = shim::write_spec(&dir, &name, &spec);
@@ -397,5 +410,65 @@ fn the_container_holds_none_of_our_fds() {
         let out = rt.run(&rt.new_id("fds"), &bundle, &[], b"");
         let listed: Vec<String> = out.ok().stdout.split_whitespace().map(String::from).collect();
         assert_eq!(listed, ["0", "1", "2", "3"], "{}", rt.bin().display());
+    }
+}
+
+/// An idmapped mount over /proc or inside it (runc's checkProcMount, CVE-2025-52565's class):
+/// `/proc/sys` with `idmap`, the same reached through a symlink in the image, and a directory
+/// (not a procfs) on /proc itself with mappings. The idmapped mounts leave the engine's spec
+/// before it runs, so this proves they are judged with the others. Every runtime refuses at
+/// create (runc 1.1.5 too: it predates idmaps but not the /proc rule), nothing is left behind.
+#[test]
+fn an_idmapped_mount_over_or_inside_proc_is_refused() {
+    skip_if!(needs::containers());
+    skip_if!(kernel_lacks(5, 12));
+    let host = HostMounts::new("idmap-proc");
+    let disk = host.mkdir("disk");
+    for rt in Runtime::runc_and_under_test() {
+        let cases = [
+            ("sys", idmapped(&disk, "/proc/sys", &["bind", "idmap"], None), "inside /proc"),
+            ("link", idmapped(&disk, "/escape", &["rbind", "idmap"], None), "inside /proc"),
+            ("root", idmapped(&disk, "/proc", &["bind"], Some((0, HOST_BASE, 65536))), "not of type proc"),
+        ];
+        for (name, mount, why) in cases {
+            let mut bundle = userns_bundle(&[], &["/proc/sys"]);
+            symlink("proc/sys", Path::new(&bundle.rootfs()).join("escape")).expect("symlink in image");
+            bundle.add_mount(mount);
+            let id = rt.new_id(&format!("proc-{name}"));
+            let out = rt.try_create(&id, &bundle, &[]);
+            let (bin, err) = (rt.bin().display(), out.stderr.to_lowercase());
+            assert!(!out.success(), "{bin} {name}: an idmapped mount on /proc must be refused: {}", out.describe());
+            assert!(err.contains("/proc") && err.contains(why), "{bin} {name}: the error says why ({why}): {}", out.describe());
+            if !env::is_runc(rt.bin()) {
+                assert_one_line_error(&out, &["mounts["]);
+                assert!(err.contains("mounts["), "{name}: the error names the mount: {}", out.describe());
+            }
+            rt.assert_nothing_left(&id, bundle.path());
+            assert_empty(&disk, &format!("{bin} {name}: the source"));
+        }
+    }
+}
+
+/// The same refusal through containerd: its runc shim driving runc and rustpod, and our shim.
+/// `ctr run --rm` fails with the runtime's reason and no task is left.
+#[test]
+fn an_idmapped_mount_inside_proc_is_refused_through_containerd() {
+    skip_if!(shim::blocker());
+    skip_if!(kernel_lacks(5, 12));
+    let ctd = ShimContainerd::start();
+    let host = HostMounts::new("idmap-proc-ctr");
+    let disk = host.mkdir("disk");
+    for (path, flags) in shim::paths() {
+        let bundle = Bundle::new(&["true"]);
+        make_dirs(&bundle, &["/proc/sys"]);
+        let name = format!("idmap-proc-{path}");
+        let spec = userns_ctr_spec(&ctd, &name, &bundle, idmapped(&disk, "/proc/sys", &["rbind", "idmap"], None));
+        let dir = ScratchDir::new("idmap-proc-spec");
+        let out = ctd.run_spec(&dir, &name, &spec, "--rm", &flags);
+        assert!(!out.success(), "{path}: an idmapped mount on /proc/sys must be refused: {}", out.describe());
+        let said = format!("{}{}", out.stdout, out.stderr);
+        assert!(said.contains("/proc") && said.contains("inside /proc"), "{path}: the reason reaches ctr: {}", out.describe());
+        assert_eq!(ctd.task(&name), None, "{path}: no task left");
+        assert_empty(&disk, &format!("{path}: the source"));
     }
 }
