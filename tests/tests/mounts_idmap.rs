@@ -449,6 +449,53 @@ fn an_idmapped_mount_over_or_inside_proc_is_refused() {
     }
 }
 
+/// An idmapped bind of a directory on an overlayfs. Overlayfs takes idmapped layers from 5.19
+/// (what the shim's rootfs uses), but an overlayfs mount itself is not idmappable up to 6.18 at
+/// least (its type lacks FS_ALLOW_IDMAP): mount_setattr fails EINVAL. So every runtime that idmaps
+/// must give the same answer, the kernel's: either the mapping (host root's lower-layer file is the
+/// container root's, and what it writes is copied up as host root's, not 100000's), or create
+/// fails, ours in one line naming the mount, the syscall and the errno; never an unmapped bind,
+/// nothing left. runc 1.1.5 (no idmaps) is recorded.
+#[test]
+fn an_idmapped_dir_on_overlayfs_is_mapped_or_refused_as_the_kernel_says() {
+    skip_if!(needs::containers());
+    skip_if!(kernel_lacks(5, 19));
+    let mut answers = vec![];
+    for rt in Runtime::runc_and_under_test() {
+        let host = HostMounts::new("idmap-ovl");
+        let (merged, upper) = host.overlay_with_marker("ovl", "sub/owned");
+        let args = ["--path", "/ovl/owned", "--write", "/ovl/new"];
+        let mut bundle = userns_bundle(&args, &["/ovl"]);
+        bundle.add_mount(idmapped(&merged.join("sub"), "/ovl", &["bind", "idmap"], None));
+        let bin = rt.bin().display().to_string();
+        let id = rt.new_id("ovl");
+        let out = rt.run(&id, &bundle, &[], b"");
+        if env::is_runc(rt.bin()) && env::version_of(rt.bin()) < (1, 2, 0) {
+            eprintln!("{bin} on an idmapped overlayfs dir (for the record): {}", out.describe());
+            continue;
+        }
+        answers.push((bin.clone(), out.success()));
+        if !out.success() {
+            assert!(out.stderr.to_lowercase().contains("invalid argument"), "{bin}: refused for the kernel's EINVAL: {}", out.describe());
+            if !env::is_runc(rt.bin()) {
+                assert_one_line_error(&out, &["mount_setattr(mount_attr_idmap)"]);
+                let err = out.stderr.to_lowercase();
+                assert!(err.contains("/ovl") && err.contains("einval"), "the mount and the errno: {}", out.describe());
+            }
+            rt.assert_nothing_left(&id, bundle.path());
+            assert!(!upper.join("sub/new").exists(), "{bin}: nothing written through a refused mount");
+            continue;
+        }
+        let report = Report::from_output(out);
+        assert_eq!(report.at("/ids/uid"), 0, "{bin}: root in the user namespace");
+        assert_eq!(owner(&report, "/ovl/owned"), (0, 0), "{bin}: the lower layer's root-owned file is root's inside");
+        assert_eq!(write_errno(&report, "/ovl/new"), 0, "{bin}: container root writes the idmapped overlay dir");
+        assert_eq!(host_owner(&upper.join("sub/new")), (0, 0), "{bin}: copied up as host root's, not {HOST_BASE}");
+    }
+    eprintln!("idmapped overlayfs dir, created by: {answers:?}");
+    assert!(answers.windows(2).all(|w| w[0].1 == w[1].1), "the runtimes that idmap disagree: {answers:?}");
+}
+
 /// The same refusal through containerd: its runc shim driving runc and rustpod, and our shim.
 /// `ctr run --rm` fails with the runtime's reason and no task is left.
 #[test]
