@@ -27,6 +27,22 @@ fn runc_has_none() -> Option<String> {
     env::testing_runc_itself().then(|| "runc 1.1.5 has no idmapped mounts (it binds them unmapped)".into())
 }
 
+/// The oracle is crun (`RUNC_BIN=/usr/bin/crun`, crun 1.28 in the sid guest), not runc: where
+/// it differs from runc the test records it (tests/RUNC_DIFFERENCES.md) and holds us to runc's.
+fn is_crun(bin: &Path) -> bool {
+    env::is_runc(bin) && bin.file_name().is_some_and(|name| name == "crun")
+}
+
+/// crun 1.28 leaves the container's cgroup behind after a create that fails: recorded and
+/// removed here, so that the rest of what it leaves is still checked.
+fn remove_crun_leftover_cgroup(rt: &Runtime, id: &str) {
+    let left = rustpod_tests::cgroup::dirs(id);
+    if is_crun(rt.bin()) && !left.is_empty() {
+        eprintln!("{} left behind (for the record): {left:?}", rt.bin().display());
+        rustpod_tests::cgroup::remove_dirs(id);
+    }
+}
+
 /// The running kernel is at least `major.minor` (tmpfs is idmapped from 6.3, the rest from 5.12).
 fn kernel_at_least(major: u32, minor: u32) -> bool {
     let uname = nix::sys::utsname::uname().expect("uname");
@@ -437,6 +453,14 @@ fn an_idmapped_mount_over_or_inside_proc_is_refused() {
             let id = rt.new_id(&format!("proc-{name}"));
             let out = rt.try_create(&id, &bundle, &[]);
             let (bin, err) = (rt.bin().display(), out.stderr.to_lowercase());
+            if is_crun(rt.bin()) {
+                // crun 1.28 has no checkProcMount for binds: it creates these.
+                eprintln!("{bin} {name} (for the record): {}", out.describe());
+                rt.cmd(&["delete", "--force", &id]);
+                remove_crun_leftover_cgroup(&rt, &id);
+                rt.assert_nothing_left(&id, bundle.path());
+                continue;
+            }
             assert!(!out.success(), "{bin} {name}: an idmapped mount on /proc must be refused: {}", out.describe());
             assert!(err.contains("/proc") && err.contains(why), "{bin} {name}: the error says why ({why}): {}", out.describe());
             if !env::is_runc(rt.bin()) {
@@ -482,6 +506,7 @@ fn an_idmapped_dir_on_overlayfs_is_mapped_or_refused_as_the_kernel_says() {
                 let err = out.stderr.to_lowercase();
                 assert!(err.contains("/ovl") && err.contains("einval"), "the mount and the errno: {}", out.describe());
             }
+            remove_crun_leftover_cgroup(&rt, &id);
             rt.assert_nothing_left(&id, bundle.path());
             assert!(!upper.join("sub/new").exists(), "{bin}: nothing written through a refused mount");
             continue;
@@ -509,9 +534,14 @@ fn an_idmapped_mount_inside_proc_is_refused_through_containerd() {
         let bundle = Bundle::new(&["true"]);
         make_dirs(&bundle, &["/proc/sys"]);
         let name = format!("idmap-proc-{path}");
-        let spec = userns_ctr_spec(&ctd, &name, &bundle, idmapped(&disk, "/proc/sys", &["rbind", "idmap"], None));
+        let mut spec = userns_ctr_spec(&ctd, &name, &bundle, idmapped(&disk, "/proc/sys", &["rbind", "idmap"], None));
+        spec["process"]["args"] = json!(["true"]);
         let dir = ScratchDir::new("idmap-proc-spec");
         let out = ctd.run_spec(&dir, &name, &spec, "--rm", &flags);
+        if path == "runc-shim-runc" && is_crun(&env::runc_bin()) {
+            eprintln!("{path} driving crun (for the record): {}", out.describe());
+            continue;
+        }
         assert!(!out.success(), "{path}: an idmapped mount on /proc/sys must be refused: {}", out.describe());
         let said = format!("{}{}", out.stdout, out.stderr);
         assert!(said.contains("/proc") && said.contains("inside /proc"), "{path}: the reason reaches ctr: {}", out.describe());
