@@ -81,6 +81,19 @@ impl HostMounts {
         fs::write(path.join(marker), marker).expect("write marker into tmpfs");
     }
 
+    /// An overlayfs at `<name>/merged` over `<name>/lower` (holding `marker`, a relative path, host root's), with
+    /// its upper and work dirs beside; returns (merged, upper).
+    pub fn overlay_with_marker(&self, name: &str, marker: &str) -> (PathBuf, PathBuf) {
+        let [lower, upper, work, merged] = ["lower", "upper", "work", "merged"].map(|d| self.mkdir(&format!("{name}/{d}")));
+        let file = lower.join(marker);
+        fs::create_dir_all(file.parent().expect("marker in a dir")).expect("mkdir in the lower dir");
+        fs::write(&file, marker).expect("write marker into the lower dir");
+        let options = format!("lowerdir={},upperdir={},workdir={}", lower.display(), upper.display(), work.display());
+        mount(Some("overlay"), &merged, Some("overlay"), MsFlags::empty(), Some(options.as_str()))
+            .unwrap_or_else(|e| panic!("mount overlay on {}: {e}", merged.display()));
+        (merged, upper)
+    }
+
     fn check_inside(&self, path: &Path) {
         assert!(
             path.starts_with(self.dir.path()),
