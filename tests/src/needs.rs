@@ -55,3 +55,18 @@ pub fn cgroup_controller(controller: &str) -> Option<String> {
 pub fn program(path: &Path) -> Option<String> {
     (!path.exists()).then(|| format!("{} is not installed", path.display()))
 }
+
+/// Why criu cannot checkpoint here, or None where `criu check` passes (the sid guest's 4.2.1;
+/// Debian 12's 3.17.1 fails it on this host's kernel).
+pub fn criu() -> Option<String> {
+    use std::process::{Command, Stdio};
+    match Command::new("criu").arg("check").stdin(Stdio::null()).output() {
+        Err(e) => Some(format!("criu cannot run here ({e}): checkpoint/restore needs criu (the sid guest has 4.2.1)")),
+        Ok(out) if !out.status.success() => Some(format!(
+            "`criu check` fails here ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).lines().filter(|l| l.contains("Error")).last().unwrap_or("")
+        )),
+        Ok(_) => None,
+    }
+}

@@ -25,20 +25,7 @@ fn criu_turn() -> std::sync::MutexGuard<'static, ()> {
 
 /// Why a checkpoint/restore round trip cannot run here: no containers, or no working criu.
 fn round_trip_blocker() -> Option<String> {
-    rustpod_tests::needs::containers().or_else(criu_unusable)
-}
-
-/// Why criu cannot checkpoint here, or None where `criu check` passes.
-fn criu_unusable() -> Option<String> {
-    match Command::new("criu").arg("check").stdin(Stdio::null()).output() {
-        Err(e) => Some(format!("criu cannot run here ({e}): checkpoint/restore needs criu (the sid guest has 4.2.1)")),
-        Ok(out) if !out.status.success() => Some(format!(
-            "`criu check` fails here ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).lines().filter(|l| l.contains("Error")).last().unwrap_or("")
-        )),
-        Ok(_) => None,
-    }
+    rustpod_tests::needs::containers().or_else(rustpod_tests::needs::criu)
 }
 
 /// A bundle running the counter with a host directory bind-mounted at /data, in the host's
@@ -319,7 +306,7 @@ fn restore_from_a_missing_image_path_leaves_nothing() {
 fn checkpoint_and_restore_without_a_working_criu_fail_and_leave_the_container() {
     skip_if!(rustpod_tests::needs::containers());
     let mut cases: Vec<(Runtime, &str)> = vec![(Runtime::under_test().with_globals(&["--criu", "/nonexistent/criu"]), "/nonexistent/criu")];
-    if criu_unusable().is_some() {
+    if rustpod_tests::needs::criu().is_some() {
         for rt in Runtime::runc_and_under_test() {
             cases.push((rt, "criu"));
         }
@@ -423,7 +410,7 @@ fn containerd_paths() -> Vec<ContainerdPath> {
 #[test]
 fn containerd_checkpoints_and_restores() {
     skip_if!(rustpod_tests::containerd2::blocker());
-    skip_if!(criu_unusable());
+    skip_if!(rustpod_tests::needs::criu());
     let _turn = criu_turn();
     let ctd = rustpod_tests::containerd2::Containerd2::start();
     for path in containerd_paths() {
@@ -483,6 +470,6 @@ fn features_claims_checkpoint_only_where_criu_check_passes() {
     }
     let features = rt.cmd(&["features"]).ok().stdout_json();
     let claimed = features["annotations"]["org.opencontainers.runc.checkpoint.enabled"].clone();
-    let usable = criu_unusable().is_none();
-    assert_eq!(claimed, json!(usable.to_string()), "checkpoint.enabled vs `criu check` ({:?})", criu_unusable());
+    let usable = rustpod_tests::needs::criu().is_none();
+    assert_eq!(claimed, json!(usable.to_string()), "checkpoint.enabled vs `criu check` ({:?})", rustpod_tests::needs::criu());
 }

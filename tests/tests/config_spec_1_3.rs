@@ -453,3 +453,59 @@ fn memory_check_before_update_refuses_a_limit_below_usage() {
         assert_eq!(max.trim(), (256u64 << 20).to_string(), "{}", fx.rt.bin().display());
     }
 }
+
+/// Why hugetlb limits cannot reach a container's cgroup here: no 2MB huge pages, or a hybrid
+/// host whose hugetlb controller is only on the unified hierarchy (v1 runtimes have no hugetlb
+/// hierarchy to use there, so runc and rustpod both refuse the limits).
+fn hugetlb_unreachable() -> Option<String> {
+    if !std::path::Path::new("/sys/kernel/mm/hugepages/hugepages-2048kB").is_dir() {
+        return Some("no 2MB huge pages on this kernel".into());
+    }
+    let v1 = needs::cgroup_v1("hugetlb").is_none();
+    let unified = nix::sys::statfs::statfs("/sys/fs/cgroup")
+        .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC);
+    let offered = std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers").unwrap_or_default();
+    let v2 = unified && offered.split_whitespace().any(|c| c == "hugetlb");
+    (!v1 && !v2).then(|| "no hugetlb v1 hierarchy, and not a v2 host offering hugetlb".into())
+}
+
+/// `hugepageLimits`: the limit goes to `hugetlb.2MB.limit_in_bytes` (v1) or `.max` (v2), and,
+/// as runc >= 1.2 does, to the reservation limit `hugetlb.2MB.rsvd.*` too (kernel >= 5.7), so
+/// a mapping cannot reserve past the limit and fault later. Where hugetlb cannot reach the
+/// cgroup (this hybrid host), the limits are refused at create naming hugetlb, as runc refuses
+/// them, and nothing is left. Next to runc 1.1.5 on the host and runc 1.3.6/crun in the guest.
+#[test]
+fn hugepage_limits_set_the_reservation_limit_too() {
+    skip_if!(needs::containers());
+    const LIMIT: u64 = 4 * 1024 * 1024;
+    let unreachable = hugetlb_unreachable();
+    for rt in Runtime::runc_and_under_test() {
+        let mut fx = Fixture::on(rt, SLEEP);
+        fx.bundle.set("/linux/resources/hugepageLimits", json!([{"pageSize": "2MB", "limit": LIMIT}]));
+        if let Some(why) = &unreachable {
+            eprintln!("{}: {why}: the limits must be refused", fx.rt.bin().display());
+            let out = fx.rt.try_create(&fx.id, &fx.bundle, &[]);
+            assert_one_line_error(&out, &["hugetlb"]);
+            fx.assert_nothing_left();
+            continue;
+        }
+        fx.rt.start_container(&fx.id, &fx.bundle);
+        let dir = shim::cgroup_dir(fx.rt.pid(&fx.id), "hugetlb");
+        let v1 = dir.join("hugetlb.2MB.limit_in_bytes").exists();
+        let (limit, rsvd) = if v1 {
+            ("hugetlb.2MB.limit_in_bytes", "hugetlb.2MB.rsvd.limit_in_bytes")
+        } else {
+            ("hugetlb.2MB.max", "hugetlb.2MB.rsvd.max")
+        };
+        let read = |file: &str| {
+            std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("read {}/{file}: {e}", dir.display()))
+        };
+        let held = (read(limit).trim().to_string(), read(rsvd).trim().to_string());
+        eprintln!("{}: {limit} {} {rsvd} {}", fx.rt.bin().display(), held.0, held.1);
+        // crun 1.28 and runc before 1.2 leave the reservation limit at max (RUNC_DIFFERENCES.md).
+        let bin = fx.rt.bin();
+        let oracle_without_rsvd = env::is_runc(bin) && (bin.ends_with("crun") || env::version_of(bin) < (1, 2, 0));
+        let want_rsvd = if oracle_without_rsvd { held.1.clone() } else { LIMIT.to_string() };
+        assert_eq!(held, (LIMIT.to_string(), want_rsvd), "{}: (limit, rsvd)", bin.display());
+    }
+}

@@ -40,7 +40,7 @@ pub(crate) fn dump(dir: &ContainerDir, engine: &mut Container, opts: &Checkpoint
     client.set_pid(pid);
     client.set_root(rootfs(dir, &spec)?.display().to_string());
     client.set_leave_running(opts.leave_running);
-    if let Some(freezer) = freezer_cgroup(engine) {
+    if let Some(freezer) = freezer_cgroup(engine, pid) {
         client.set_freeze_cgroup(freezer.display().to_string());
     }
     criu::dump_mounts(&mut client, &spec, pid);
@@ -79,17 +79,31 @@ fn rootfs(dir: &ContainerDir, spec: &Spec) -> Result<PathBuf> {
 }
 
 /// The container's freezer, so criu freezes the tree through its cgroup
-/// rather than ptrace (as runc passes it); none under systemd's driver.
-fn freezer_cgroup(engine: &Container) -> Option<PathBuf> {
-    if engine.systemd() {
-        return None;
-    }
-    let path = engine.spec().ok()?.cgroup_path;
-    let relative = path.strip_prefix("/").unwrap_or(&path).to_path_buf();
-    match libcgroups::common::get_cgroup_setup().ok()? {
-        libcgroups::common::CgroupSetup::Unified => Some(PathBuf::from("/sys/fs/cgroup").join(relative)),
-        _ => Some(PathBuf::from("/sys/fs/cgroup/freezer").join(relative)),
-    }
+/// rather than ptrace (as runc passes it). A tree containerd has paused
+/// before the dump (its client does) cannot be seized by ptrace: criu would
+/// wait on it for ever. Under systemd's driver the cgroup is the unit's, so
+/// it is read off the init's /proc/PID/cgroup.
+fn freezer_cgroup(engine: &Container, pid: i32) -> Option<PathBuf> {
+    let unified = matches!(libcgroups::common::get_cgroup_setup().ok()?, libcgroups::common::CgroupSetup::Unified);
+    let root = if unified { PathBuf::from("/sys/fs/cgroup") } else { PathBuf::from("/sys/fs/cgroup/freezer") };
+    let path = if engine.systemd() {
+        let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+        freezer_line(&cgroups, unified)?
+    } else {
+        engine.spec().ok()?.cgroup_path
+    };
+    Some(root.join(path.strip_prefix("/").unwrap_or(&path)))
+}
+
+/// The freezer's path in a /proc/PID/cgroup: the unified line on v2, the
+/// freezer hierarchy's on v1.
+fn freezer_line(cgroups: &str, unified: bool) -> Option<PathBuf> {
+    cgroups.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let ours = if unified { controllers.is_empty() } else { controllers.split(',').any(|c| c == "freezer") };
+        ours.then(|| PathBuf::from(path))
+    })
 }
 
 /// Records where the init's stdin, stdout and stderr lead (runc's
@@ -104,4 +118,19 @@ fn write_descriptors(path: &std::path::Path, pid: i32) -> Result<()> {
         .collect();
     let data = serde_json::to_vec(&fds).map_err(|e| Error::Invalid(e.to_string()))?;
     crate::sys::atomic_file::write(path, &data, crate::engine::container_dir::FILE_MODE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::freezer_line;
+    use std::path::PathBuf;
+
+    #[test]
+    fn the_freezer_is_the_unified_line_on_v2_and_the_freezer_hierarchy_on_v1() {
+        let v2 = "0::/kubepods.slice/cri-containerd-x.scope\n";
+        assert_eq!(freezer_line(v2, true), Some(PathBuf::from("/kubepods.slice/cri-containerd-x.scope")));
+        let v1 = "5:cpu,cpuacct:/a\n4:freezer:/system.slice/x.scope\n0::/b\n";
+        assert_eq!(freezer_line(v1, false), Some(PathBuf::from("/system.slice/x.scope")));
+        assert_eq!(freezer_line("5:cpu:/a\n", false), None);
+    }
 }

@@ -521,6 +521,17 @@ impl Cri {
         self.rpc(c.update_container_resources(req)).map(drop)
     }
 
+    /// CheckpointContainer, as kubelet's checkpoint API calls it: the archive goes to `location`.
+    pub fn checkpoint(&self, id: &str, location: &Path) -> Result<(), Status> {
+        let mut c = self.runtime.clone();
+        self.rpc(c.checkpoint_container(cri::CheckpointContainerRequest {
+            container_id: id.into(),
+            location: location.display().to_string(),
+            timeout: 0,
+        }))
+        .map(drop)
+    }
+
     pub fn container_stats(&self, id: &str) -> Result<cri::ContainerStats, Status> {
         let mut c = self.runtime.clone();
         self.rpc(c.container_stats(cri::ContainerStatsRequest {
