@@ -300,10 +300,16 @@ fn hanging_start_container_hook_neither_hangs_start_nor_blocks_kill_through_cont
 /// The container's `SigBlk`, `SigIgn` and `oom_score_adj`.
 const PROCESS_FACTS: &str = "grep -E '^Sig(Blk|Ign)' /proc/self/status; echo oom $(cat /proc/self/oom_score_adj)";
 
-/// How a caller may leave glibc's internal signals 32 and 33: each ignored or at its default
-/// (glibc's posix_spawn ignores both up to 2.36, Debian 12's; sid's 2.43 leaves them alone).
-const CALLER_SIGNALS: [[(i32, bool); 2]; 4] =
-    [[(32, false), (33, false)], [(32, true), (33, false)], [(32, false), (33, true)], [(32, true), (33, true)]];
+/// How a caller may leave signals: glibc's internal 32 and 33 each ignored or at its default
+/// (glibc's posix_spawn ignores both up to 2.36, Debian 12's; sid's 2.43 leaves them alone);
+/// and SIGHUP, SIGINT and SIGQUIT ignored, as under `nohup` and a background shell job.
+const CALLER_SIGNALS: [&[(i32, bool)]; 5] = [
+    &[(32, false), (33, false)],
+    &[(32, true), (33, false)],
+    &[(32, false), (33, true)],
+    &[(32, true), (33, true)],
+    &[(libc::SIGHUP, true), (libc::SIGINT, true), (libc::SIGQUIT, true)],
+];
 
 #[test]
 fn container_signals_are_runcs_through_the_cli() {
@@ -313,7 +319,7 @@ fn container_signals_are_runcs_through_the_cli() {
         for rt in Runtime::runc_and_under_test() {
             let id = rt.new_id("sigs");
             let bundle = Bundle::new(&["sh", "-c", PROCESS_FACTS]);
-            let out = rt.run_with_signals(&id, &bundle, &caller).ok();
+            let out = rt.run_with_signals(&id, &bundle, caller).ok();
             let facts: Vec<String> = out.stdout.lines().filter(|l| l.starts_with("Sig")).map(String::from).collect();
             seen.push((rt.bin().display().to_string(), facts));
         }

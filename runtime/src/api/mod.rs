@@ -48,8 +48,8 @@ pub mod sigpipe {
     pub use crate::sys::sigpipe::handle_for_children;
 }
 
-/// glibc's internal signals left ignored by posix_spawn, and signal 32 as
-/// the shim's caller left it.
+/// Signal dispositions a container must not inherit from our caller (all
+/// ignores but 32's), and signal 32 as the shim's caller left it.
 pub mod spawn_signals {
     pub use crate::sys::spawn_signals::{
         reset_inherited_ignores, restore_caller_sigcancel, sigcancel_disposition, CALLER_SIGCANCEL_ENV,

@@ -1,13 +1,16 @@
-//! glibc's posix_spawn (how Rust's `Command` starts programs: the shim its
-//! server and helpers, a Rust harness the CLI) leaves glibc's internal
-//! signals, 32 (SIGCANCEL) and 33 (SIGSETXID), ignored in the child, and an
-//! ignored signal survives execve. runc (1.1 and 1.3 alike: cgo, so glibc's
-//! setxid handler is on 33 before anything else runs) never passes 33's
-//! ignore on, but passes 32 on as its caller left it: so do we. Our shim's
-//! `start` records how containerd left 32 for its server and helpers, whose
-//! own 32 our posix_spawn ignored, so that a container gets containerd's 32
-//! as under containerd's runc shim (whose Go exec leaves 32 alone).
+//! Signal dispositions a container must not inherit from whoever started
+//! us. An ignored signal survives fork and execve, so an ignore our caller
+//! left (nohup's SIGHUP, a background shell's SIGINT and SIGQUIT, and
+//! glibc's posix_spawn's 32 and 33: how Rust's `Command` starts programs,
+//! the shim its server and helpers) would reach the container. runc (1.1
+//! and 1.3 alike) hands every signal to its container at its default, but
+//! 32 (SIGCANCEL), which it passes on as its caller left it: so do we. Our
+//! shim's `start` records how containerd left 32 for its server and
+//! helpers, whose own 32 our posix_spawn ignored, so that a container gets
+//! containerd's 32 as under containerd's runc shim (whose Go exec leaves 32
+//! alone).
 
+#[cfg(test)]
 /// glibc's SIGSETXID, which its sigaction() refuses to touch.
 const SIGSETXID: libc::c_int = 33;
 
@@ -37,12 +40,16 @@ fn rt_sigaction(sig: libc::c_int, new: Option<&KernelSigaction>, old: Option<&mu
     unsafe { libc::syscall(libc::SYS_rt_sigaction, sig, new, old, std::mem::size_of::<u64>()) == 0 }
 }
 
-/// Puts signal 33 back to its default if it arrived ignored; call before
-/// creating containers. A handled 33 (glibc's own) stays as it is.
+/// Puts every signal that arrived ignored, but 32, back to its default;
+/// call first thing, before creating containers (their processes inherit
+/// our dispositions). A handled signal (glibc's own 33) stays as it is.
 pub fn reset_inherited_ignores() {
-    let mut old = KernelSigaction::default();
-    if rt_sigaction(SIGSETXID, None, Some(&mut old)) && old.handler == libc::SIG_IGN {
-        rt_sigaction(SIGSETXID, Some(&KernelSigaction { handler: libc::SIG_DFL, ..Default::default() }), None);
+    let highest = libc::SIGRTMAX();
+    for sig in (1..=highest).filter(|&s| s != SIGCANCEL && s != libc::SIGKILL && s != libc::SIGSTOP) {
+        let mut old = KernelSigaction::default();
+        if rt_sigaction(sig, None, Some(&mut old)) && old.handler == libc::SIG_IGN {
+            rt_sigaction(sig, Some(&KernelSigaction { handler: libc::SIG_DFL, ..Default::default() }), None);
+        }
     }
 }
 
@@ -77,10 +84,17 @@ mod tests {
     }
 
     #[test]
-    fn an_ignored_signal_33_goes_back_to_default() {
-        assert!(rt_sigaction(SIGSETXID, Some(&KernelSigaction { handler: libc::SIG_IGN, ..Default::default() }), None));
+    fn inherited_ignores_go_back_to_default_but_32s() {
+        let ignore = KernelSigaction { handler: libc::SIG_IGN, ..Default::default() };
+        for sig in [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT, SIGSETXID, SIGCANCEL] {
+            assert!(rt_sigaction(sig, Some(&ignore), None));
+        }
         reset_inherited_ignores();
-        assert_eq!(handler(SIGSETXID), libc::SIG_DFL);
+        for sig in [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT, SIGSETXID] {
+            assert_eq!(handler(sig), libc::SIG_DFL, "signal {sig}");
+        }
+        assert_eq!(handler(SIGCANCEL), libc::SIG_IGN, "32 stays as the caller left it");
+        rt_sigaction(SIGCANCEL, Some(&KernelSigaction { handler: libc::SIG_DFL, ..Default::default() }), None);
     }
 
     #[test]
