@@ -43,14 +43,30 @@ fn rt_sigaction(sig: libc::c_int, new: Option<&KernelSigaction>, old: Option<&mu
 /// Puts every signal that arrived ignored, but 32, back to its default;
 /// call first thing, before creating containers (their processes inherit
 /// our dispositions). A handled signal (glibc's own 33) stays as it is.
+/// Every entry point runs this, so it asks the kernel once which signals
+/// are ignored (`SigIgn` in /proc/self/status) instead of once per signal.
 pub fn reset_inherited_ignores() {
+    let ignored = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| ignored_mask(&s));
     let highest = libc::SIGRTMAX();
     for sig in (1..=highest).filter(|&s| s != SIGCANCEL && s != libc::SIGKILL && s != libc::SIGSTOP) {
-        let mut old = KernelSigaction::default();
-        if rt_sigaction(sig, None, Some(&mut old)) && old.handler == libc::SIG_IGN {
+        // Without /proc (it cannot be read), ask rt_sigaction itself.
+        let is_ignored = match ignored {
+            Some(mask) => mask & (1u64 << (sig - 1)) != 0,
+            None => {
+                let mut old = KernelSigaction::default();
+                rt_sigaction(sig, None, Some(&mut old)) && old.handler == libc::SIG_IGN
+            }
+        };
+        if is_ignored {
             rt_sigaction(sig, Some(&KernelSigaction { handler: libc::SIG_DFL, ..Default::default() }), None);
         }
     }
+}
+
+/// The `SigIgn` mask of a /proc/PID/status text (bit N-1 for signal N).
+fn ignored_mask(status: &str) -> Option<u64> {
+    let hex = status.lines().find_map(|l| l.strip_prefix("SigIgn:"))?;
+    u64::from_str_radix(hex.trim(), 16).ok()
 }
 
 /// How this process got signal 32, as `CALLER_SIGCANCEL_ENV` says it.
@@ -95,6 +111,12 @@ mod tests {
         }
         assert_eq!(handler(SIGCANCEL), libc::SIG_IGN, "32 stays as the caller left it");
         rt_sigaction(SIGCANCEL, Some(&KernelSigaction { handler: libc::SIG_DFL, ..Default::default() }), None);
+    }
+
+    #[test]
+    fn the_ignored_mask_is_read_from_status() {
+        assert_eq!(ignored_mask("Name:\tx\nSigBlk:\t0000000000000000\nSigIgn:\t0000000080000006\n"), Some(0x8000_0006));
+        assert_eq!(ignored_mask("Name:\tx\n"), None);
     }
 
     #[test]
