@@ -93,6 +93,10 @@ pub fn restore_caller_sigcancel() {
 mod tests {
     use super::*;
 
+    /// Dispositions are the process's, shared by the test threads: the
+    /// tests that change them take turns.
+    static DISPOSITIONS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     fn handler(sig: libc::c_int) -> libc::sighandler_t {
         let mut old = KernelSigaction::default();
         assert!(rt_sigaction(sig, None, Some(&mut old)));
@@ -101,6 +105,7 @@ mod tests {
 
     #[test]
     fn inherited_ignores_go_back_to_default_but_32s() {
+        let _turn = DISPOSITIONS.lock().unwrap_or_else(|p| p.into_inner());
         let ignore = KernelSigaction { handler: libc::SIG_IGN, ..Default::default() };
         for sig in [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT, SIGSETXID, SIGCANCEL] {
             assert!(rt_sigaction(sig, Some(&ignore), None));
@@ -121,6 +126,7 @@ mod tests {
 
     #[test]
     fn signal_32_follows_what_the_caller_left() {
+        let _turn = DISPOSITIONS.lock().unwrap_or_else(|p| p.into_inner());
         assert!(rt_sigaction(SIGCANCEL, Some(&KernelSigaction { handler: libc::SIG_IGN, ..Default::default() }), None));
         assert_eq!(sigcancel_disposition(), "ignored");
         std::env::set_var(CALLER_SIGCANCEL_ENV, "default");
