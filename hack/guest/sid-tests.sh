@@ -2,23 +2,29 @@
 # Runs in the sid guest (hack/guest-sid.sh), from the unit rustpod-guest-tests.service:
 # every test file of OUT/tests.list with the test binary the host built (OUT/binaries) and the
 # environment in OUT/env; writes per-file logs, OUT/summary, OUT/skips and OUT/status (0 when
-# nothing failed). Usage: sid-tests.sh OUT
+# nothing failed). OUT/progress records each finished file, so that a boot after a kernel panic
+# (hack/guest-sid.sh) goes on from the file that was running. Usage: sid-tests.sh OUT
 set -uo pipefail
 out=$1
 set -a
 . "$out/env"
 set +a
 export HOME=/root RUSTPOD_SKIP_LOG=$out/skips
-: >"$RUSTPOD_SKIP_LOG"
 mkdir -p "$out/logs"
 t0=$(date +%s)
-echo "guest booted to its test unit in $(cut -d' ' -f1 /proc/uptime) s" >"$out/timing"
+echo "guest booted to its test unit in $(cut -d' ' -f1 /proc/uptime) s" >>"$out/timing"
 
-{
+# progress: one line "INDEX PASSED FAILED STATUS" per finished file of tests.list.
+done_files=0 passed=0 failed=0 status=0
+if [[ -s $out/progress ]]; then
+	read -r done_files passed failed status < <(awk '{n=$1; p+=$2; f+=$3; if ($4) s=1} END {print n+0, p+0, f+0, s+0}' "$out/progress")
+	echo "(the guest booted again after a kernel panic; going on after file $done_files)" >>"$out/summary"
+else
+	: >"$RUSTPOD_SKIP_LOG"
 	echo "guest: kernel $(uname -r); $(systemctl --version | head -n1); /sys/fs/cgroup is $(stat -fc %T /sys/fs/cgroup)" \
 		"(controllers: $(cat /sys/fs/cgroup/cgroup.subtree_control)); $(containerd --version | cut -d' ' -f1,3);" \
-		"$(runc --version | head -n1); $(crun --version | head -n1); criu $(criu --version | sed -n 's/^Version: //p')"
-} >"$out/summary"
+		"$(runc --version | head -n1); $(crun --version | head -n1); criu $(criu --version | sed -n 's/^Version: //p')" >"$out/summary"
+fi
 
 # A hung file is stopped after this long; what was running and what containerd said are logged.
 file_timeout=${RUSTPOD_GUEST_FILE_TIMEOUT:-600}
@@ -33,9 +39,11 @@ diagnose() {
 	done
 }
 
-passed=0 failed=0 status=0
+index=0
 while read -r line; do
 	[[ -z $line || $line == \#* ]] && continue
+	index=$((index + 1))
+	((index > done_files)) || continue
 	# Leading VAR=value words are the file's environment (RUSTPOD_CRI_HANDLER=runc …).
 	envs=()
 	while [[ $line =~ ^([A-Z_]+=[^ ]*)\ +(.*)$ ]]; do
@@ -47,6 +55,7 @@ while read -r line; do
 	if [[ ! -x $bin ]]; then
 		echo "$name: no test binary (cargo test --no-run did not build it)" >>"$out/summary"
 		status=1
+		echo "$index 0 0 1" >>"$out/progress"
 		continue
 	fi
 	dir=$REPO/tests
@@ -59,6 +68,7 @@ while read -r line; do
 	result=$(grep -E '^test result:' "$log" | tail -n1)
 	p=$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$result")
 	f=$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$result")
+	failed_before=$failed
 	passed=$((passed + ${p:-0})) failed=$((failed + ${f:-0}))
 	if ((rc != 0)); then
 		status=1
@@ -70,6 +80,8 @@ while read -r line; do
 	else
 		echo "$name: ${p:-0} passed, 0 failed" >>"$out/summary"
 	fi
+	echo "$index ${p:-0} $((failed - failed_before)) $((rc != 0))" >>"$out/progress"
+	sync
 done <"$out/tests.list"
 
 skipped=$(sort -u "$RUSTPOD_SKIP_LOG" | grep -c '^SKIP ')
