@@ -78,8 +78,18 @@ where
     fn format_event(&self, _: &FmtContext<'_, S, N>, mut w: Writer<'_>, event: &Event<'_>) -> fmt::Result {
         let mut message = Message::default();
         event.record(&mut message);
-        let level = event.metadata().level().as_str().to_ascii_lowercase();
-        writeln!(w, "{}", entry(self.format, &level, message.msg, message.fields))
+        writeln!(w, "{}", entry(self.format, logrus_level(event.metadata().level()), message.msg, message.fields))
+    }
+}
+
+/// logrus's name for `level`: `warning`, not tracing's `warn`.
+fn logrus_level(level: &Level) -> &'static str {
+    match *level {
+        Level::ERROR => "error",
+        Level::WARN => "warning",
+        Level::INFO => "info",
+        Level::DEBUG => "debug",
+        Level::TRACE => "trace",
     }
 }
 
