@@ -14,7 +14,9 @@ use oci_spec::runtime::Spec;
 pub enum Probe {
     /// stat failed with this error text (`no such file or directory`).
     Missing(String),
-    /// A directory, or no execute bit.
+    /// A directory: Go 1.20's exec.LookPath (so runc 1.2+) says EISDIR.
+    Directory,
+    /// No execute bit.
     NotExecutable,
     Executable,
 }
@@ -27,6 +29,7 @@ pub fn resolve(program: &str, path_var: Option<&str>, probe: impl Fn(&Path) -> P
         return match probe(Path::new(program)) {
             Probe::Executable => Ok(PathBuf::from(program)),
             Probe::NotExecutable => Err(denied()),
+            Probe::Directory => Err(format!("exec: {program:?}: is a directory")),
             Probe::Missing(why) => Err(format!("exec: {program:?}: stat {program}: {why}")),
         };
     }
@@ -44,7 +47,8 @@ pub fn resolve(program: &str, path_var: Option<&str>, probe: impl Fn(&Path) -> P
 pub fn probe(path: &Path) -> Probe {
     match std::fs::metadata(path) {
         Err(e) => Probe::Missing(errno_text(&e)),
-        Ok(m) if m.is_dir() || m.permissions().mode() & 0o111 == 0 => Probe::NotExecutable,
+        Ok(m) if m.is_dir() => Probe::Directory,
+        Ok(m) if m.permissions().mode() & 0o111 == 0 => Probe::NotExecutable,
         Ok(_) => Probe::Executable,
     }
 }
@@ -95,7 +99,8 @@ mod tests {
     fn fs(path: &Path) -> Probe {
         match path.to_str().unwrap() {
             "/bin/sh" | "/usr/bin/env" | "./run.sh" => Probe::Executable,
-            "/etc" | "/etc/passwd" => Probe::NotExecutable,
+            "/etc" => Probe::Directory,
+            "/etc/passwd" => Probe::NotExecutable,
             _ => Probe::Missing("no such file or directory".into()),
         }
     }
@@ -111,7 +116,11 @@ mod tests {
     #[test]
     fn a_file_that_cannot_run_is_permission_denied() {
         assert_eq!(resolve("/etc/passwd", None, fs).unwrap_err(), r#"exec: "/etc/passwd": permission denied"#);
-        assert_eq!(resolve("/etc", None, fs).unwrap_err(), r#"exec: "/etc": permission denied"#);
+    }
+
+    #[test]
+    fn a_directory_is_a_directory_as_runc_1_2_words_it() {
+        assert_eq!(resolve("/etc", None, fs).unwrap_err(), r#"exec: "/etc": is a directory"#);
     }
 
     #[test]
