@@ -22,12 +22,14 @@ pub fn default_spec(rootless: bool) -> Spec {
 }
 
 /// What runc's starter spec has and oci-spec's default lacks: a deny-all
-/// device rule (so a CAP_MKNOD process cannot open host devices it makes)
-/// and no inheritable capabilities (CVE-2022-29162, runc >= 1.1.2).
+/// device rule (so a CAP_MKNOD process cannot open host devices it makes),
+/// no inheritable capabilities (CVE-2022-29162, runc >= 1.1.2) and so no
+/// ambient ones, which the kernel raises only when inheritable (runc >= 1.2).
 fn as_runc_starter(spec: &mut Spec) {
     if let Some(process) = spec.process_mut() {
         let mut caps = process.capabilities().clone().unwrap_or_default();
         caps.set_inheritable(None);
+        caps.set_ambient(None);
         process.set_capabilities(Some(caps));
     }
     // A rootless spec has no resources at all, as runc's.
