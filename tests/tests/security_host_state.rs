@@ -47,17 +47,28 @@ fn leaves(value: &Value, pointer: String, out: &mut BTreeMap<String, Value>) {
     }
 }
 
+/// Takes `ociVersion` out of `bin`'s starter spec after checking that it is the newest `bin`
+/// implements (runc writes its runtime-spec's version: 1.0.2-dev for 1.1, 1.2.1 for 1.3).
+fn take_spec_version(bin: &Path, spec: &mut Value) {
+    let out = Command::new(bin).arg("features").output().expect("run features");
+    let features: Value = serde_json::from_slice(&out.stdout).expect("features JSON");
+    let version = spec.as_object_mut().expect("spec object").remove("ociVersion").unwrap_or_default();
+    assert_eq!(version, features["ociVersionMax"], "{}: spec's ociVersion", bin.display());
+}
+
 /// Field by field, `rustpod spec` is `runc spec` except for what does not confine: the hostname,
-/// an empty annotations map, `terminal` (off, so that the starter spec runs without a tty), and
-/// an extra cgroup namespace (more isolation, as runc 1.2 on cgroup v2). Next to runc 1.1 it is
-/// compared without 1.1's ambient capabilities, which 1.2 dropped (not inheritable, the kernel
-/// never raised them).
+/// an empty annotations map, `terminal` (off, so that the starter spec runs without a tty), an
+/// extra cgroup namespace (more isolation, as runc 1.2 on cgroup v2), and `ociVersion`, each
+/// runtime's own newest. Next to runc 1.1 it is compared without 1.1's ambient capabilities,
+/// which 1.2 dropped (not inheritable, the kernel never raised them).
 #[test]
 fn starter_spec_matches_runc_field_by_field() {
     let runc = env::runc_bin();
     skip_if!(needs::program(&runc));
     let mut ours = starter_spec(&env::rustpod_bin());
     let mut theirs = starter_spec(&runc);
+    take_spec_version(&env::rustpod_bin(), &mut ours);
+    take_spec_version(&runc, &mut theirs);
     if env::version_of(&runc) < (1, 2, 0) && !env::testing_runc_itself() {
         theirs["process"]["capabilities"].as_object_mut().expect("capabilities").remove("ambient");
     }

@@ -16,6 +16,8 @@ pub fn default_spec(rootless: bool) -> Spec {
     } else {
         Spec::default()
     };
+    // runc writes the runtime-spec version it implements (its features' ociVersionMax).
+    spec.set_version(super::features::OCI_VERSION_MAX.to_string());
     spec.set_hostname(Some("rustpod".to_string()));
     as_runc_starter(&mut spec);
     spec
