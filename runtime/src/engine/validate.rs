@@ -35,7 +35,8 @@ pub fn check(config: &Path, spec: &Spec) -> Result<()> {
     intel_rdt(linux).map_err(bad)?;
     seccomp_flags(linux).map_err(bad)?;
     seccomp_archs(linux).map_err(bad)?;
-    memory(linux).map_err(bad)
+    memory(linux).map_err(bad)?;
+    pids(linux).map_err(bad)
 }
 
 /// The checks that look into the rootfs (at `rootfs`): where each mount
@@ -375,6 +376,18 @@ fn memory(linux: &oci_spec::runtime::Linux) -> Check {
         }
     }
     Ok(())
+}
+
+/// A pids limit is a count, 0 (pids.max 1, see `pids_zero`) or -1 for
+/// unlimited. runc 1.1 wrote `max` for any negative limit; runc 1.3 writes
+/// the number and fails mid-create on the kernel's EINVAL: refused here, in
+/// one line, before anything exists.
+fn pids(linux: &oci_spec::runtime::Linux) -> Check {
+    let limit = linux.resources().as_ref().and_then(|r| *r.pids()).map(|p| p.limit());
+    match limit.filter(|l| *l < -1) {
+        Some(l) => Err(format!("linux.resources.pids.limit {l}: must be -1 (unlimited), 0 or a count")),
+        None => Ok(()),
+    }
 }
 
 /// Hook paths must be absolute (spec); those run during create in the
