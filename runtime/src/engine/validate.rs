@@ -484,6 +484,19 @@ mod tests {
     }
 
     #[test]
+    fn pids_limits_below_minus_one_are_refused() {
+        let linux_with = |limit: i64| {
+            let pids = oci_spec::runtime::LinuxPidsBuilder::default().limit(limit).build().unwrap();
+            let resources = oci_spec::runtime::LinuxResourcesBuilder::default().pids(pids).build().unwrap();
+            oci_spec::runtime::LinuxBuilder::default().resources(resources).build().unwrap()
+        };
+        for ok in [-1, 0, 64] {
+            assert!(pids(&linux_with(ok)).is_ok(), "{ok}");
+        }
+        assert!(pids(&linux_with(-2)).unwrap_err().starts_with("linux.resources.pids.limit -2"));
+    }
+
+    #[test]
     fn env_entries_need_a_name_and_an_equals_sign() {
         assert!(env(&["A=".into(), "B=c=d".into()]).is_ok());
         assert!(env(&["NOEQUALS".into()]).unwrap_err().contains("invalid environment variable"));
