@@ -48,6 +48,17 @@ pub fn version_of(bin: &Path) -> (u32, u32, u32) {
     (parts.next().unwrap_or(0), parts.next().unwrap_or(0), parts.next().unwrap_or(0))
 }
 
+/// `bin` is runc (not crun standing in for it as RUNC_BIN) of a version before `version`: where
+/// Debian 12's runc 1.1.5 still does what runc changed since (tests/RUNC_DIFFERENCES.md).
+pub fn runc_before(bin: &Path, version: (u32, u32, u32)) -> bool {
+    is_runc(bin) && !is_crun(bin) && version_of(bin) < version
+}
+
+/// `bin` is crun (crun 1.28 as `RUNC_BIN=/usr/bin/crun` in the sid guest), the second oracle.
+pub fn is_crun(bin: &Path) -> bool {
+    bin.file_name().is_some_and(|name| name == "crun")
+}
+
 /// Both runtimes are the same file (the suite is being validated against runc).
 pub fn testing_runc_itself() -> bool {
     is_runc(&rustpod_bin())

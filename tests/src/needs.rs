@@ -28,9 +28,7 @@ pub fn cgroup_v1(controller: &str) -> Option<String> {
 /// A pure cgroup v2 hierarchy at /sys/fs/cgroup offering each of `controllers` to children.
 pub fn cgroup_v2(controllers: &[&str]) -> Option<String> {
     containers().or_else(|| {
-        let unified = nix::sys::statfs::statfs("/sys/fs/cgroup")
-            .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC);
-        if !unified {
+        if !crate::cgroup::unified() {
             return Some(
                 "/sys/fs/cgroup is not a cgroup v2 hierarchy (a v1 or hybrid host; \
                  hack/guest-v2.sh runs this test in a v2 guest)"

@@ -4,7 +4,7 @@
 // separately to be accepted here too, with the reason.
 
 use rustpod_tests::assertions::assert_one_line_error;
-use rustpod_tests::{json, needs, skip_if, Fixture, Value, SLEEP};
+use rustpod_tests::{json, needs, skip_if, Fixture, Runtime, Value, SLEEP};
 
 /// One bad config: what it is, how to break the default bundle, and what the error must name.
 struct Case {
@@ -125,6 +125,11 @@ const CASES: &[Case] = &[
         names: &["linux.resources.memory.reservation"],
     },
     Case {
+        name: "pids limit below -1 (runc 1.3.6 fails on the kernel's EINVAL mid-create)",
+        breaks: |fx| set(fx, "/linux/resources/pids", json!({"limit": -2})),
+        names: &["linux.resources.pids.limit"],
+    },
+    Case {
         name: "negative cpu shares (unsigned field)",
         breaks: |fx| set(fx, "/linux/resources/cpu", json!({"shares": -2})),
         names: &["linux.resources.cpu.shares"],
@@ -242,7 +247,8 @@ fn huge_env_array_works_or_fails_cleanly() {
 type Oddity = (&'static str, fn(&mut Fixture));
 
 /// Inputs that look hostile but that runc accepts on purpose; rejecting them would break real
-/// configs, so the runtime must accept them too.
+/// configs, so the runtime must accept them too. Each runs on runc as well (1.1.5 here, 1.3.6 in
+/// the sid guest), to hold that it still does.
 #[test]
 fn runc_compatible_oddities_are_accepted() {
     skip_if!(needs::containers());
@@ -255,21 +261,25 @@ fn runc_compatible_oddities_are_accepted() {
                 json!({"names": ["no_such_syscall_xyz"], "action": "SCMP_ACT_ERRNO"}),
             )
         }),
-        // runc writes "max" for any pids limit <= 0 that is not 0: negative means unlimited.
-        ("negative pids limit", |fx| {
-            set(fx, "/linux/resources/pids", json!({"limit": -2}))
+        // -1 is unlimited for every runc (pids.max "max"); runc 1.1.5 took any negative limit
+        // so, runc 1.3.6 fails on a limit below -1 (see the bad configs).
+        ("pids limit -1 (unlimited)", |fx| {
+            set(fx, "/linux/resources/pids", json!({"limit": -1}))
         }),
     ];
     for (name, breaks) in oddities {
-        let mut fx = Fixture::new(SLEEP);
-        breaks(&mut fx);
-        let out = fx.rt.try_create(&fx.id, &fx.bundle, &[]);
-        assert!(
-            out.success(),
-            "{name} must be accepted as runc does: {}",
-            out.describe()
-        );
-        fx.rt.cmd(&["delete", "--force", &fx.id]).ok();
-        fx.assert_nothing_left();
+        for rt in Runtime::runc_and_under_test() {
+            let mut fx = Fixture::on(rt, SLEEP);
+            breaks(&mut fx);
+            let out = fx.rt.try_create(&fx.id, &fx.bundle, &[]);
+            assert!(
+                out.success(),
+                "{name} must be accepted as runc does ({}): {}",
+                fx.rt.bin().display(),
+                out.describe()
+            );
+            fx.rt.cmd(&["delete", "--force", &fx.id]).ok();
+            fx.assert_nothing_left();
+        }
     }
 }

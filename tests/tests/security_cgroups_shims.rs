@@ -1,7 +1,9 @@
 // The container's cgroupfs through both shims (issue 13, item 4): mounted as containerd's CRI
 // mounts it (`nosuid,noexec,nodev,relatime,ro`; ctr's own default spec has no cgroup mount); writing a limit from inside must
 // fail (the mount is read-only), through containerd's runc shim (with RUSTPOD_BIN, compared with runc) and
-// through containerd-shim-rustpod-v1.
+// through containerd-shim-rustpod-v1. On v1 the attack writes the pids hierarchy's pids.max; on
+// a pure v2 host (the sid guest, containerd 2.1) the container's own pids.max, found through
+// /proc/self/cgroup.
 
 use rustpod_tests::containerd::{self, Containerd, IMAGE};
 use rustpod_tests::shim::{self, ShimContainerd, RUNTIME};
@@ -9,19 +11,34 @@ use rustpod_tests::shim::{self, ShimContainerd, RUNTIME};
 /// The cgroup mount containerd's CRI adds, in `ctr run --mount` form.
 const CRI_CGROUP_MOUNT: &str =
     "type=cgroup,src=cgroup,dst=/sys/fs/cgroup,options=nosuid:noexec:nodev:relatime:ro";
+use rustpod_tests::cgroup::unified;
 use rustpod_tests::{env, needs, skip_if, Output};
 
-const ATTACK: &[&str] = &[
-    "sh",
-    "-c",
-    "echo max > /sys/fs/cgroup/pids/pids.max; echo pids=$?; \
-     grep cgroup /proc/self/mountinfo",
-];
+/// Raises pids.max and lists the cgroup mounts.
+const ATTACK_V1: &str = "echo max > /sys/fs/cgroup/pids/pids.max; echo pids=$?; grep cgroup /proc/self/mountinfo";
+const ATTACK_V2: &str = "cg=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup); \
+                         echo max > $cg/pids.max; echo pids=$?; grep cgroup /proc/self/mountinfo";
+
+/// The attack for this host's hierarchy and the mount point its pids.max is under.
+fn attack() -> [&'static str; 3] {
+    ["sh", "-c", if unified() { ATTACK_V2 } else { ATTACK_V1 }]
+}
+
+fn pids_mount_point() -> &'static str {
+    if unified() { " /sys/fs/cgroup " } else { " /sys/fs/cgroup/pids " }
+}
+
+/// v1's pids hierarchy, or a v2 hierarchy offering pids to children.
+fn blocker() -> Option<String> {
+    let v1 = needs::cgroup_v1("pids")?;
+    let v2 = needs::cgroup_v2(&["pids"])?;
+    Some(format!("{v1}; {v2}"))
+}
 
 #[track_caller]
 fn assert_read_only(who: &str, out: &Output) {
     assert!(out.stdout.contains("pids=1"), "{who}: pids.max was written: {}", out.describe());
-    let mount = out.stdout.lines().find(|l| l.contains(" /sys/fs/cgroup/pids ")).unwrap_or_default();
+    let mount = out.stdout.lines().find(|l| l.contains(pids_mount_point())).unwrap_or_default();
     let options = mount.split_whitespace().nth(5).unwrap_or_default();
     for flag in ["ro", "nosuid", "nodev", "noexec"] {
         assert!(options.split(',').any(|o| o == flag), "{who}: pids mount lacks {flag}: {mount:?}\n{}", out.describe());
@@ -30,7 +47,7 @@ fn assert_read_only(who: &str, out: &Output) {
 
 #[test]
 fn containerd_runc_shim_keeps_the_cgroupfs_read_only() {
-    skip_if!(containerd::blocker().or_else(|| needs::cgroup_v1("pids")));
+    skip_if!(containerd::blocker().or_else(blocker));
     let ctd = Containerd::start();
     let mut bins = vec![env::rustpod_bin()];
     if needs::program(&env::runc_bin()).is_none() {
@@ -40,16 +57,16 @@ fn containerd_runc_shim_keeps_the_cgroupfs_read_only() {
         let bin = bin.to_string_lossy();
         let id = format!("cgro{i}");
         let flags = ["run", "--runc-binary", &bin, "--rm", "--mount", CRI_CGROUP_MOUNT, IMAGE, &id];
-        let out = ctd.ctr(&[&flags[..], ATTACK].concat());
+        let out = ctd.ctr(&[&flags[..], &attack()].concat());
         assert_read_only(&bin, &out);
     }
 }
 
 #[test]
 fn rustpod_shim_keeps_the_cgroupfs_read_only() {
-    skip_if!(shim::blocker().or_else(|| needs::cgroup_v1("pids")));
+    skip_if!(shim::blocker().or_else(blocker));
     let ctd = ShimContainerd::start();
     let flags = ["run", "--rm", "--runtime", RUNTIME, "--mount", CRI_CGROUP_MOUNT, IMAGE, "cgro"];
-    let out = ctd.ctr(&[&flags[..], ATTACK].concat());
+    let out = ctd.ctr(&[&flags[..], &attack()].concat());
     assert_read_only("containerd-shim-rustpod-v1", &out);
 }

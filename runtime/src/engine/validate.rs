@@ -35,7 +35,8 @@ pub fn check(config: &Path, spec: &Spec) -> Result<()> {
     intel_rdt(linux).map_err(bad)?;
     seccomp_flags(linux).map_err(bad)?;
     seccomp_archs(linux).map_err(bad)?;
-    memory(linux).map_err(bad)
+    memory(linux).map_err(bad)?;
+    pids(linux).map_err(bad)
 }
 
 /// The checks that look into the rootfs (at `rootfs`): where each mount
@@ -377,6 +378,18 @@ fn memory(linux: &oci_spec::runtime::Linux) -> Check {
     Ok(())
 }
 
+/// A pids limit is a count, 0 (pids.max 1, see `pids_zero`) or -1 for
+/// unlimited. runc 1.1 wrote `max` for any negative limit; runc 1.3 writes
+/// the number and fails mid-create on the kernel's EINVAL: refused here, in
+/// one line, before anything exists.
+fn pids(linux: &oci_spec::runtime::Linux) -> Check {
+    let limit = linux.resources().as_ref().and_then(|r| *r.pids()).map(|p| p.limit());
+    match limit.filter(|l| *l < -1) {
+        Some(l) => Err(format!("linux.resources.pids.limit {l}: must be -1 (unlimited), 0 or a count")),
+        None => Ok(()),
+    }
+}
+
 /// Hook paths must be absolute (spec); those run during create in the
 /// runtime's namespaces must exist, or create would fail in a hook wrapper
 /// whose error names no field.
@@ -468,6 +481,19 @@ mod tests {
         assert!(user_mapped(&linux(0), &user(0, 65536, &[])).unwrap_err().ends_with("no mapping found for gid 65536"));
         let no_userns: oci_spec::runtime::Linux = serde_json::from_value(serde_json::json!({})).unwrap();
         assert!(user_mapped(&no_userns, &user(5, 5, &[])).is_ok());
+    }
+
+    #[test]
+    fn pids_limits_below_minus_one_are_refused() {
+        let linux_with = |limit: i64| {
+            let pids = oci_spec::runtime::LinuxPidsBuilder::default().limit(limit).build().unwrap();
+            let resources = oci_spec::runtime::LinuxResourcesBuilder::default().pids(pids).build().unwrap();
+            oci_spec::runtime::LinuxBuilder::default().resources(resources).build().unwrap()
+        };
+        for ok in [-1, 0, 64] {
+            assert!(pids(&linux_with(ok)).is_ok(), "{ok}");
+        }
+        assert!(pids(&linux_with(-2)).unwrap_err().starts_with("linux.resources.pids.limit -2"));
     }
 
     #[test]

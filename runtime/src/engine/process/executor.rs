@@ -2,12 +2,15 @@
 //! it, saying why it cannot run in runc's words (`exec: "x": …`), which
 //! docker, containerd and kubelet map to exit codes 127/126 and reasons.
 
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use libcontainer::workload::{Executor, ExecutorError, ExecutorValidationError};
+use libcontainer::workload::{Executor, ExecutorError, ExecutorSetEnvsError, ExecutorValidationError};
 use oci_spec::runtime::Spec;
+
+use super::environ;
 
 /// What a path is, as far as running it goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,12 +85,22 @@ impl Executor for RuncWordsExecutor {
         Self::program(spec).map(|_| ()).map_err(ExecutorValidationError::ArgValidationError)
     }
 
+    /// Keeps the environment for `exec` instead of setenv(3) per variable
+    /// (quadratic; see `environ`), after clearing the one inherited.
+    fn setup_envs(&self, envs: HashMap<String, String>) -> Result<(), ExecutorSetEnvsError> {
+        // SAFETY: the init is single-threaded here (a cloned child before its exec).
+        std::env::vars_os().for_each(|(key, _)| unsafe { std::env::remove_var(key) });
+        environ::keep(envs).map_err(ExecutorSetEnvsError::Other)
+    }
+
     fn exec(&self, spec: &Spec) -> Result<(), ExecutorError> {
         let (args, path) = Self::program(spec).map_err(ExecutorError::Other)?;
         let c = |s: &str| CString::new(s).map_err(|_| ExecutorError::Other(format!("exec: {s:?}: contains a NUL byte")));
         let argv = args.iter().map(|a| c(a)).collect::<Result<Vec<_>, _>>()?;
         let file = c(&path.to_string_lossy())?;
-        let err = nix::unistd::execv(&file, &argv).unwrap_err();
+        let spec_env = spec.process().as_ref().and_then(|p| p.env().as_deref()).unwrap_or_default();
+        let envp = environ::for_exec(spec_env).map_err(ExecutorError::Other)?;
+        let err = nix::unistd::execve(&file, &argv, &envp).unwrap_err();
         Err(ExecutorError::Other(format!("exec: {:?}: {}", args[0], err.desc().to_lowercase())))
     }
 }

@@ -7,6 +7,7 @@ pub mod caps_check;
 pub mod console;
 pub mod cpu_affinity;
 pub mod cwd;
+pub mod environ;
 pub mod executor;
 pub mod home_env;
 pub mod init;
