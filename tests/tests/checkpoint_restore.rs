@@ -375,38 +375,78 @@ fn count_in(pid: i32) -> Option<u64> {
     std::fs::read_to_string(format!("/proc/{pid}/root/tmp/count")).ok()?.trim().parse().ok()
 }
 
-/// One way containerd reaches a runtime: a name, the `ctr run` flags, and whether its task
-/// create restores (containerd's runc shim does; ours refuses it, UNIMPLEMENTED).
+/// One way containerd reaches a runtime: a name, the `ctr run` flags, and the runtime binary
+/// containerd's runc shim runs (None: our shim, which runs none).
 struct ContainerdPath {
     name: String,
     flags: Vec<String>,
-    restores: bool,
+    runc_binary: Option<String>,
 }
 
 /// containerd 2.x's runc shim running runc, then the runtime under test; then our shim.
 fn containerd_paths() -> Vec<ContainerdPath> {
     let mut paths: Vec<ContainerdPath> = Runtime::runc_and_under_test()
         .iter()
-        .map(|rt| ContainerdPath {
-            name: format!("containerd's runc shim running {}", rt.bin().display()),
-            flags: vec!["--runc-binary".into(), rt.bin().display().to_string()],
-            restores: true,
+        .map(|rt| {
+            let bin = rt.bin().display().to_string();
+            ContainerdPath {
+                name: format!("containerd's runc shim running {bin}"),
+                flags: vec!["--runc-binary".into(), bin.clone()],
+                runc_binary: Some(bin),
+            }
         })
         .collect();
     paths.push(ContainerdPath {
         name: "containerd-shim-rustpod-v1".into(),
         flags: vec!["--runtime".into(), rustpod_tests::shim::RUNTIME.into()],
-        restores: false,
+        runc_binary: None,
     });
     paths
+}
+
+/// The command lines of the processes other than `pid` holding the pipe `pid`'s fd `fd` is
+/// (empty if it is not a pipe).
+fn other_ends(pid: i32, fd: u32) -> Vec<String> {
+    let Ok(target) = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")) else { return Vec::new() };
+    let target = target.display().to_string();
+    if !target.starts_with("pipe:") {
+        return Vec::new();
+    }
+    let holds = |p: &str| {
+        std::fs::read_dir(format!("/proc/{p}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| std::fs::read_link(e.path()).is_ok_and(|t| t.display().to_string() == target))
+    };
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|p| p.parse::<i32>().is_ok_and(|n| n != pid) && holds(p))
+        .map(|p| std::fs::read_to_string(format!("/proc/{p}/cmdline")).unwrap_or_default().replace('\0', " "))
+        .collect()
+}
+
+/// The init's stdout is a pipe its shim holds (and copies to containerd's FIFO).
+fn assert_stdout_is_the_shims_pipe(name: &str, pid: i32) {
+    let holders = other_ends(pid, 1);
+    assert!(
+        holders.iter().any(|cmd| cmd.contains("containerd-shim")),
+        "{name}: init {pid}'s stdout ({:?}) is no pipe of its shim; held by {holders:?}",
+        std::fs::read_link(format!("/proc/{pid}/fd/1"))
+    );
 }
 
 /// Through containerd 2.x on each path: `ctr task checkpoint --image-path` (leaving it running;
 /// the runc shim's `checkpoint --image-path --work-path --leave-running`, our shim's
 /// Checkpoint), `ctr containers checkpoint --task` into the content store, `ctr task
-/// checkpoint --exit` (the task stops and is deleted), then
-/// `ctr containers restore --live`, whose task create is the runc shim's `restore --detach
-/// --pid-file -no-subreaper` with its pipes as the init's stdio: the restored counter goes on.
+/// checkpoint --exit` (the task stops and is deleted), then `ctr containers restore --live`:
+/// its task Create names the unpacked checkpoint and records it, its Start restores (the runc
+/// shim's `restore --detach --pid-file -no-subreaper`, our shim's restore helper) with the
+/// shim's pipes as the init's stdio: the restored counter goes on, its stdout a pipe of its
+/// shim, and it is killed, reaped and deleted as any task.
 #[test]
 fn containerd_checkpoints_and_restores() {
     skip_if!(rustpod_tests::containerd2::blocker());
@@ -423,6 +463,7 @@ fn containerd_checkpoints_and_restores() {
         ctd.wait_task(&id, "RUNNING");
         let pid = ctd.task_pid(&id);
         wait::wait_for(&format!("{name}: the counter to reach 20"), || count_in(pid).filter(|c| *c >= 20));
+        assert_stdout_is_the_shims_pipe(name, pid);
 
         let images = ScratchDir::new("cr-images");
         let image_path = images.join_str("img");
@@ -440,24 +481,88 @@ fn containerd_checkpoints_and_restores() {
         assert!(Path::new(&exit_path).join("descriptors.json").exists(), "{name}: no images in {exit_path}");
         ctd.ctr(&["task", "rm", &id]).ok();
         ctd.ctr(&["containers", "rm", &id]).ok();
-        let restore = ctd.ctr(&["containers", "restore", "--live", &id, &reference]);
-        if !path.restores {
-            let out = restore.failed();
-            assert!(out.stderr.contains("checkpoint"), "{name}: the refusal names the checkpoint: {}", out.describe());
-            assert!(ctd.task_status(&id).is_none(), "{name}: no task after a refused restore");
-            let _ = ctd.ctr(&["containers", "rm", &id]);
-            continue;
-        }
-        restore.ok();
+        ctd.ctr(&["containers", "restore", "--live", &id, &reference]).ok();
         ctd.wait_task(&id, "RUNNING");
         let restored = ctd.task_pid(&id);
         // A fresh snapshot has no /tmp/count: the first value is the restored shell's next.
         let first = wait::wait_for(&format!("{name}: the restored counter to write"), || count_in(restored));
         assert!(first > 20, "{name}: the restored counter restarted: {first}");
+        wait::wait_for(&format!("{name}: the restored counter to go on"), || count_in(restored).filter(|c| *c > first));
+        assert_stdout_is_the_shims_pipe(name, restored);
         ctd.ctr(&["task", "kill", "-s", "SIGKILL", &id]).ok();
         ctd.wait_task(&id, "STOPPED");
         ctd.ctr(&["task", "rm", &id]).ok();
         ctd.ctr(&["containers", "rm", &id]).ok();
+    }
+}
+
+/// runc's options naming the runtime binary containerd's runc shim runs, as `ctr
+/// --runc-binary` sends them.
+fn runc_options(binary: &str) -> containerd_shim_protos::protobuf::MessageField<containerd_shim_protos::protobuf::well_known_types::any::Any> {
+    use containerd_shim_protos::protobuf::Message;
+    let options = containerd_shim_protos::shim::oci::Options { binary_name: binary.into(), ..Default::default() };
+    containerd_shim_protos::protobuf::MessageField::some(containerd_shim_protos::protobuf::well_known_types::any::Any {
+        type_url: "containerd.runc.v1.Options".into(),
+        value: options.write_to_bytes().expect("encode runc options"),
+        ..Default::default()
+    })
+}
+
+/// A Create naming a checkpoint directory that is not there, sent to each path's shim as
+/// containerd sends one (ctr always unpacks a real one): the Create is taken (the runc shim
+/// restores only at Start), the Start fails with the runc shim's code (Unknown, its "OCI runtime
+/// restore failed"), the task stays created, its Delete works, and nothing is left: no state
+/// dir, cgroup, mount or process (and, where rustpod restores, no image directory made).
+#[test]
+fn containerd_restore_from_a_missing_checkpoint_fails_as_the_runc_shims_and_leaves_nothing() {
+    use containerd_shim_protos::shim::shim::{CreateTaskRequest, StateRequest};
+    use ttrpc::proto::Code;
+    skip_if!(rustpod_tests::containerd2::blocker());
+    let ctd = rustpod_tests::containerd2::Containerd2::start();
+    let mut starts = Vec::new();
+    for path in containerd_paths() {
+        let name = &path.name;
+        // A running task gives us its shim to send the Create to.
+        let host = rustpod_tests::scratch::unique_name("crh");
+        let flags: Vec<&str> = path.flags.iter().map(String::as_str).collect();
+        ctd.run_sleeping_with(&host, &flags);
+        let shim = rustpod_tests::shim_task::Task::connect(&ctd.shim_address(&host), &host);
+
+        let id = rustpod_tests::scratch::unique_name("crb");
+        let task = shim.about(&id);
+        let bundle = Bundle::new(&["sleep", "1000"]);
+        bundle.prepare(&id);
+        let images = ScratchDir::new("cr-images");
+        let missing = images.join_str("never-written");
+        let create = CreateTaskRequest {
+            id: id.clone(),
+            bundle: bundle.path().into(),
+            checkpoint: missing.clone(),
+            options: path.runc_binary.as_deref().map(runc_options).unwrap_or_default(),
+            ..Default::default()
+        };
+        assert_eq!(task.call("Create", &create), Code::OK, "{name}: a Create with a checkpoint is taken (the restore is Start's)");
+        let started = task.start("");
+        assert_ne!(started, Code::OK, "{name}: Start restored from {missing}, which does not exist");
+        starts.push((name.clone(), started));
+        assert_eq!(task.call("State", &StateRequest { id: id.clone(), ..Default::default() }), Code::OK, "{name}: State after the failed Start");
+        assert_eq!(task.delete(""), Code::OK, "{name}: Delete after the failed Start");
+        assert_eq!(task.call("State", &StateRequest { id: id.clone(), ..Default::default() }), Code::NOT_FOUND, "{name}: State after Delete");
+        let root = match path.runc_binary {
+            Some(_) => ctd.runc_shim_root(),
+            None => ctd.state_root(),
+        };
+        rustpod_tests::leftovers::assert_nothing_left(&root.display().to_string(), &id, bundle.path());
+        // runc makes the image directory before it finds it empty; ours makes nothing.
+        if !path.runc_binary.as_deref().is_some_and(|bin| env::is_runc(Path::new(bin))) {
+            assert!(!Path::new(&missing).exists(), "{name}: the failed restore made {missing}");
+        }
+    }
+    eprintln!("Start codes: {starts:?}");
+    let (reference, code) = &starts[0];
+    assert_eq!(*code, Code::UNKNOWN, "{reference}: the runc shim's code for a failed restore");
+    for (name, got) in &starts {
+        assert_eq!(got, code, "{name}: Start's code for a missing checkpoint (left), {reference}'s (right)");
     }
 }
 
