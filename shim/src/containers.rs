@@ -358,7 +358,7 @@ impl Containers {
             inner.containers.insert(req.id.clone(), req.record(init, mounted_rootfs));
             pid
         });
-        self.end_spawn(inner, &req.id, None, &outcome);
+        self.finish_spawn(inner, &req.id, None, &outcome);
         let pid = outcome?;
         self.watch_oom(&req.id, pid);
         Ok(pid)
@@ -382,7 +382,7 @@ impl Containers {
 
     /// Ends a helper's spawn of process (id, eid): its pid registered if it
     /// runs, and an exit the reaper already took for it published.
-    fn end_spawn(self: &Arc<Self>, mut inner: MutexGuard<'_, Inner>, id: &str, eid: Option<&str>, outcome: &Result<i32>) {
+    fn finish_spawn(self: &Arc<Self>, mut inner: MutexGuard<'_, Inner>, id: &str, eid: Option<&str>, outcome: &Result<i32>) {
         let early_exit = outcome.as_ref().ok().and_then(|&pid| inner.register(pid, id, eid));
         inner.end_spawn();
         match early_exit {
@@ -570,7 +570,7 @@ impl Containers {
                 Err(Error::Restore(Box::new(e)))
             }
         });
-        self.end_spawn(inner, id, None, &outcome);
+        self.finish_spawn(inner, id, None, &outcome);
         let pid = outcome?;
         self.watch_oom(id, pid);
         Ok(pid)
@@ -621,7 +621,7 @@ impl Containers {
                 }
             },
         };
-        self.end_spawn(inner, id, Some(exec_id), &outcome);
+        self.finish_spawn(inner, id, Some(exec_id), &outcome);
         outcome
     }
 
