@@ -2,9 +2,10 @@
 // under test: a counter checkpointed, restored and counting on from where it was (contest's
 // checkpoint_restore shape, with a host bind mount it writes through), --leave-running, and the
 // refusals (a container that is not running, a missing image path, criu missing or failing its
-// `criu check`) that leave nothing behind. The round trips need a criu that passes `criu check`
-// (the sid guest's 4.2.1 on kernel 7.2); where it does not (this host: criu missing, or Debian
-// 12's 3.17.1 failing on kernel 6.18) they skip loudly, and `features` must say disabled.
+// `criu check`) that leave nothing behind; through containerd 2.x the same on each shim path,
+// restores included. The round trips need a criu that passes `criu check` (the sid guest's
+// 4.2.1 on kernel 7.2); where it does not (this host: criu missing, or Debian 12's 3.17.1
+// failing on kernel 6.18) they skip loudly; `features` claims checkpointing as runc does.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -21,6 +22,13 @@ const COUNTER: &[&str] = &["sh", "-c", "i=0; while true; do i=$((i+1)); echo $i 
 fn criu_turn() -> std::sync::MutexGuard<'static, ()> {
     static CRIU: std::sync::Mutex<()> = std::sync::Mutex::new(());
     CRIU.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Runs `round` on runc ($RUNC_BIN), then on the runtime under test, each with its name.
+fn each_runtime(mut round: impl FnMut(&Runtime, &str)) {
+    for rt in Runtime::runc_and_under_test() {
+        round(&rt, &rt.bin().display().to_string());
+    }
 }
 
 /// Why a checkpoint/restore round trip cannot run here: no containers, or no working criu.
@@ -100,6 +108,35 @@ impl Counter {
     }
 }
 
+/// A counter checkpointed without `--leave-running`: its parts, its images and the count it had
+/// reached.
+struct Checkpointed {
+    data: ScratchDir,
+    images: ScratchDir,
+    bundle: Bundle,
+    id: String,
+    image_path: String,
+    at_checkpoint: u64,
+}
+
+impl Counter {
+    /// `checkpoint` into `<images>/img`; as runc's checkpoint destroys it, the container is gone
+    /// and its tree with it, and the images hold descriptors.json.
+    fn checkpoint_away(self, rt: &Runtime, name: &str) -> Checkpointed {
+        let old_pid = rt.pid(&self.id);
+        let image_path = self.checkpoint(rt, &[]);
+        assert!(rt.try_status(&self.id).is_none(), "{name}: state must fail after checkpoint: the container is gone");
+        assert!(
+            wait::eventually(|| !Path::new(&format!("/proc/{old_pid}")).exists()),
+            "{name}: the checkpointed init {old_pid} must be gone"
+        );
+        assert!(Path::new(&image_path).join("descriptors.json").exists(), "{name}: no descriptors.json in the images");
+        let at_checkpoint = read_count(&self.data).expect("the counter wrote /data/count");
+        let Counter { data, images, bundle, id } = self;
+        Checkpointed { data, images, bundle, id, image_path, at_checkpoint }
+    }
+}
+
 /// `checkpoint FLAGS --image-path IMAGES [--work-path …] id`, which must succeed; on failure
 /// criu's own errors from its log (in `work`) go into the panic.
 fn checkpoint(rt: &Runtime, flags: &[&str], work: &str, id: &str) {
@@ -123,20 +160,8 @@ fn kill_and_delete(rt: &Runtime, id: &str, bundle: &Bundle) {
 fn counter_continues_after_checkpoint_and_restore() {
     skip_if!(round_trip_blocker());
     let _turn = criu_turn();
-    for rt in Runtime::runc_and_under_test() {
-        let name = rt.bin().display().to_string();
-        let counter = Counter::start(&rt);
-        let old_pid = rt.pid(&counter.id);
-        let image_path = counter.checkpoint(&rt, &[]);
-        let Counter { data, images, bundle, id } = counter;
-        // As runc's checkpoint destroys it, the container is gone and its tree with it.
-        assert!(rt.try_status(&id).is_none(), "{name}: state must fail after checkpoint: the container is gone");
-        assert!(
-            wait::eventually(|| !Path::new(&format!("/proc/{old_pid}")).exists()),
-            "{name}: the checkpointed init {old_pid} must be gone"
-        );
-        let at_checkpoint = read_count(&data).expect("the counter wrote /data/count");
-        assert!(Path::new(&image_path).join("descriptors.json").exists(), "{name}: no descriptors.json in the images");
+    each_runtime(|rt, name| {
+        let Checkpointed { data, images, bundle, id, image_path, at_checkpoint } = Counter::start(rt).checkpoint_away(rt, name);
 
         let pid_file = images.join_str("restored.pid");
         let restore = ["restore", "--detach", "--image-path", &image_path, "--pid-file", &pid_file, "--bundle", bundle.path(), &id];
@@ -154,7 +179,7 @@ fn counter_continues_after_checkpoint_and_restore() {
         wait_count_at_least(&data, first + 3);
 
         kill_and_delete(&rt, &id, &bundle);
-    }
+    });
 }
 
 /// `restore` in the foreground waits for the restored container: SIGKILL of its init ends the
@@ -163,12 +188,8 @@ fn counter_continues_after_checkpoint_and_restore() {
 fn foreground_restore_waits_and_deletes() {
     skip_if!(round_trip_blocker());
     let _turn = criu_turn();
-    for rt in Runtime::runc_and_under_test() {
-        let name = rt.bin().display().to_string();
-        let counter = Counter::start(&rt);
-        let image_path = counter.checkpoint(&rt, &[]);
-        let Counter { data, bundle, id, .. } = counter;
-        let at_checkpoint = read_count(&data).expect("the counter wrote /data/count");
+    each_runtime(|rt, name| {
+        let Checkpointed { data, bundle, id, image_path, at_checkpoint, .. } = Counter::start(rt).checkpoint_away(rt, name);
         let restore = rt.spawn_stdin(&["restore", "--image-path", &image_path, "--bundle", bundle.path(), &id], b"");
         let restore = restore.running_until(&format!("{name}: the restored container to run"), || {
             rt.try_status(&id).as_deref() == Some("running")
@@ -179,7 +200,7 @@ fn foreground_restore_waits_and_deletes() {
         assert_eq!(out.code(), 137, "{name}: the foreground restore ends with its container: {}", out.describe());
         assert!(rt.try_status(&id).is_none(), "{name}: the container is deleted after a foreground restore");
         rt.assert_nothing_left(&id, bundle.path());
-    }
+    });
 }
 
 /// A free TCP port on the loopback (the container shares the host's network namespace).
@@ -205,8 +226,7 @@ fn http_count(port: u16) -> Option<String> {
 fn tcp_listener_answers_after_restore() {
     skip_if!(round_trip_blocker());
     let _turn = criu_turn();
-    for rt in Runtime::runc_and_under_test() {
-        let name = rt.bin().display().to_string();
+    each_runtime(|rt, name| {
         let port = free_port();
         let data = ScratchDir::new("cr-data");
         let mut bundle = counter_bundle(&data);
@@ -228,15 +248,14 @@ fn tcp_listener_answers_after_restore() {
         let counted = |body: &String| body.parse::<u64>().is_ok();
         wait::wait_for(&format!("{name}: the restored httpd to serve /count"), || http_count(port).filter(counted));
         kill_and_delete(&rt, &id, &bundle);
-    }
+    });
 }
 
 #[test]
 fn leave_running_keeps_the_same_init_counting() {
     skip_if!(round_trip_blocker());
     let _turn = criu_turn();
-    for rt in Runtime::runc_and_under_test() {
-        let name = rt.bin().display().to_string();
+    each_runtime(|rt, name| {
         let Counter { data, images, bundle, id } = Counter::start(&rt);
         let pid = rt.pid(&id);
         let image_path = images.join_str("img");
@@ -248,14 +267,13 @@ fn leave_running_keeps_the_same_init_counting() {
         let now = read_count(&data).unwrap_or(0);
         wait_count_at_least(&data, now + 2);
         kill_and_delete(&rt, &id, &bundle);
-    }
+    });
 }
 
 #[test]
 fn checkpoint_of_a_container_that_is_not_running_is_refused() {
     skip_if!(rustpod_tests::needs::containers());
-    for rt in Runtime::runc_and_under_test() {
-        let name = rt.bin().display().to_string();
+    each_runtime(|rt, name| {
         let bundle = Bundle::new(&["sleep", "1000"]);
         let images = ScratchDir::new("cr-images");
         let id = rt.new_id("cr");
@@ -270,14 +288,13 @@ fn checkpoint_of_a_container_that_is_not_running_is_refused() {
         assert!(missing.stderr.contains("does not exist"), "{name}: {}", missing.describe());
         rt.delete(&id);
         rt.assert_nothing_left(&id, bundle.path());
-    }
+    });
 }
 
 #[test]
 fn restore_from_a_missing_image_path_leaves_nothing() {
     skip_if!(rustpod_tests::needs::containers());
-    for rt in Runtime::runc_and_under_test() {
-        let name = rt.bin().display().to_string();
+    each_runtime(|rt, name| {
         let bundle = Bundle::new(&["sleep", "1000"]);
         let images = ScratchDir::new("cr-images");
         let id = rt.new_id("cr");
@@ -297,7 +314,7 @@ fn restore_from_a_missing_image_path_leaves_nothing() {
                 out.describe()
             );
         }
-    }
+    });
 }
 
 /// criu missing (a path with nothing there) for ours; on a host where criu itself fails its
@@ -566,15 +583,32 @@ fn containerd_restore_from_a_missing_checkpoint_fails_as_the_runc_shims_and_leav
     }
 }
 
-/// `features` claims checkpointing exactly where `criu check` passes (asked each run).
+/// `features` claims checkpointing as runc does: "true", what the binary supports, whatever criu
+/// would say here (checkpoint and restore then refuse, naming criu). Neither runs criu for it,
+/// so neither pays a `criu check` per call (containerd asks our shim's `-info` for this
+/// document): a decoy `criu` first on PATH, which leaves a mark when run, stays unrun.
 #[test]
-fn features_claims_checkpoint_only_where_criu_check_passes() {
-    let rt = Runtime::under_test();
-    if env::testing_runc_itself() {
-        skip!("runc claims checkpoint.enabled whatever criu says: the rule is ours");
+fn features_claims_checkpoint_as_runc_does_without_running_criu() {
+    use std::os::unix::fs::PermissionsExt;
+    let decoy = ScratchDir::new("cr-decoy");
+    let mark = decoy.join_str("ran");
+    let script = decoy.join("criu");
+    std::fs::write(&script, format!("#!/bin/sh\ntouch {mark}\nexit 1\n")).expect("write the decoy criu");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod the decoy criu");
+    let path = format!("{}:{}", decoy.str(), std::env::var("PATH").unwrap_or_default());
+    let mut claims = Vec::new();
+    for rt in Runtime::runc_and_under_test() {
+        let name = rt.bin().display().to_string();
+        let out = Command::new(rt.bin()).arg("features").env("PATH", &path).stdin(Stdio::null()).output();
+        let out = out.unwrap_or_else(|e| panic!("run {name} features: {e}"));
+        assert!(out.status.success(), "{name} features: {out:?}");
+        let features: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{name} features: {e}"));
+        assert!(!Path::new(&mark).exists(), "{name}: features ran criu");
+        claims.push((name, features["annotations"]["org.opencontainers.runc.checkpoint.enabled"].clone()));
     }
-    let features = rt.cmd(&["features"]).ok().stdout_json();
-    let claimed = features["annotations"]["org.opencontainers.runc.checkpoint.enabled"].clone();
-    let usable = rustpod_tests::needs::criu().is_none();
-    assert_eq!(claimed, json!(usable.to_string()), "checkpoint.enabled vs `criu check` ({:?})", rustpod_tests::needs::criu());
+    let (reference, claim) = &claims[0];
+    assert_eq!(*claim, json!("true"), "{reference}'s claim");
+    for (name, got) in &claims {
+        assert_eq!(got, claim, "{name}'s checkpoint.enabled (left), {reference}'s (right)");
+    }
 }
