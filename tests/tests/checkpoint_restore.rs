@@ -189,7 +189,8 @@ fn foreground_restore_waits_and_deletes() {
     skip_if!(round_trip_blocker());
     let _turn = criu_turn();
     each_runtime(|rt, name| {
-        let Checkpointed { data, bundle, id, image_path, at_checkpoint, .. } = Counter::start(rt).checkpoint_away(rt, name);
+        // `images` bound: a field `..` left unbound would be dropped here, and its dir with it.
+        let Checkpointed { data, images: _images, bundle, id, image_path, at_checkpoint } = Counter::start(rt).checkpoint_away(rt, name);
         let restore = rt.spawn_stdin(&["restore", "--image-path", &image_path, "--bundle", bundle.path(), &id], b"");
         let restore = restore.running_until(&format!("{name}: the restored container to run"), || {
             rt.try_status(&id).as_deref() == Some("running")
