@@ -1,13 +1,41 @@
 //! The task service's `Checkpoint`: containerd's request and its runc
 //! `CheckpointOptions` as the library's checkpoint options, as containerd's
 //! runc shim reads them (the image path is the request's; without a work
-//! path criu works in the image path). Restoring at `Create` is not here.
+//! path criu works in the image path). And what a `Create` with a
+//! checkpoint restores from, which its `Start` restores.
 
 use containerd_shim::protos::protobuf::well_known_types::any::Any;
 use containerd_shim::protos::protobuf::{Message, MessageField};
 use containerd_shim::protos::shim::oci::CheckpointOptions as RuncCheckpointOptions;
 
 use crate::error::Error;
+
+/// A checkpoint a Create asks to restore: the images containerd unpacked,
+/// and where criu works (runc's `CriuWorkPath`, else `<bundle>/work`, as
+/// containerd's runc shim picks it).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Restore {
+    pub image_path: std::path::PathBuf,
+    pub work_path: std::path::PathBuf,
+}
+
+/// The restore a Create asks for, if any. A parent checkpoint is refused:
+/// restore takes none (runc's `restore` has no `--parent-path` either).
+pub fn restore_of(req: &containerd_shim::api::CreateTaskRequest) -> Result<Option<Restore>, Error> {
+    if req.checkpoint.is_empty() {
+        return Ok(None);
+    }
+    if !req.parent_checkpoint.is_empty() {
+        return Err(Error::Unimplemented(format!(
+            "create {}: restore with parent checkpoint {}: not supported",
+            req.id, req.parent_checkpoint
+        )));
+    }
+    let work_path = crate::runtime_options::criu_work_path(&req.options)
+        .map_err(|e| Error::InvalidArgument(format!("create {}: {e}", req.id)))?
+        .map_or_else(|| std::path::Path::new(&req.bundle).join("work"), Into::into);
+    Ok(Some(Restore { image_path: req.checkpoint.clone().into(), work_path }))
+}
 
 /// The library's options for checkpointing to `path` with containerd's
 /// `options`; what we cannot honour is refused, naming it.
@@ -68,6 +96,18 @@ mod tests {
         let opts = options("/from-request", &MessageField::none()).expect("accepted");
         assert!(opts.leave_running);
         assert_eq!(opts.criu.image_path, std::path::Path::new("/from-request"));
+    }
+
+    #[test]
+    fn a_create_restores_its_checkpoint_with_criu_working_in_the_bundle() {
+        let mut req = containerd_shim::api::CreateTaskRequest { id: "c".into(), bundle: "/b".into(), ..Default::default() };
+        assert!(restore_of(&req).expect("no checkpoint").is_none());
+        req.checkpoint = "/var/lib/containerd/tmp/cp".into();
+        let restore = restore_of(&req).expect("accepted").expect("a restore");
+        assert_eq!(restore.image_path, std::path::Path::new("/var/lib/containerd/tmp/cp"));
+        assert_eq!(restore.work_path, std::path::Path::new("/b/work"));
+        req.parent_checkpoint = "/p".into();
+        assert!(matches!(restore_of(&req), Err(Error::Unimplemented(_))));
     }
 
     #[test]

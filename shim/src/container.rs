@@ -26,6 +26,9 @@ pub struct Container {
     pub metrics: Option<std::sync::Arc<crate::metrics::Source>>,
     /// runc's IoUid/IoGid from Create: its execs' pipes are chowned to them too.
     pub io_owner: Option<(u32, u32)>,
+    /// The helper job that restores its init, from a Create with a
+    /// checkpoint until a Start restores it (its init has no pid till then).
+    pub restore_job: Option<crate::helper::Job>,
 }
 
 impl Container {

@@ -263,6 +263,30 @@ pub struct NewContainer {
     pub systemd_cgroup: bool,
     /// runc's IoUid/IoGid: who must own the stdio pipes (a userns root).
     pub io_owner: Option<(u32, u32)>,
+    /// The checkpoint its Start restores instead of starting a created init.
+    pub restore: Option<crate::checkpoint::Restore>,
+}
+
+impl NewContainer {
+    /// `<bundle>/rootfs` if containerd's rootfs mounts go there.
+    fn rootfs_target(&self) -> Option<PathBuf> {
+        (!self.rootfs.is_empty()).then(|| Path::new(&self.bundle).join("rootfs"))
+    }
+
+    /// What we keep of it, with its init.
+    fn record(&self, init: Process, mounted_rootfs: Option<PathBuf>) -> Container {
+        Container {
+            handle: Arc::default(),
+            kill_all_on_exit: crate::container::kill_all_on_exit(Path::new(&self.bundle)),
+            bundle: self.bundle.clone(),
+            mounted_rootfs,
+            init,
+            execs: HashMap::new(),
+            metrics: None,
+            io_owner: self.io_owner,
+            restore_job: None,
+        }
+    }
 }
 
 /// One process as State reports it.
@@ -303,15 +327,9 @@ impl Containers {
     /// io and mounted rootfs.
     fn create_container(&self, req: &NewContainer) -> Result<(i32, io::ProcessIo, Option<PathBuf>)> {
         let bundle = PathBuf::from(&req.bundle);
-        let mounted = (!req.rootfs.is_empty()).then(|| bundle.join("rootfs"));
-        let hreq = helper::Request {
-            root: self.root.clone(),
-            id: req.id.clone(),
-            job: Job::Create { bundle, rootfs_mounts: req.rootfs.clone(), systemd_cgroup: req.systemd_cgroup },
-            console_socket: None,
-            stdio: [false; 3],
-            io_owner: req.io_owner,
-        };
+        let mounted = req.rootfs_target();
+        let job = Job::Create { bundle, rootfs_mounts: req.rootfs.clone(), systemd_cgroup: req.systemd_cgroup };
+        let hreq = self.helper_request(&req.id, job, req.io_owner);
         let (pid, pio) = self.spawn(&format!("create {}", req.id), hreq, &req.stdio)?;
         Ok((pid, pio, mounted))
     }
@@ -323,6 +341,9 @@ impl Containers {
             if inner.containers.contains_key(&req.id) {
                 return Err(Error::AlreadyExists(format!("container {}", req.id)));
             }
+            if let Some(from) = &req.restore {
+                return Ok(self.record_for_restore(&mut inner, &req, from));
+            }
             inner.creating += 1;
             inner.spawning += 1;
         }
@@ -330,32 +351,44 @@ impl Containers {
         let mut inner = self.lock();
         inner.creating -= 1;
         let outcome = result.map(|(pid, pio, mounted_rootfs)| {
-            self.events.task_create(&req.id, &req.bundle, pid, &req.stdio);
+            self.events.task_create(&req.id, &req.bundle, pid, &req.stdio, "");
             let mut init = Process::new(None, req.stdio.clone());
             init.pid = pid;
             init.io = Some(pio);
-            let c = Container {
-                handle: Arc::default(),
-                kill_all_on_exit: crate::container::kill_all_on_exit(Path::new(&req.bundle)),
-                bundle: req.bundle.clone(),
-                mounted_rootfs,
-                init,
-                execs: HashMap::new(),
-                metrics: None,
-                io_owner: req.io_owner,
-            };
-            inner.containers.insert(req.id.clone(), c);
+            inner.containers.insert(req.id.clone(), req.record(init, mounted_rootfs));
             pid
         });
-        let early_exit = outcome.as_ref().ok().and_then(|&pid| inner.register(pid, &req.id, None));
-        inner.end_spawn();
-        match early_exit {
-            Some(exit) => self.exited(inner, req.id.clone(), None, exit),
-            None => drop(inner),
-        }
+        self.finish_spawn(inner, &req.id, None, &outcome);
         let pid = outcome?;
         self.watch_oom(&req.id, pid);
         Ok(pid)
+    }
+
+    /// A Create with a checkpoint, as containerd's runc shim takes it:
+    /// nothing runs yet; the container is recorded created, its init with
+    /// no pid (0 in TaskCreate), and its Start restores it.
+    fn record_for_restore(&self, inner: &mut Inner, req: &NewContainer, from: &crate::checkpoint::Restore) -> i32 {
+        self.events.task_create(&req.id, &req.bundle, 0, &req.stdio, &from.image_path.to_string_lossy());
+        let mut c = req.record(Process::new(None, req.stdio.clone()), req.rootfs_target());
+        c.restore_job = Some(Job::Restore {
+            bundle: PathBuf::from(&req.bundle),
+            rootfs_mounts: req.rootfs.clone(),
+            systemd_cgroup: req.systemd_cgroup,
+            from: from.clone(),
+        });
+        inner.containers.insert(req.id.clone(), c);
+        0
+    }
+
+    /// Ends a helper's spawn of process (id, eid): its pid registered if it
+    /// runs, and an exit the reaper already took for it published.
+    fn finish_spawn(self: &Arc<Self>, mut inner: MutexGuard<'_, Inner>, id: &str, eid: Option<&str>, outcome: &Result<i32>) {
+        let early_exit = outcome.as_ref().ok().and_then(|&pid| inner.register(pid, id, eid));
+        inner.end_spawn();
+        match early_exit {
+            Some(exit) => self.exited(inner, id.to_string(), eid.map(str::to_string), exit),
+            None => drop(inner),
+        }
     }
 
     /// Adds exec `exec_id` to container `id`, to run `spec` once started.
@@ -482,10 +515,19 @@ impl Containers {
         }
     }
 
-    fn start_init(&self, id: &str) -> Result<i32> {
-        {
+    fn start_init(self: &Arc<Self>, id: &str) -> Result<i32> {
+        let restore = {
             let mut inner = self.lock();
-            inner.container(id)?.init.apply(Event::Start, &format!("container {id}"))?;
+            let c = inner.container(id)?;
+            c.init.apply(Event::Start, &format!("container {id}"))?;
+            let restore = c.restore_job.clone().map(|job| (self.helper_request(id, job, c.io_owner), c.init.stdio.clone()));
+            if restore.is_some() {
+                inner.spawning += 1;
+            }
+            restore
+        };
+        if let Some((hreq, stdio)) = restore {
+            return self.start_restore(id, hreq, &stdio);
         }
         // start waits for its poststart hooks: keep their status from the reaper.
         let hold = crate::reaper::hold();
@@ -508,6 +550,37 @@ impl Containers {
         Ok(pid)
     }
 
+    /// The Start of a container created from a checkpoint, as containerd's
+    /// runc shim restores it then: a helper restores the init with its pipes;
+    /// a failure leaves it created, to be deleted (or started again).
+    fn start_restore(self: &Arc<Self>, id: &str, hreq: helper::Request, stdio: &Stdio) -> Result<i32> {
+        let result = self.spawn(&format!("restore {id}"), hreq, stdio);
+        let mut inner = self.lock();
+        let outcome = inner.container(id).and_then(|c| match result {
+            Ok((pid, pio)) => {
+                c.init.pid = pid;
+                c.init.io = Some(pio);
+                c.restore_job = None;
+                c.init.finish_start(true);
+                self.events.task_start(id, pid);
+                Ok(pid)
+            }
+            Err(e) => {
+                c.init.finish_start(false);
+                Err(Error::Restore(Box::new(e)))
+            }
+        });
+        self.finish_spawn(inner, id, None, &outcome);
+        let pid = outcome?;
+        self.watch_oom(id, pid);
+        Ok(pid)
+    }
+
+    /// A helper's request to do `job` in container `id`.
+    fn helper_request(&self, id: &str, job: Job, io_owner: Option<(u32, u32)>) -> helper::Request {
+        helper::Request { root: self.root.clone(), id: id.to_string(), job, console_socket: None, stdio: [false; 3], io_owner }
+    }
+
     fn start_exec(self: &Arc<Self>, id: &str, exec_id: &str) -> Result<i32> {
         let (hreq, stdio) = {
             let mut inner = self.lock();
@@ -522,14 +595,7 @@ impl Containers {
                 p.finish_start(false);
                 return Err(Error::WrongState(format!("exec {exec_id} of {id} has no process to start")));
             };
-            let hreq = helper::Request {
-                root: self.root.clone(),
-                id: id.to_string(),
-                job: Job::Exec { process },
-                console_socket: None,
-                stdio: [false; 3],
-                io_owner: c.io_owner,
-            };
+            let hreq = self.helper_request(id, Job::Exec { process }, c.io_owner);
             let stdio = p.stdio.clone();
             inner.spawning += 1;
             (hreq, stdio)
@@ -555,11 +621,7 @@ impl Containers {
                 }
             },
         };
-        let early_exit = outcome.as_ref().ok().and_then(|&pid| inner.register(pid, id, Some(exec_id)));
-        inner.end_spawn();
-        if let Some(exit) = early_exit {
-            self.exited(inner, id.to_string(), Some(exec_id.to_string()), exit);
-        }
+        self.finish_spawn(inner, id, Some(exec_id), &outcome);
         outcome
     }
 
@@ -590,7 +652,8 @@ impl Containers {
         let (cell, was_created) = {
             let mut inner = self.lock();
             let c = inner.container(id)?;
-            let was_created = c.init.state() == State::Created;
+            // An init never restored has no process to wait for.
+            let was_created = c.init.state() == State::Created && c.restore_job.is_none();
             // From here on nothing starts, pauses or deletes it again.
             c.init.apply(Event::Delete, &format!("container {id}"))?;
             (Arc::clone(&c.init.exit), was_created)

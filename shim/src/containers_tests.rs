@@ -35,6 +35,7 @@ fn container(init: Process) -> Container {
         execs: HashMap::new(),
         metrics: None,
         io_owner: None,
+        restore_job: None,
     }
 }
 
@@ -222,4 +223,29 @@ fn state_root_follows_containerds_state_dir() {
     // Not containerd's layout (or another namespace's bundle): the default.
     assert_eq!(state_root("ns1", Path::new("/tmp/bundle")), Path::new("/run/containerd/rustpod/ns1"));
     assert_eq!(state_root("ns2", bundle), Path::new("/run/containerd/rustpod/ns2"));
+}
+
+/// A Create with a checkpoint runs nothing: the init is created with no pid
+/// (as containerd's runc shim has it until Start restores), and its Delete
+/// reports no exit.
+#[test]
+fn a_create_from_a_checkpoint_is_recorded_and_deleted_without_a_process() {
+    let shared = Containers::new(PathBuf::from("/nonexistent/rustpod-unit"), Publisher::unforwarded(), Arc::default());
+    let restore = crate::checkpoint::Restore { image_path: "/nonexistent/cp".into(), work_path: "/nonexistent/work".into() };
+    let req = NewContainer {
+        id: "r".into(),
+        bundle: "/nonexistent/bundle".into(),
+        stdio: Stdio::default(),
+        rootfs: Vec::new(),
+        systemd_cgroup: false,
+        io_owner: None,
+        restore: Some(restore),
+    };
+    assert_eq!(shared.create(req).expect("recorded"), 0);
+    let view = shared.state("r", None).expect("state");
+    assert_eq!((view.pid, view.status), (0, TaskStatus::CREATED));
+    assert!(shared.lock().pids.is_empty(), "no pid to reap");
+    let (pid, exit) = shared.delete("r", None).expect("deleted");
+    assert_eq!((pid, exit.map(|e| e.code)), (0, None));
+    assert!(matches!(shared.state("r", None), Err(Error::NoContainer(_))), "gone after Delete");
 }

@@ -41,6 +41,10 @@ pub enum Error {
     Unmount { id: String, message: String },
     #[error(transparent)]
     Stats(#[from] crate::metrics::StatsError),
+    /// A Start that restores a checkpoint failed: Unknown whatever the
+    /// cause, as containerd's runc shim answers ("OCI runtime restore failed").
+    #[error("OCI runtime restore failed: {0}")]
+    Restore(Box<Error>),
     /// kill(2) of an exec's pid failed other than with ESRCH.
     #[error("{what}: kill: {errno}")]
     Signal { what: String, errno: nix::errno::Errno },
@@ -66,7 +70,7 @@ impl Error {
             Error::Stdio { source: crate::io::StdioError::Unsupported(_), .. } => Code::INVALID_ARGUMENT,
             Error::Stdio { .. } => Code::UNKNOWN,
             Error::Stats(crate::metrics::StatsError::Runtime { source, .. }) => runtime_code(source),
-            Error::Stats(_) | Error::Signal { .. } | Error::Unmount { .. } => Code::UNKNOWN,
+            Error::Stats(_) | Error::Signal { .. } | Error::Unmount { .. } | Error::Restore(_) => Code::UNKNOWN,
         }
     }
 }

@@ -112,7 +112,8 @@ impl Publisher {
         self.queue.ready.notify_one();
     }
 
-    pub fn task_create(&self, id: &str, bundle: &str, pid: i32, stdio: &crate::io::Stdio) {
+    /// TaskCreate; `checkpoint` is the image path a restore starts from ("" for none).
+    pub fn task_create(&self, id: &str, bundle: &str, pid: i32, stdio: &crate::io::Stdio, checkpoint: &str) {
         let io = containerd_shim::protos::events::task::TaskIO {
             stdin: stdio.stdin.clone(),
             stdout: stdio.stdout.clone(),
@@ -125,6 +126,7 @@ impl Publisher {
             bundle: bundle.to_string(),
             pid: pid as u32,
             io: MessageField::some(io),
+            checkpoint: checkpoint.to_string(),
             ..Default::default()
         };
         self.publish("/tasks/create", event);

@@ -3,7 +3,8 @@
 //! shim. The shim starts its own binary under another argv[0] (posix_spawn:
 //! nothing of the shim's memory is copied) and hands it the request and the
 //! container's stdio over a socket; the helper creates the container (or
-//! starts an exec), answers with the pid on that socket and exits. Its
+//! starts an exec, or restores a checkpoint), answers with the pid on that
+//! socket and exits. Its
 //! grandchild, the container process, is reparented to the shim, which is a
 //! child subreaper.
 
@@ -26,6 +27,7 @@ use crate::mount::MountSpec;
 
 const CREATE_ARGV0: &str = "containerd-shim-rustpod-v1-create";
 const EXEC_ARGV0: &str = "containerd-shim-rustpod-v1-exec";
+const RESTORE_ARGV0: &str = "containerd-shim-rustpod-v1-restore";
 /// A create that takes longer than this is given up (and the helper killed).
 const HELPER_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -42,10 +44,13 @@ pub struct Request {
     pub io_owner: Option<(u32, u32)>,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Job {
     /// Mount containerd's rootfs at `<bundle>/rootfs`, then create the container.
     Create { bundle: PathBuf, rootfs_mounts: Vec<MountSpec>, systemd_cgroup: bool },
+    /// Mount containerd's rootfs, then restore the container from `from`
+    /// with criu, the stdio passed being the restored init's.
+    Restore { bundle: PathBuf, rootfs_mounts: Vec<MountSpec>, systemd_cgroup: bool, from: crate::checkpoint::Restore },
     /// Start this process (parsed by the shim when Exec arrived) in the container.
     Exec { process: Box<oci_spec::runtime::Process> },
 }
@@ -86,6 +91,7 @@ pub fn run(req: &Request, stdio: rustpod::Stdio) -> Result<i32, Failure> {
     let argv0 = match req.job {
         Job::Create { .. } => CREATE_ARGV0,
         Job::Exec { .. } => EXEC_ARGV0,
+        Job::Restore { .. } => RESTORE_ARGV0,
     };
     // No pre_exec closure, so the standard library uses posix_spawn.
     let mut cmd = Command::new(helper_binary());
@@ -157,7 +163,7 @@ fn read_answer(sock: &UnixStream) -> Result<Answer, String> {
 /// At the top of main: if we were started as a helper, do its job and exit.
 pub fn run_if_invoked() {
     let argv0 = std::env::args_os().next().unwrap_or_default();
-    if !matches!(Path::new(&argv0).file_name().and_then(|n| n.to_str()), Some(CREATE_ARGV0 | EXEC_ARGV0)) {
+    if !matches!(Path::new(&argv0).file_name().and_then(|n| n.to_str()), Some(CREATE_ARGV0 | EXEC_ARGV0 | RESTORE_ARGV0)) {
         return;
     }
     // The helper enters containers: run it from a sealed copy of the binary
@@ -200,6 +206,9 @@ fn helper_main(sock: &UnixStream) -> Result<i32, Failure> {
             create(&req, stdio, bundle, rootfs_mounts, *systemd_cgroup)
         }
         Job::Exec { process } => exec(&req, stdio, process),
+        Job::Restore { bundle, rootfs_mounts, systemd_cgroup, from } => {
+            restore(&req, stdio, bundle, rootfs_mounts, *systemd_cgroup, from)
+        }
     }
 }
 
@@ -240,23 +249,62 @@ fn receive_request(sock: &UnixStream) -> Result<(Vec<u8>, Vec<OwnedFd>), String>
 }
 
 fn create(req: &Request, stdio: rustpod::Stdio, bundle: &Path, mounts: &[MountSpec], systemd_cgroup: bool) -> Result<i32, Failure> {
-    // The engine's errors in the container's init (which mount failed, and why) go to the
-    // bundle's log FIFO, which containerd copies to its own log.
+    on_rootfs(bundle, mounts, || {
+        let opts = rustpod::CreateOptions {
+            bundle: bundle.to_path_buf(),
+            console_socket: req.console_socket.clone(),
+            systemd_cgroup,
+            stdio,
+            ..Default::default()
+        };
+        let container = rustpod::Runtime::new(&req.root).create(&req.id, opts)?;
+        container.pid().ok_or_else(|| Failure::local(format!("container {}: no init pid", req.id)))
+    })
+}
+
+/// criu restores the container from `from`, detached (the shim reaps the
+/// init), its pipes the stdio passed, as containerd's runc shim runs
+/// `runc restore --detach` with its pipes as runc's stdio.
+fn restore(
+    req: &Request,
+    stdio: rustpod::Stdio,
+    bundle: &Path,
+    mounts: &[MountSpec],
+    systemd_cgroup: bool,
+    from: &crate::checkpoint::Restore,
+) -> Result<i32, Failure> {
+    on_rootfs(bundle, mounts, || {
+        let criu = rustpod::criu::CriuOptions {
+            criu_path: "criu".into(),
+            image_path: from.image_path.clone(),
+            work_path: Some(from.work_path.clone()),
+            ..Default::default()
+        };
+        let opts = rustpod::RestoreOptions {
+            criu,
+            bundle: bundle.to_path_buf(),
+            detach: true,
+            console_socket: req.console_socket.clone(),
+            systemd_cgroup,
+            stdio,
+            ..Default::default()
+        };
+        Ok(rustpod::Runtime::new(&req.root).restore_detached(&req.id, opts)?)
+    })
+}
+
+/// Runs `job` with containerd's rootfs mounts on `<bundle>/rootfs`, which
+/// are unmounted again if it fails. The engine's errors in the container's
+/// init (which mount failed, and why) go to the bundle's log FIFO, which
+/// containerd copies to its own log; a failure also says how our children
+/// that already ended ended.
+fn on_rootfs(bundle: &Path, mounts: &[MountSpec], job: impl FnOnce() -> Result<i32, Failure>) -> Result<i32, Failure> {
     crate::logger::init_in(bundle, false);
     let rootfs = bundle.join("rootfs");
     if !mounts.is_empty() {
         crate::mount::mount_all(mounts, &rootfs).map_err(Failure::local)?;
     }
-    let opts = rustpod::CreateOptions {
-        bundle: bundle.to_path_buf(),
-        console_socket: req.console_socket.clone(),
-        systemd_cgroup,
-        stdio,
-        ..Default::default()
-    };
-    let result = rustpod::Runtime::new(&req.root).create(&req.id, opts).map_err(Failure::from).and_then(|c| {
-        c.pid().ok_or_else(|| Failure::local(format!("container {}: no init pid", req.id)))
-    });
+    let result = job();
     if result.is_err() && !mounts.is_empty() {
         let _ = crate::mount::unmount_all(&rootfs);
     }

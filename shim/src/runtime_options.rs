@@ -64,6 +64,16 @@ pub fn io_owner(options: &MessageField<Any>) -> Result<Option<(u32, u32)>, Optio
     Ok((runc.io_uid != 0 || runc.io_gid != 0).then_some((runc.io_uid, runc.io_gid)))
 }
 
+/// runc's `CriuWorkPath`: where criu works when a Create restores (None: unset, or the options
+/// are not runc's).
+pub fn criu_work_path(options: &MessageField<Any>) -> Result<Option<String>, OptionsError> {
+    let Some(any) = options.as_ref().filter(|a| a.type_url.ends_with("containerd.runc.v1.Options")) else {
+        return Ok(None);
+    };
+    let runc = RuncOptions::parse_from_bytes(&any.value).map_err(OptionsError::Runc)?;
+    Ok((!runc.criu_work_path.is_empty()).then_some(runc.criu_work_path))
+}
+
 /// runc's options this shim cannot honour, refused rather than ignored: `BinaryName` (an OCI
 /// runtime binary to run) when a runc-typed handler (`runtime_path` this shim) names one: the
 /// shim runs rustpod itself.

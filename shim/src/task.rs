@@ -41,12 +41,10 @@ fn stdio_of(terminal: bool, stdin: &str, stdout: &str, stderr: &str) -> Stdio {
     Stdio { stdin: stdin.to_string(), stdout: stdout.to_string(), stderr: stderr.to_string(), terminal }
 }
 
-/// The container a Create asks for; a checkpoint to restore is refused, and
-/// malformed runtime options are InvalidArgument.
+/// The container a Create asks for (with the checkpoint its Start restores,
+/// if any); malformed runtime options are InvalidArgument.
 fn new_container(req: &api::CreateTaskRequest) -> Result<NewContainer> {
-    if !req.checkpoint.is_empty() {
-        return Err(Error::Unimplemented("restoring from a checkpoint is not supported".into()));
-    }
+    let restore = crate::checkpoint::restore_of(req)?;
     let bad = |e: crate::runtime_options::OptionsError| Error::InvalidArgument(format!("create {}: {e}", req.id));
     crate::runtime_options::refuse_unsupported(&req.options).map_err(bad)?;
     let systemd_cgroup = crate::runtime_options::systemd_cgroup(&req.options).map_err(bad)?;
@@ -62,6 +60,7 @@ fn new_container(req: &api::CreateTaskRequest) -> Result<NewContainer> {
             .collect(),
         systemd_cgroup,
         io_owner,
+        restore,
     })
 }
 

@@ -214,6 +214,11 @@ impl Containerd2 {
         self.dir.join("state/io.containerd.runtime.v2.task").join(&self.namespace).join(id)
     }
 
+    /// The ttrpc address of task `id`'s shim, as containerd recorded it in the bundle.
+    pub fn shim_address(&self, id: &str) -> String {
+        crate::shim_task::address_in(&self.bundle(id))
+    }
+
     /// Pids of our shim servers serving this containerd.
     pub fn shim_pids(&self) -> Vec<i32> {
         crate::shim::shim_pids_for(&self.socket)

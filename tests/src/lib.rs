@@ -21,6 +21,7 @@ pub mod process;
 pub mod runtime;
 pub mod scratch;
 pub mod shim;
+pub mod shim_task;
 pub mod skip;
 pub mod spec;
 pub mod wait;

@@ -257,18 +257,9 @@ impl ShimContainerd {
         self.dir.join("state/rustpod").join(&self.namespace)
     }
 
-    /// The ttrpc address of task `id`'s shim, as containerd recorded it in the bundle:
-    /// `address` (containerd 1.x, and our shim under any), else `bootstrap.json`'s
-    /// `address` (containerd 2.x's own runc shim writes only that).
+    /// The ttrpc address of task `id`'s shim, as containerd recorded it in the bundle.
     pub fn shim_address(&self, id: &str) -> String {
-        let bundle = self.dir.join("state/io.containerd.runtime.v2.task").join(&self.namespace).join(id);
-        if let Ok(address) = std::fs::read_to_string(bundle.join("address")) {
-            return address.trim().to_string();
-        }
-        let path = bundle.join("bootstrap.json");
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-        let recorded: serde_json::Value = serde_json::from_str(&text).expect("bootstrap.json is JSON");
-        recorded["address"].as_str().unwrap_or_else(|| panic!("no address in {text}")).to_string()
+        crate::shim_task::address_in(&self.dir.join("state/io.containerd.runtime.v2.task").join(&self.namespace).join(id))
     }
 
     fn remove_all_containers(&self) {

@@ -2,9 +2,10 @@
 // under test: a counter checkpointed, restored and counting on from where it was (contest's
 // checkpoint_restore shape, with a host bind mount it writes through), --leave-running, and the
 // refusals (a container that is not running, a missing image path, criu missing or failing its
-// `criu check`) that leave nothing behind. The round trips need a criu that passes `criu check`
-// (the sid guest's 4.2.1 on kernel 7.2); where it does not (this host: criu missing, or Debian
-// 12's 3.17.1 failing on kernel 6.18) they skip loudly, and `features` must say disabled.
+// `criu check`) that leave nothing behind; through containerd 2.x the same on each shim path,
+// restores included. The round trips need a criu that passes `criu check` (the sid guest's
+// 4.2.1 on kernel 7.2); where it does not (this host: criu missing, or Debian 12's 3.17.1
+// failing on kernel 6.18) they skip loudly; `features` claims checkpointing as runc does.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -21,6 +22,13 @@ const COUNTER: &[&str] = &["sh", "-c", "i=0; while true; do i=$((i+1)); echo $i 
 fn criu_turn() -> std::sync::MutexGuard<'static, ()> {
     static CRIU: std::sync::Mutex<()> = std::sync::Mutex::new(());
     CRIU.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Runs `round` on runc ($RUNC_BIN), then on the runtime under test, each with its name.
+fn each_runtime(mut round: impl FnMut(&Runtime, &str)) {
+    for rt in Runtime::runc_and_under_test() {
+        round(&rt, &rt.bin().display().to_string());
+    }
 }
 
 /// Why a checkpoint/restore round trip cannot run here: no containers, or no working criu.
@@ -100,6 +108,35 @@ impl Counter {
     }
 }
 
+/// A counter checkpointed without `--leave-running`: its parts, its images and the count it had
+/// reached.
+struct Checkpointed {
+    data: ScratchDir,
+    images: ScratchDir,
+    bundle: Bundle,
+    id: String,
+    image_path: String,
+    at_checkpoint: u64,
+}
+
+impl Counter {
+    /// `checkpoint` into `<images>/img`; as runc's checkpoint destroys it, the container is gone
+    /// and its tree with it, and the images hold descriptors.json.
+    fn checkpoint_away(self, rt: &Runtime, name: &str) -> Checkpointed {
+        let old_pid = rt.pid(&self.id);
+        let image_path = self.checkpoint(rt, &[]);
+        assert!(rt.try_status(&self.id).is_none(), "{name}: state must fail after checkpoint: the container is gone");
+        assert!(
+            wait::eventually(|| !Path::new(&format!("/proc/{old_pid}")).exists()),
+            "{name}: the checkpointed init {old_pid} must be gone"
+        );
+        assert!(Path::new(&image_path).join("descriptors.json").exists(), "{name}: no descriptors.json in the images");
+        let at_checkpoint = read_count(&self.data).expect("the counter wrote /data/count");
+        let Counter { data, images, bundle, id } = self;
+        Checkpointed { data, images, bundle, id, image_path, at_checkpoint }
+    }
+}
+
 /// `checkpoint FLAGS --image-path IMAGES [--work-path …] id`, which must succeed; on failure
 /// criu's own errors from its log (in `work`) go into the panic.
 fn checkpoint(rt: &Runtime, flags: &[&str], work: &str, id: &str) {
@@ -123,20 +160,8 @@ fn kill_and_delete(rt: &Runtime, id: &str, bundle: &Bundle) {
 fn counter_continues_after_checkpoint_and_restore() {
     skip_if!(round_trip_blocker());
     let _turn = criu_turn();
-    for rt in Runtime::runc_and_under_test() {
-        let name = rt.bin().display().to_string();
-        let counter = Counter::start(&rt);
-        let old_pid = rt.pid(&counter.id);
-        let image_path = counter.checkpoint(&rt, &[]);
-        let Counter { data, images, bundle, id } = counter;
-        // As runc's checkpoint destroys it, the container is gone and its tree with it.
-        assert!(rt.try_status(&id).is_none(), "{name}: state must fail after checkpoint: the container is gone");
-        assert!(
-            wait::eventually(|| !Path::new(&format!("/proc/{old_pid}")).exists()),
-            "{name}: the checkpointed init {old_pid} must be gone"
-        );
-        let at_checkpoint = read_count(&data).expect("the counter wrote /data/count");
-        assert!(Path::new(&image_path).join("descriptors.json").exists(), "{name}: no descriptors.json in the images");
+    each_runtime(|rt, name| {
+        let Checkpointed { data, images, bundle, id, image_path, at_checkpoint } = Counter::start(rt).checkpoint_away(rt, name);
 
         let pid_file = images.join_str("restored.pid");
         let restore = ["restore", "--detach", "--image-path", &image_path, "--pid-file", &pid_file, "--bundle", bundle.path(), &id];
@@ -154,7 +179,7 @@ fn counter_continues_after_checkpoint_and_restore() {
         wait_count_at_least(&data, first + 3);
 
         kill_and_delete(&rt, &id, &bundle);
-    }
+    });
 }
 
 /// `restore` in the foreground waits for the restored container: SIGKILL of its init ends the
@@ -163,12 +188,9 @@ fn counter_continues_after_checkpoint_and_restore() {
 fn foreground_restore_waits_and_deletes() {
     skip_if!(round_trip_blocker());
     let _turn = criu_turn();
-    for rt in Runtime::runc_and_under_test() {
-        let name = rt.bin().display().to_string();
-        let counter = Counter::start(&rt);
-        let image_path = counter.checkpoint(&rt, &[]);
-        let Counter { data, bundle, id, .. } = counter;
-        let at_checkpoint = read_count(&data).expect("the counter wrote /data/count");
+    each_runtime(|rt, name| {
+        // `images` bound: a field `..` left unbound would be dropped here, and its dir with it.
+        let Checkpointed { data, images: _images, bundle, id, image_path, at_checkpoint } = Counter::start(rt).checkpoint_away(rt, name);
         let restore = rt.spawn_stdin(&["restore", "--image-path", &image_path, "--bundle", bundle.path(), &id], b"");
         let restore = restore.running_until(&format!("{name}: the restored container to run"), || {
             rt.try_status(&id).as_deref() == Some("running")
@@ -179,7 +201,7 @@ fn foreground_restore_waits_and_deletes() {
         assert_eq!(out.code(), 137, "{name}: the foreground restore ends with its container: {}", out.describe());
         assert!(rt.try_status(&id).is_none(), "{name}: the container is deleted after a foreground restore");
         rt.assert_nothing_left(&id, bundle.path());
-    }
+    });
 }
 
 /// A free TCP port on the loopback (the container shares the host's network namespace).
@@ -205,8 +227,7 @@ fn http_count(port: u16) -> Option<String> {
 fn tcp_listener_answers_after_restore() {
     skip_if!(round_trip_blocker());
     let _turn = criu_turn();
-    for rt in Runtime::runc_and_under_test() {
-        let name = rt.bin().display().to_string();
+    each_runtime(|rt, name| {
         let port = free_port();
         let data = ScratchDir::new("cr-data");
         let mut bundle = counter_bundle(&data);
@@ -228,15 +249,14 @@ fn tcp_listener_answers_after_restore() {
         let counted = |body: &String| body.parse::<u64>().is_ok();
         wait::wait_for(&format!("{name}: the restored httpd to serve /count"), || http_count(port).filter(counted));
         kill_and_delete(&rt, &id, &bundle);
-    }
+    });
 }
 
 #[test]
 fn leave_running_keeps_the_same_init_counting() {
     skip_if!(round_trip_blocker());
     let _turn = criu_turn();
-    for rt in Runtime::runc_and_under_test() {
-        let name = rt.bin().display().to_string();
+    each_runtime(|rt, name| {
         let Counter { data, images, bundle, id } = Counter::start(&rt);
         let pid = rt.pid(&id);
         let image_path = images.join_str("img");
@@ -248,14 +268,13 @@ fn leave_running_keeps_the_same_init_counting() {
         let now = read_count(&data).unwrap_or(0);
         wait_count_at_least(&data, now + 2);
         kill_and_delete(&rt, &id, &bundle);
-    }
+    });
 }
 
 #[test]
 fn checkpoint_of_a_container_that_is_not_running_is_refused() {
     skip_if!(rustpod_tests::needs::containers());
-    for rt in Runtime::runc_and_under_test() {
-        let name = rt.bin().display().to_string();
+    each_runtime(|rt, name| {
         let bundle = Bundle::new(&["sleep", "1000"]);
         let images = ScratchDir::new("cr-images");
         let id = rt.new_id("cr");
@@ -270,14 +289,13 @@ fn checkpoint_of_a_container_that_is_not_running_is_refused() {
         assert!(missing.stderr.contains("does not exist"), "{name}: {}", missing.describe());
         rt.delete(&id);
         rt.assert_nothing_left(&id, bundle.path());
-    }
+    });
 }
 
 #[test]
 fn restore_from_a_missing_image_path_leaves_nothing() {
     skip_if!(rustpod_tests::needs::containers());
-    for rt in Runtime::runc_and_under_test() {
-        let name = rt.bin().display().to_string();
+    each_runtime(|rt, name| {
         let bundle = Bundle::new(&["sleep", "1000"]);
         let images = ScratchDir::new("cr-images");
         let id = rt.new_id("cr");
@@ -297,7 +315,7 @@ fn restore_from_a_missing_image_path_leaves_nothing() {
                 out.describe()
             );
         }
-    }
+    });
 }
 
 /// criu missing (a path with nothing there) for ours; on a host where criu itself fails its
@@ -375,38 +393,78 @@ fn count_in(pid: i32) -> Option<u64> {
     std::fs::read_to_string(format!("/proc/{pid}/root/tmp/count")).ok()?.trim().parse().ok()
 }
 
-/// One way containerd reaches a runtime: a name, the `ctr run` flags, and whether its task
-/// create restores (containerd's runc shim does; ours refuses it, UNIMPLEMENTED).
+/// One way containerd reaches a runtime: a name, the `ctr run` flags, and the runtime binary
+/// containerd's runc shim runs (None: our shim, which runs none).
 struct ContainerdPath {
     name: String,
     flags: Vec<String>,
-    restores: bool,
+    runc_binary: Option<String>,
 }
 
 /// containerd 2.x's runc shim running runc, then the runtime under test; then our shim.
 fn containerd_paths() -> Vec<ContainerdPath> {
     let mut paths: Vec<ContainerdPath> = Runtime::runc_and_under_test()
         .iter()
-        .map(|rt| ContainerdPath {
-            name: format!("containerd's runc shim running {}", rt.bin().display()),
-            flags: vec!["--runc-binary".into(), rt.bin().display().to_string()],
-            restores: true,
+        .map(|rt| {
+            let bin = rt.bin().display().to_string();
+            ContainerdPath {
+                name: format!("containerd's runc shim running {bin}"),
+                flags: vec!["--runc-binary".into(), bin.clone()],
+                runc_binary: Some(bin),
+            }
         })
         .collect();
     paths.push(ContainerdPath {
         name: "containerd-shim-rustpod-v1".into(),
         flags: vec!["--runtime".into(), rustpod_tests::shim::RUNTIME.into()],
-        restores: false,
+        runc_binary: None,
     });
     paths
+}
+
+/// The command lines of the processes other than `pid` holding the pipe `pid`'s fd `fd` is
+/// (empty if it is not a pipe).
+fn other_ends(pid: i32, fd: u32) -> Vec<String> {
+    let Ok(target) = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")) else { return Vec::new() };
+    let target = target.display().to_string();
+    if !target.starts_with("pipe:") {
+        return Vec::new();
+    }
+    let holds = |p: &str| {
+        std::fs::read_dir(format!("/proc/{p}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| std::fs::read_link(e.path()).is_ok_and(|t| t.display().to_string() == target))
+    };
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|p| p.parse::<i32>().is_ok_and(|n| n != pid) && holds(p))
+        .map(|p| std::fs::read_to_string(format!("/proc/{p}/cmdline")).unwrap_or_default().replace('\0', " "))
+        .collect()
+}
+
+/// The init's stdout is a pipe its shim holds (and copies to containerd's FIFO).
+fn assert_stdout_is_the_shims_pipe(name: &str, pid: i32) {
+    let holders = other_ends(pid, 1);
+    assert!(
+        holders.iter().any(|cmd| cmd.contains("containerd-shim")),
+        "{name}: init {pid}'s stdout ({:?}) is no pipe of its shim; held by {holders:?}",
+        std::fs::read_link(format!("/proc/{pid}/fd/1"))
+    );
 }
 
 /// Through containerd 2.x on each path: `ctr task checkpoint --image-path` (leaving it running;
 /// the runc shim's `checkpoint --image-path --work-path --leave-running`, our shim's
 /// Checkpoint), `ctr containers checkpoint --task` into the content store, `ctr task
-/// checkpoint --exit` (the task stops and is deleted), then
-/// `ctr containers restore --live`, whose task create is the runc shim's `restore --detach
-/// --pid-file -no-subreaper` with its pipes as the init's stdio: the restored counter goes on.
+/// checkpoint --exit` (the task stops and is deleted), then `ctr containers restore --live`:
+/// its task Create names the unpacked checkpoint and records it, its Start restores (the runc
+/// shim's `restore --detach --pid-file -no-subreaper`, our shim's restore helper) with the
+/// shim's pipes as the init's stdio: the restored counter goes on, its stdout a pipe of its
+/// shim, and it is killed, reaped and deleted as any task.
 #[test]
 fn containerd_checkpoints_and_restores() {
     skip_if!(rustpod_tests::containerd2::blocker());
@@ -423,6 +481,7 @@ fn containerd_checkpoints_and_restores() {
         ctd.wait_task(&id, "RUNNING");
         let pid = ctd.task_pid(&id);
         wait::wait_for(&format!("{name}: the counter to reach 20"), || count_in(pid).filter(|c| *c >= 20));
+        assert_stdout_is_the_shims_pipe(name, pid);
 
         let images = ScratchDir::new("cr-images");
         let image_path = images.join_str("img");
@@ -440,20 +499,14 @@ fn containerd_checkpoints_and_restores() {
         assert!(Path::new(&exit_path).join("descriptors.json").exists(), "{name}: no images in {exit_path}");
         ctd.ctr(&["task", "rm", &id]).ok();
         ctd.ctr(&["containers", "rm", &id]).ok();
-        let restore = ctd.ctr(&["containers", "restore", "--live", &id, &reference]);
-        if !path.restores {
-            let out = restore.failed();
-            assert!(out.stderr.contains("checkpoint"), "{name}: the refusal names the checkpoint: {}", out.describe());
-            assert!(ctd.task_status(&id).is_none(), "{name}: no task after a refused restore");
-            let _ = ctd.ctr(&["containers", "rm", &id]);
-            continue;
-        }
-        restore.ok();
+        ctd.ctr(&["containers", "restore", "--live", &id, &reference]).ok();
         ctd.wait_task(&id, "RUNNING");
         let restored = ctd.task_pid(&id);
         // A fresh snapshot has no /tmp/count: the first value is the restored shell's next.
         let first = wait::wait_for(&format!("{name}: the restored counter to write"), || count_in(restored));
         assert!(first > 20, "{name}: the restored counter restarted: {first}");
+        wait::wait_for(&format!("{name}: the restored counter to go on"), || count_in(restored).filter(|c| *c > first));
+        assert_stdout_is_the_shims_pipe(name, restored);
         ctd.ctr(&["task", "kill", "-s", "SIGKILL", &id]).ok();
         ctd.wait_task(&id, "STOPPED");
         ctd.ctr(&["task", "rm", &id]).ok();
@@ -461,15 +514,102 @@ fn containerd_checkpoints_and_restores() {
     }
 }
 
-/// `features` claims checkpointing exactly where `criu check` passes (asked each run).
+/// runc's options naming the runtime binary containerd's runc shim runs, as `ctr
+/// --runc-binary` sends them.
+fn runc_options(binary: &str) -> containerd_shim_protos::protobuf::MessageField<containerd_shim_protos::protobuf::well_known_types::any::Any> {
+    use containerd_shim_protos::protobuf::Message;
+    let options = containerd_shim_protos::shim::oci::Options { binary_name: binary.into(), ..Default::default() };
+    containerd_shim_protos::protobuf::MessageField::some(containerd_shim_protos::protobuf::well_known_types::any::Any {
+        type_url: "containerd.runc.v1.Options".into(),
+        value: options.write_to_bytes().expect("encode runc options"),
+        ..Default::default()
+    })
+}
+
+/// A Create naming a checkpoint directory that is not there, sent to each path's shim as
+/// containerd sends one (ctr always unpacks a real one): the Create is taken (the runc shim
+/// restores only at Start), the Start fails with the runc shim's code (Unknown, its "OCI runtime
+/// restore failed"), the task stays created, its Delete works, and nothing is left: no state
+/// dir, cgroup, mount or process (and, where rustpod restores, no image directory made).
 #[test]
-fn features_claims_checkpoint_only_where_criu_check_passes() {
-    let rt = Runtime::under_test();
-    if env::testing_runc_itself() {
-        skip!("runc claims checkpoint.enabled whatever criu says: the rule is ours");
+fn containerd_restore_from_a_missing_checkpoint_fails_as_the_runc_shims_and_leaves_nothing() {
+    use containerd_shim_protos::shim::shim::{CreateTaskRequest, StateRequest};
+    use ttrpc::proto::Code;
+    skip_if!(rustpod_tests::containerd2::blocker());
+    let ctd = rustpod_tests::containerd2::Containerd2::start();
+    let mut starts = Vec::new();
+    for path in containerd_paths() {
+        let name = &path.name;
+        // A running task gives us its shim to send the Create to.
+        let host = rustpod_tests::scratch::unique_name("crh");
+        let flags: Vec<&str> = path.flags.iter().map(String::as_str).collect();
+        ctd.run_sleeping_with(&host, &flags);
+        let shim = rustpod_tests::shim_task::Task::connect(&ctd.shim_address(&host), &host);
+
+        let id = rustpod_tests::scratch::unique_name("crb");
+        let task = shim.about(&id);
+        let bundle = Bundle::new(&["sleep", "1000"]);
+        bundle.prepare(&id);
+        let images = ScratchDir::new("cr-images");
+        let missing = images.join_str("never-written");
+        let create = CreateTaskRequest {
+            id: id.clone(),
+            bundle: bundle.path().into(),
+            checkpoint: missing.clone(),
+            options: path.runc_binary.as_deref().map(runc_options).unwrap_or_default(),
+            ..Default::default()
+        };
+        assert_eq!(task.call("Create", &create), Code::OK, "{name}: a Create with a checkpoint is taken (the restore is Start's)");
+        let started = task.start("");
+        assert_ne!(started, Code::OK, "{name}: Start restored from {missing}, which does not exist");
+        starts.push((name.clone(), started));
+        assert_eq!(task.call("State", &StateRequest { id: id.clone(), ..Default::default() }), Code::OK, "{name}: State after the failed Start");
+        assert_eq!(task.delete(""), Code::OK, "{name}: Delete after the failed Start");
+        assert_eq!(task.call("State", &StateRequest { id: id.clone(), ..Default::default() }), Code::NOT_FOUND, "{name}: State after Delete");
+        let root = match path.runc_binary {
+            Some(_) => ctd.runc_shim_root(),
+            None => ctd.state_root(),
+        };
+        rustpod_tests::leftovers::assert_nothing_left(&root.display().to_string(), &id, bundle.path());
+        // runc makes the image directory before it finds it empty; ours makes nothing.
+        if !path.runc_binary.as_deref().is_some_and(|bin| env::is_runc(Path::new(bin))) {
+            assert!(!Path::new(&missing).exists(), "{name}: the failed restore made {missing}");
+        }
     }
-    let features = rt.cmd(&["features"]).ok().stdout_json();
-    let claimed = features["annotations"]["org.opencontainers.runc.checkpoint.enabled"].clone();
-    let usable = rustpod_tests::needs::criu().is_none();
-    assert_eq!(claimed, json!(usable.to_string()), "checkpoint.enabled vs `criu check` ({:?})", rustpod_tests::needs::criu());
+    eprintln!("Start codes: {starts:?}");
+    let (reference, code) = &starts[0];
+    assert_eq!(*code, Code::UNKNOWN, "{reference}: the runc shim's code for a failed restore");
+    for (name, got) in &starts {
+        assert_eq!(got, code, "{name}: Start's code for a missing checkpoint (left), {reference}'s (right)");
+    }
+}
+
+/// `features` claims checkpointing as runc does: "true", what the binary supports, whatever criu
+/// would say here (checkpoint and restore then refuse, naming criu). Neither runs criu for it,
+/// so neither pays a `criu check` per call (containerd asks our shim's `-info` for this
+/// document): a decoy `criu` first on PATH, which leaves a mark when run, stays unrun.
+#[test]
+fn features_claims_checkpoint_as_runc_does_without_running_criu() {
+    use std::os::unix::fs::PermissionsExt;
+    let decoy = ScratchDir::new("cr-decoy");
+    let mark = decoy.join_str("ran");
+    let script = decoy.join("criu");
+    std::fs::write(&script, format!("#!/bin/sh\ntouch {mark}\nexit 1\n")).expect("write the decoy criu");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod the decoy criu");
+    let path = format!("{}:{}", decoy.str(), std::env::var("PATH").unwrap_or_default());
+    let mut claims = Vec::new();
+    for rt in Runtime::runc_and_under_test() {
+        let name = rt.bin().display().to_string();
+        let out = Command::new(rt.bin()).arg("features").env("PATH", &path).stdin(Stdio::null()).output();
+        let out = out.unwrap_or_else(|e| panic!("run {name} features: {e}"));
+        assert!(out.status.success(), "{name} features: {out:?}");
+        let features: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{name} features: {e}"));
+        assert!(!Path::new(&mark).exists(), "{name}: features ran criu");
+        claims.push((name, features["annotations"]["org.opencontainers.runc.checkpoint.enabled"].clone()));
+    }
+    let (reference, claim) = &claims[0];
+    assert_eq!(*claim, json!("true"), "{reference}'s claim");
+    for (name, got) in &claims {
+        assert_eq!(got, claim, "{name}'s checkpoint.enabled (left), {reference}'s (right)");
+    }
 }

@@ -14,70 +14,29 @@
 
 use containerd_shim_protos::protobuf::well_known_types::any::Any;
 use containerd_shim_protos::protobuf::MessageField;
-use containerd_shim_protos::shim::shim::{
-    CloseIORequest, ConnectRequest, DeleteRequest, ExecProcessRequest, KillRequest, ResizePtyRequest, StartRequest, StateRequest,
-    WaitRequest,
-};
-use containerd_shim_protos::shim_sync::Client;
+use containerd_shim_protos::shim::shim::{CloseIORequest, ExecProcessRequest, KillRequest, ResizePtyRequest, StateRequest, WaitRequest};
 use rustpod_tests::shim::{self, ShimContainerd};
+use rustpod_tests::shim_task::Task;
 use rustpod_tests::skip_if;
-use ttrpc::proto::{Code, Codec, Request, RequestInit};
+use ttrpc::proto::Code;
 
-/// The task service's names: containerd 2.x's, then 1.x's.
-const SERVICES: [&str; 2] = ["containerd.task.v3.Task", "containerd.task.v2.Task"];
-const TIMEOUT_NS: i64 = 30_000_000_000;
 const PROCESS_TYPE: &str = "types.containerd.io/opencontainers/runtime-spec/1/Process";
 const GOOD_SPEC: &[u8] = br#"{"args":["true"],"cwd":"/","user":{"uid":0,"gid":0},"env":["PATH=/bin:/usr/bin"]}"#;
 const NOT_JSON: &[u8] = b"this is not a process spec";
 
-/// A connection to the shim serving task `id`, on the task service it answers.
-struct Task {
-    id: String,
-    client: Client,
-    service: &'static str,
+/// The exec requests this file makes, on a task's shim.
+trait ExecCalls {
+    fn exec(&self, exec_id: &str, spec: &[u8]) -> Code;
+    fn unknown_exec(&self, exec_id: &str) -> Vec<(&'static str, Code)>;
+    fn close_io(&self, exec_id: &str) -> Code;
 }
 
-impl Task {
-    fn connect(ctd: &ShimContainerd, id: &str) -> Task {
-        let address = ctd.shim_address(id);
-        let client = Client::connect(&address).unwrap_or_else(|e| panic!("connect to the shim at {address}: {e}"));
-        let connect = ConnectRequest { id: id.to_string(), ..Default::default() };
-        for service in SERVICES {
-            let task = Task { id: id.to_string(), client: client.clone(), service };
-            if task.call("Connect", &connect) != Code::UNIMPLEMENTED {
-                return task;
-            }
-        }
-        panic!("the shim at {address} serves none of {SERVICES:?}");
-    }
-
-    /// The code `method` is answered with (OK on success).
-    fn call<M: Codec>(&self, method: &str, msg: &M) -> Code
-    where
-        M::E: std::fmt::Debug,
-    {
-        let mut req = <Request as RequestInit>::init_request(self.service.into(), method.into(), TIMEOUT_NS, vec![]);
-        RequestInit::set_payload(&mut req, msg.encode().expect("encode the request"));
-        match self.client.request(req) {
-            Ok(_) => Code::OK,
-            Err(ttrpc::Error::RpcStatus(status)) => status.code(),
-            Err(other) => panic!("{method} on {}: not an answer: {other:?}", self.id),
-        }
-    }
-
+impl ExecCalls for Task {
     fn exec(&self, exec_id: &str, spec: &[u8]) -> Code {
         let any = Any { type_url: PROCESS_TYPE.into(), value: spec.to_vec(), ..Default::default() };
         let req =
             ExecProcessRequest { id: self.id.clone(), exec_id: exec_id.into(), spec: MessageField::some(any), ..Default::default() };
         self.call("Exec", &req)
-    }
-
-    fn start(&self, exec_id: &str) -> Code {
-        self.call("Start", &StartRequest { id: self.id.clone(), exec_id: exec_id.into(), ..Default::default() })
-    }
-
-    fn delete(&self, exec_id: &str) -> Code {
-        self.call("Delete", &DeleteRequest { id: self.id.clone(), exec_id: exec_id.into(), ..Default::default() })
     }
 
     /// The codes of the requests naming an exec id the shim does not know
@@ -106,7 +65,7 @@ fn running_task(ctd: &ShimContainerd, id: &str, flags: &[String]) -> Task {
     args.extend_from_slice(&[shim::IMAGE, id, "sleep", "1000"]);
     ctd.ctr(&args).ok();
     ctd.wait_task(id, "RUNNING");
-    Task::connect(ctd, id)
+    Task::connect(&ctd.shim_address(id), id)
 }
 
 #[test]
@@ -137,7 +96,7 @@ fn exec_errors_get_the_runc_shims_codes() {
         assert_eq!(task.call("ResizePty", &resize), ref_task.call("ResizePty", &ref_resize), "{who}: ResizePty without a terminal");
 
         // An unknown container: NotFound ("container not created").
-        let other = Task { id: "nosuch-container".into(), client: task.client.clone(), service: task.service };
+        let other = task.about("nosuch-container");
         assert_eq!(other.start(""), Code::NOT_FOUND, "{who}: Start of an unknown container");
 
         // The same exec id twice: AlreadyExists; the first, never started, is deleted.

@@ -106,10 +106,9 @@ impl Runtime {
     /// Restores container `id` from criu's images (see `restore`): its exit
     /// code in the foreground, 0 once restored with `opts.detach`.
     pub fn restore(&self, id: &str, opts: crate::ops::restore::RestoreOptions) -> Result<i32> {
-        let mut opts = opts;
-        opts.systemd_cgroup |= self.systemd_cgroup;
-        let pid = crate::ops::restore::restore(&self.root, id, &opts)?;
-        if opts.detach {
+        let detach = opts.detach;
+        let pid = self.restore_detached(id, opts)?;
+        if detach {
             return Ok(0);
         }
         let code = crate::engine::process::wait::forward_signals_until_exit(nix::unistd::Pid::from_raw(pid));
@@ -117,5 +116,13 @@ impl Runtime {
         let code = code?;
         cleanup?;
         Ok(code)
+    }
+
+    /// Restores container `id` and returns the restored init's pid at once
+    /// (a shim's way: it reaps the init itself).
+    pub fn restore_detached(&self, id: &str, opts: crate::ops::restore::RestoreOptions) -> Result<i32> {
+        let mut opts = opts;
+        opts.systemd_cgroup |= self.systemd_cgroup;
+        crate::ops::restore::restore(&self.root, id, &opts)
     }
 }

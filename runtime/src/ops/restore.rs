@@ -5,7 +5,7 @@
 //! handed in; then the container is recorded running with its new pid, in
 //! its cgroup, and `state`, `kill` and `delete` work on it.
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -27,7 +27,7 @@ const RESTORE_LOG: &str = "restore.log";
 /// parent is not overmounted), inside the container's state directory.
 const CRIU_ROOT: &str = "criu-root";
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct RestoreOptions {
     pub criu: CriuOptions,
     pub bundle: PathBuf,
@@ -35,6 +35,10 @@ pub struct RestoreOptions {
     pub pid_file: Option<PathBuf>,
     pub console_socket: Option<PathBuf>,
     pub systemd_cgroup: bool,
+    /// The restored init's stdin, stdout and stderr where the image's were
+    /// pipes (a shim's pipes); ours for those not given, as runc hands criu
+    /// its own.
+    pub stdio: crate::engine::process::process_io::Stdio,
 }
 
 /// The restored init's pid, from criu's post-restore notification (the
@@ -90,7 +94,7 @@ fn restore_claimed(
     client.set_notify_cb(on_notify);
     criu::restore_mounts(&mut client, &spec);
     let _namespaces: Vec<OwnedFd> = criu::restore_external_namespaces(&mut client, &spec)?;
-    inherit_stdio_pipes(&mut client, stdio_keys)?;
+    let _inherited = inherit_stdio_pipes(&mut client, stdio_keys, &opts.stdio)?;
     RESTORED_PID.store(0, Ordering::SeqCst);
     client
         .restore()
@@ -125,17 +129,33 @@ fn read_descriptors(path: &Path) -> Result<Vec<String>> {
     serde_json::from_slice(&data).map_err(|e| Error::Config { path: path.to_path_buf(), reason: e.to_string() })
 }
 
-/// The init's stdio that were pipes at checkpoint become ours (fds 0-2,
-/// which criu swrk inherits), as runc hands them over.
-fn inherit_stdio_pipes(client: &mut rust_criu::Criu, keys: &[String]) -> Result<()> {
-    for (fd, key) in keys.iter().enumerate().take(3) {
-        if key.contains("pipe:") {
-            client
-                .add_inherit_fd(fd as i32, key.clone())
-                .map_err(|e| Error::Invalid(format!("criu inherit fd {fd} as {key}: {e}")))?;
+/// The init's stdio that were pipes at checkpoint become the given ones
+/// (else ours), as runc hands them over. criu swrk inherits descriptors by
+/// number and gets /dev/null as its stdin, so each goes as a copy without
+/// close-on-exec, kept open (the returned handles) until criu is done.
+fn inherit_stdio_pipes(client: &mut rust_criu::Criu, keys: &[String], stdio: &crate::engine::process::process_io::Stdio) -> Result<Vec<OwnedFd>> {
+    let given = [&stdio.stdin, &stdio.stdout, &stdio.stderr];
+    let mut copies = Vec::new();
+    for (n, key) in keys.iter().enumerate().take(3) {
+        if !key.contains("pipe:") {
+            continue;
         }
+        // SAFETY: fds 0-2 stay open for the whole call (the process's own stdio).
+        let source = given[n].as_ref().map_or_else(|| unsafe { BorrowedFd::borrow_raw(n as i32) }, |fd| fd.as_fd());
+        let copy = inheritable_copy(source).map_err(|e| Error::io("copy for criu (fcntl F_DUPFD)", format!("stdio fd {n}"), e))?;
+        client
+            .add_inherit_fd(copy.as_raw_fd(), key.clone())
+            .map_err(|e| Error::Invalid(format!("criu inherit fd {n} as {key}: {e}")))?;
+        copies.push(copy);
     }
-    Ok(())
+    Ok(copies)
+}
+
+/// A copy of `fd` that a child inherits (no close-on-exec), above stdio.
+fn inheritable_copy(fd: BorrowedFd<'_>) -> std::io::Result<OwnedFd> {
+    let raw = nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_DUPFD(3)).map_err(std::io::Error::from)?;
+    // SAFETY: the kernel just gave us this descriptor.
+    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) })
 }
 
 /// The rootfs bind-mounted where criu may pivot into it; unmounted (lazily)

@@ -173,6 +173,7 @@ fn restore_options(criu_path: &str, args: &RestoreArgs) -> Result<rustpod::Resto
         pid_file: args.init.pid_file.clone(),
         console_socket: args.init.console_socket.clone(),
         systemd_cgroup: false,
+        stdio: Default::default(),
     })
 }
 
