@@ -107,10 +107,8 @@ pub fn features() -> Value {
         "annotations": {
             "io.github.rustpod.version": env!("CARGO_PKG_VERSION"),
             "io.github.rustpod.engine": "libcontainer 0.7.0",
-            // What this binary supports, as runc and crun claim it: asking
-            // criu would cost a `criu check` per call (and per shim -info);
-            // checkpoint and restore run it and refuse, naming criu.
-            "org.opencontainers.runc.checkpoint.enabled": "true"
+            // Asked of criu each time: a kernel or criu change alters it.
+            "org.opencontainers.runc.checkpoint.enabled": crate::engine::criu::check("criu").is_ok().to_string()
         }
     })
 }
