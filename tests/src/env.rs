@@ -58,3 +58,9 @@ pub fn is_runc(bin: &Path) -> bool {
     let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
     canon(bin) == canon(&runc_bin())
 }
+
+/// `bin` is the oracle and the oracle is crun (`RUNC_BIN=/usr/bin/crun`, crun 1.28 in the sid
+/// guest), not runc: tests record where it differs from runc.
+pub fn is_crun(bin: &Path) -> bool {
+    is_runc(bin) && bin.file_name().is_some_and(|name| name == "crun")
+}

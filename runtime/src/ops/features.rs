@@ -68,7 +68,7 @@ pub fn features() -> Value {
         // naming it (`spec_support`, `validate`; tests/tests/config_spec_1_3.rs),
         // though oci-spec 0.10 calls itself 1.1.0; idmapped mounts are among
         // the refused, as mountExtensions says.
-        "ociVersionMax": "1.3.0",
+        "ociVersionMax": crate::engine::spec_support::OCI_VERSION_MAX,
         "hooks": HOOKS,
         "mountOptions": MOUNT_OPTIONS,
         "linux": {
