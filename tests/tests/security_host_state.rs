@@ -230,14 +230,19 @@ fn tree_modes(dir: &Path, out: &mut Vec<(PathBuf, u32)>) {
     }
 }
 
-/// No regular file others can read or write; no directory others can list or write.
+/// No regular file others can read or write; no directory others can list or write, but the
+/// empty directories in `empty_dirs` (each checked empty).
 #[track_caller]
-fn assert_private_tree(who: &str, dir: &Path) {
+fn assert_private_tree(who: &str, dir: &Path, empty_dirs: &[PathBuf]) {
+    for empty in empty_dirs {
+        let entries = fs::read_dir(empty).unwrap_or_else(|e| panic!("{who}: read_dir {}: {e}", empty.display()));
+        assert_eq!(entries.count(), 0, "{who}: {} is not empty", empty.display());
+    }
     let mut modes = vec![];
     tree_modes(dir, &mut modes);
     let open: Vec<String> = modes
         .iter()
-        .filter(|(_, mode)| mode & 0o066 != 0)
+        .filter(|(path, mode)| mode & 0o066 != 0 && !empty_dirs.contains(path))
         .map(|(p, m)| format!("{} {m:o}", p.display()))
         .collect();
     assert!(open.is_empty(), "{who}: readable by others under {}:\n  {}", dir.display(), open.join("\n  "));
@@ -264,11 +269,16 @@ fn state_is_root_only_and_an_unprivileged_user_reads_nothing() {
         fx.rt.cmd(&["exec", "-d", &fx.id, "sleep", "1000"]).ok();
 
         assert_eq!(mode(&root), 0o700, "{who}: root mode");
-        // crun 1.28 keeps the container dir 0700, narrower than runc's 0711.
-        let dir_mode = if env::is_crun(fx.rt.bin()) { 0o700 } else { 0o711 };
+        // crun 1.28 keeps the container dir 0700, narrower than runc's 0711, and its state in
+        // `status`, 0700: owner-only as runc's 0600.
+        let (dir_mode, state_file, state_mode) =
+            if env::is_crun(fx.rt.bin()) { (0o700, "status", 0o700) } else { (0o711, "state.json", 0o600) };
+        let state_path = root.join(&fx.id).join(state_file);
         assert_eq!(mode(&root.join(&fx.id)), dir_mode, "{who}: container dir mode");
-        assert_eq!(mode(&root.join(&fx.id).join("state.json")), 0o600, "{who}: state.json mode");
-        assert_private_tree(&who, &root);
+        assert_eq!(mode(&state_path), state_mode, "{who}: {state_file} mode");
+        // crun 1.28 keeps an empty, read-only dir (0555) in its root: it holds nothing.
+        let crun_empty = if env::is_crun(fx.rt.bin()) { vec![root.join(".empty-directory")] } else { vec![] };
+        assert_private_tree(&who, &root, &crun_empty);
 
         let bin = fx.rt.bin().to_path_buf();
         let root_str = root.to_str().unwrap();
@@ -278,8 +288,8 @@ fn state_is_root_only_and_an_unprivileged_user_reads_nothing() {
         assert!(!ok && state.is_empty(), "{who}: the user read the state: {state}");
         assert_eq!(user.files_revealing(&root, &secret), "", "{who}: files the user read the secret from");
         // Below the root too (if the root's mode were ever widened, nothing would be readable).
-        let (ok, text) = user.run(Path::new("/bin/busybox"), &["cat", &format!("{root_str}/{}/state.json", fx.id)]);
-        assert!(!ok && !text.contains(&secret), "{who}: the user read state.json");
+        let (ok, text) = user.run(Path::new("/bin/busybox"), &["cat", state_path.to_str().expect("UTF-8")]);
+        assert!(!ok && !text.contains(&secret), "{who}: the user read {state_file}");
     }
 }
 
@@ -318,7 +328,7 @@ fn shim_state_and_socket_are_root_only() {
         ctd.wait_task(&id, "RUNNING");
         ctd.ctr(&["task", "exec", "--exec-id", "e1", &id, "true"]).ok();
         assert_eq!(mode(state), 0o700, "{runtime}: {} mode", state.display());
-        assert_private_tree(runtime, state);
+        assert_private_tree(runtime, state, &[]);
         assert_eq!(user.files_revealing(state, &secret), "", "{runtime}: files the user read the secret from");
         let socket = shim_socket(&ctd, &id);
         assert!(fs::symlink_metadata(&socket).unwrap().file_type().is_socket());
