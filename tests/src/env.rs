@@ -54,11 +54,6 @@ pub fn runc_before(bin: &Path, version: (u32, u32, u32)) -> bool {
     is_runc(bin) && !is_crun(bin) && version_of(bin) < version
 }
 
-/// `bin` is crun (crun 1.28 as `RUNC_BIN=/usr/bin/crun` in the sid guest), the second oracle.
-pub fn is_crun(bin: &Path) -> bool {
-    bin.file_name().is_some_and(|name| name == "crun")
-}
-
 /// Both runtimes are the same file (the suite is being validated against runc).
 pub fn testing_runc_itself() -> bool {
     is_runc(&rustpod_bin())
@@ -68,4 +63,10 @@ pub fn testing_runc_itself() -> bool {
 pub fn is_runc(bin: &Path) -> bool {
     let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
     canon(bin) == canon(&runc_bin())
+}
+
+/// `bin` is the oracle and the oracle is crun (`RUNC_BIN=/usr/bin/crun`, crun 1.28 in the sid
+/// guest), not runc: tests record where it differs from runc.
+pub fn is_crun(bin: &Path) -> bool {
+    is_runc(bin) && bin.file_name().is_some_and(|name| name == "crun")
 }

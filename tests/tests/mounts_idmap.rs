@@ -27,17 +27,11 @@ fn runc_has_none() -> Option<String> {
     env::testing_runc_itself().then(|| "runc 1.1.5 has no idmapped mounts (it binds them unmapped)".into())
 }
 
-/// The oracle is crun (`RUNC_BIN=/usr/bin/crun`, crun 1.28 in the sid guest), not runc: where
-/// it differs from runc the test records it (tests/RUNC_DIFFERENCES.md) and holds us to runc's.
-fn is_crun(bin: &Path) -> bool {
-    env::is_runc(bin) && bin.file_name().is_some_and(|name| name == "crun")
-}
-
 /// crun 1.28 leaves the container's cgroup behind after a create that fails: recorded and
 /// removed here, so that the rest of what it leaves is still checked.
 fn remove_crun_leftover_cgroup(rt: &Runtime, id: &str) {
     let left = rustpod_tests::cgroup::dirs(id);
-    if is_crun(rt.bin()) && !left.is_empty() {
+    if env::is_crun(rt.bin()) && !left.is_empty() {
         eprintln!("{} left behind (for the record): {left:?}", rt.bin().display());
         rustpod_tests::cgroup::remove_dirs(id);
     }
@@ -453,7 +447,7 @@ fn an_idmapped_mount_over_or_inside_proc_is_refused() {
             let id = rt.new_id(&format!("proc-{name}"));
             let out = rt.try_create(&id, &bundle, &[]);
             let (bin, err) = (rt.bin().display(), out.stderr.to_lowercase());
-            if is_crun(rt.bin()) {
+            if env::is_crun(rt.bin()) {
                 // crun 1.28 has no checkProcMount for binds: it creates these.
                 eprintln!("{bin} {name} (for the record): {}", out.describe());
                 rt.cmd(&["delete", "--force", &id]);
@@ -538,7 +532,7 @@ fn an_idmapped_mount_inside_proc_is_refused_through_containerd() {
         spec["process"]["args"] = json!(["true"]);
         let dir = ScratchDir::new("idmap-proc-spec");
         let out = ctd.run_spec(&dir, &name, &spec, "--rm", &flags);
-        if path == "runc-shim-runc" && is_crun(&env::runc_bin()) {
+        if path == "runc-shim-runc" && env::is_crun(&env::runc_bin()) {
             eprintln!("{path} driving crun (for the record): {}", out.describe());
             continue;
         }

@@ -1,21 +1,27 @@
 // Known container-escape classes, each a regression test against real containers:
 // CVE-2024-21626 (leaked fds, cwd through /proc/self/fd), CVE-2022-29162 (inheritable caps),
 // masked/readonly paths with all capabilities, noNewPrivileges and seccomp before the user's
-// process, a setuid binary under nnp, and CVE-2019-5736 (overwriting the runtime binary through
-// /proc/<pid>/exe during exec; run on a copy of the binary so a failure cannot break it).
+// process, a setuid binary (the static checker, setuid root) under nnp, and CVE-2019-5736
+// (overwriting the runtime binary through /proc/<pid>/exe during exec; run on a copy of the
+// binary so a failure cannot break it).
+// Each attack runs on runc first (`$RUNC_BIN`: runc 1.1.5 on the host, runc 1.3.6 and crun 1.28
+// in the sid guest) and then on the runtime under test, checked the same way on both.
 
+use rustpod_tests::checker::{self, Report};
 use rustpod_tests::scratch::ScratchDir;
-use rustpod_tests::{
-    json, needs, skip, skip_if, wait, Bundle, Fixture, Output, Runtime, Value, SLEEP,
-};
+use rustpod_tests::{json, needs, skip_if, wait, Bundle, Fixture, Output, Runtime, Value, SLEEP};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::Command;
 
 /// `run` of the fixture in the foreground: its exit code and output.
 fn run(fx: &Fixture) -> Output {
     fx.rt.run(&fx.id, &fx.bundle, &[], b"")
+}
+
+/// The runtime's binary, to name it in a failure.
+fn who(rt: &Runtime) -> String {
+    rt.bin().display().to_string()
 }
 
 /// `(fd, target)` for each line `… N -> target` of `ls -l /proc/self/fd`.
@@ -32,9 +38,9 @@ fn open_fds(listing: &str) -> Vec<(u32, String)> {
 
 /// Only stdio and `ls`'s own directory fd (`/proc/<pid>/fd`) are open.
 #[track_caller]
-fn assert_no_leaked_fds(out: &Output) {
+fn assert_no_leaked_fds(who: &str, out: &Output) {
     let fds = open_fds(&out.stdout);
-    assert!(fds.len() >= 3, "no fd listing: {}", out.describe());
+    assert!(fds.len() >= 3, "{who}: no fd listing: {}", out.describe());
     let own_dir = |t: &str| {
         t.strip_prefix("/proc/")
             .and_then(|rest| rest.strip_suffix("/fd"))
@@ -46,7 +52,7 @@ fn assert_no_leaked_fds(out: &Output) {
         .collect();
     assert!(
         leaked.is_empty(),
-        "host fds leaked into the container: {leaked:?}\n{}",
+        "{who}: host fds leaked into the container: {leaked:?}\n{}",
         out.describe()
     );
 }
@@ -54,15 +60,26 @@ fn assert_no_leaked_fds(out: &Output) {
 #[test]
 fn cve_2024_21626_no_fd_leaks_into_init() {
     skip_if!(needs::containers());
-    let fx = Fixture::new(&["ls", "-l", "/proc/self/fd"]);
-    assert_no_leaked_fds(&run(&fx).ok());
+    for rt in Runtime::runc_and_under_test() {
+        let fx = Fixture::on(rt, &["ls", "-l", "/proc/self/fd"]);
+        assert_no_leaked_fds(&who(&fx.rt), &run(&fx).ok());
+    }
 }
 
 #[test]
 fn cve_2024_21626_no_fd_leaks_into_exec() {
     skip_if!(needs::containers());
-    let fx = Fixture::running(SLEEP);
-    assert_no_leaked_fds(&fx.exec(&["ls", "-l", "/proc/self/fd"]).ok());
+    for rt in Runtime::runc_and_under_test() {
+        let fx = running_on(rt, SLEEP);
+        assert_no_leaked_fds(&who(&fx.rt), &fx.exec(&["ls", "-l", "/proc/self/fd"]).ok());
+    }
+}
+
+/// A running container of `args` on `rt`.
+fn running_on(rt: Runtime, args: &[&str]) -> Fixture {
+    let fx = Fixture::on(rt, args);
+    fx.rt.start_container(&fx.id, &fx.bundle);
+    fx
 }
 
 const MARKER: &str = ".rootfs-marker";
@@ -74,16 +91,16 @@ const LEAKED_FD_NUMBERS: std::ops::RangeInclusive<u32> = 3..=12;
 
 /// Either the runtime refused the cwd, or the process runs inside the rootfs.
 #[track_caller]
-fn assert_cwd_not_outside(cwd: &str, out: &Output) {
+fn assert_cwd_not_outside(who: &str, cwd: &str, out: &Output) {
     eprintln!(
-        "cwd {cwd}: exit {} {} {}",
+        "{who}: cwd {cwd}: exit {} {} {}",
         out.code(),
         out.stdout.trim(),
         out.stderr.trim()
     );
     assert!(
         !out.stdout.contains("OUTSIDE"),
-        "CVE-2024-21626: cwd {cwd} resolved outside the rootfs: {}",
+        "{who}: CVE-2024-21626: cwd {cwd} resolved outside the rootfs: {}",
         out.describe()
     );
 }
@@ -91,25 +108,31 @@ fn assert_cwd_not_outside(cwd: &str, out: &Output) {
 #[test]
 fn cve_2024_21626_cwd_through_proc_self_fd_stays_in_rootfs() {
     skip_if!(needs::containers());
-    for fd in LEAKED_FD_NUMBERS {
-        let cwd = format!("/proc/self/fd/{fd}");
-        let mut fx = Fixture::new(&["sh", "-c", WHERE_AM_I]);
+    for rt in Runtime::runc_and_under_test() {
+        let who = who(&rt);
+        let mut fx = Fixture::on(rt, &["sh", "-c", WHERE_AM_I]);
         fs::write(Path::new(&fx.bundle.rootfs()).join(MARKER), "").expect("write marker");
-        fx.bundle.set("/process/cwd", json!(cwd));
-        assert_cwd_not_outside(&cwd, &run(&fx));
+        for fd in LEAKED_FD_NUMBERS {
+            let cwd = format!("/proc/self/fd/{fd}");
+            fx.bundle.set("/process/cwd", json!(cwd));
+            let id = fx.rt.new_id("cwd");
+            assert_cwd_not_outside(&who, &cwd, &fx.rt.run(&id, &fx.bundle, &[], b""));
+        }
     }
 }
 
 #[test]
 fn cve_2024_21626_exec_cwd_through_proc_self_fd_stays_in_rootfs() {
     skip_if!(needs::containers());
-    let fx = Fixture::new(SLEEP);
-    fs::write(Path::new(&fx.bundle.rootfs()).join(MARKER), "").expect("write marker");
-    fx.rt.start_container(&fx.id, &fx.bundle);
-    for fd in LEAKED_FD_NUMBERS {
-        let cwd = format!("/proc/self/fd/{fd}");
-        let out = fx.exec_with(&["--cwd", &cwd], &["sh", "-c", WHERE_AM_I]);
-        assert_cwd_not_outside(&cwd, &out);
+    for rt in Runtime::runc_and_under_test() {
+        let fx = Fixture::on(rt, SLEEP);
+        fs::write(Path::new(&fx.bundle.rootfs()).join(MARKER), "").expect("write marker");
+        fx.rt.start_container(&fx.id, &fx.bundle);
+        for fd in LEAKED_FD_NUMBERS {
+            let cwd = format!("/proc/self/fd/{fd}");
+            let out = fx.exec_with(&["--cwd", &cwd], &["sh", "-c", WHERE_AM_I]);
+            assert_cwd_not_outside(&who(&fx.rt), &cwd, &out);
+        }
     }
 }
 
@@ -123,35 +146,33 @@ fn status_field<'a>(text: &'a str, name: &str) -> &'a str {
 
 const STATUS: &[&str] = &["cat", "/proc/self/status"];
 
+/// /proc/self/status as a container's init on `rt` sees it, and as an exec in a second,
+/// running container sees it; that container, for more execs.
+fn init_and_exec_status(rt: Runtime) -> (String, String, Fixture) {
+    let fx = Fixture::on(rt, STATUS);
+    let init = run(&fx).ok().stdout;
+    let fx = running_on(fx.rt, SLEEP);
+    let exec = fx.exec(STATUS).ok().stdout;
+    (init, exec, fx)
+}
+
 #[test]
 fn cve_2022_29162_inheritable_caps_empty_in_init_and_exec() {
     skip_if!(needs::containers());
-    let fx = Fixture::new(STATUS);
-    let init = run(&fx).ok();
-    assert_eq!(
-        status_field(&init.stdout, "CapInh"),
-        "0000000000000000",
-        "init"
-    );
-
-    let fx = Fixture::running(SLEEP);
-    let exec = fx.exec(STATUS).ok();
-    assert_eq!(
-        status_field(&exec.stdout, "CapInh"),
-        "0000000000000000",
-        "exec"
-    );
-    // runc >= 1.1.2: `exec --cap` adds to bounding, effective and permitted only.
-    let with_cap = fx.exec_with(&["--cap", "CAP_NET_ADMIN"], STATUS).ok();
-    assert_eq!(
-        status_field(&with_cap.stdout, "CapInh"),
-        "0000000000000000",
-        "exec --cap"
-    );
-    assert_ne!(
-        status_field(&with_cap.stdout, "CapEff"),
-        status_field(&exec.stdout, "CapEff")
-    );
+    for rt in Runtime::runc_and_under_test() {
+        let who = who(&rt);
+        let (init, exec, fx) = init_and_exec_status(rt);
+        assert_eq!(status_field(&init, "CapInh"), "0000000000000000", "{who}: init");
+        assert_eq!(status_field(&exec, "CapInh"), "0000000000000000", "{who}: exec");
+        // runc >= 1.1.2: `exec --cap` adds to bounding, effective and permitted only.
+        let with_cap = fx.exec_with(&["--cap", "CAP_NET_ADMIN"], STATUS).ok();
+        assert_eq!(status_field(&with_cap.stdout, "CapInh"), "0000000000000000", "{who}: exec --cap");
+        assert_ne!(
+            status_field(&with_cap.stdout, "CapEff"),
+            status_field(&exec, "CapEff"),
+            "{who}: exec --cap added nothing"
+        );
+    }
 }
 
 /// Capability names (without CAP_) in bit order: CHOWN is bit 0, CHECKPOINT_RESTORE bit 40.
@@ -186,90 +207,75 @@ fn masked_and_readonly_paths_hold_with_all_capabilities() {
                   ls /sys/firmware | grep -q . && echo FIRMWARE-VISIBLE; \
                   echo x > /proc/sys/kernel/domainname && echo PROC-SYS-WRITABLE; \
                   echo done";
-    let mut fx = Fixture::new(&["sh", "-c", script]);
-    all_capabilities(&mut fx.bundle);
-    let out = run(&fx);
-    assert!(out.stdout.contains("done"), "{}", out.describe());
-    for breach in ["KCORE-READABLE", "FIRMWARE-VISIBLE", "PROC-SYS-WRITABLE"] {
-        assert!(!out.stdout.contains(breach), "{breach}: {}", out.describe());
+    for rt in Runtime::runc_and_under_test() {
+        let who = who(&rt);
+        let mut fx = Fixture::on(rt, &["sh", "-c", script]);
+        all_capabilities(&mut fx.bundle);
+        let out = run(&fx);
+        assert!(out.stdout.contains("done"), "{who}: {}", out.describe());
+        for breach in ["KCORE-READABLE", "FIRMWARE-VISIBLE", "PROC-SYS-WRITABLE"] {
+            assert!(!out.stdout.contains(breach), "{who}: {breach}: {}", out.describe());
+        }
     }
 }
 
 #[test]
 fn no_new_privileges_is_set_before_the_user_process() {
     skip_if!(needs::containers());
-    let fx = Fixture::new(STATUS);
-    let out = run(&fx).ok();
-    assert_eq!(status_field(&out.stdout, "NoNewPrivs"), "1");
-    let fx = Fixture::running(SLEEP);
-    let exec = fx.exec(STATUS).ok();
-    assert_eq!(status_field(&exec.stdout, "NoNewPrivs"), "1", "exec");
+    for rt in Runtime::runc_and_under_test() {
+        let who = who(&rt);
+        let (init, exec, _fx) = init_and_exec_status(rt);
+        assert_eq!(status_field(&init, "NoNewPrivs"), "1", "{who}: init");
+        assert_eq!(status_field(&exec, "NoNewPrivs"), "1", "{who}: exec");
+    }
 }
 
-const PRINT_EUID_C: &str =
-    "#include <stdio.h>\n#include <unistd.h>\nint main(void){printf(\"euid=%d\\n\",(int)geteuid());return 0;}\n";
-
-/// A static `/bin/suid-euid` (setuid root) in the bundle's rootfs that prints its euid; None if
-/// no C compiler can build it here.
-fn install_suid_euid(bundle: &Bundle) -> Option<()> {
-    let dir = ScratchDir::new("suid");
-    fs::write(dir.join("euid.c"), PRINT_EUID_C).ok()?;
-    let bin = Path::new(&bundle.rootfs()).join("bin/suid-euid");
-    let built = Command::new("cc")
-        .args(["-static", "-o"])
-        .arg(&bin)
-        .arg(dir.join("euid.c"))
-        .status()
-        .ok()?;
-    built.success().then_some(())?;
-    fs::set_permissions(&bin, fs::Permissions::from_mode(0o4755)).ok()
-}
-
-/// Runs `/bin/suid-euid` as uid 65534 with noNewPrivileges `nnp`; its stdout.
-fn suid_euid(nnp: bool) -> Option<String> {
-    let mut fx = Fixture::new(&["/bin/suid-euid"]);
-    install_suid_euid(&fx.bundle)?;
-    fx.bundle
-        .set("/process/user", json!({"uid": 65534, "gid": 65534}));
-    fx.bundle.set("/process/noNewPrivileges", json!(nnp));
-    Some(run(&fx).ok().stdout.trim().to_string())
+/// Runs the checker, installed setuid root, on `rt` as uid 65534 with noNewPrivileges `nnp`;
+/// the effective uid it reports.
+fn suid_euid(rt: &Runtime, nnp: bool) -> u64 {
+    let mut bundle = checker::bundle(&[]);
+    let bin = Path::new(&bundle.rootfs()).join(checker::IN_CONTAINER.trim_start_matches('/'));
+    fs::set_permissions(&bin, fs::Permissions::from_mode(0o4755)).expect("chmod u+s the checker");
+    bundle.set("/process/user", json!({"uid": 65534, "gid": 65534}));
+    bundle.set("/process/noNewPrivileges", json!(nnp));
+    let report = Report::run(rt, &bundle);
+    report.at("/ids/euid").as_u64().unwrap_or_else(|| panic!("no euid in {:?}", report.0))
 }
 
 #[test]
 fn setuid_binary_gains_nothing_under_no_new_privileges() {
     skip_if!(needs::containers());
-    let Some(without_nnp) = suid_euid(false) else {
-        skip!("cannot build a static C helper (cc -static) on this machine");
-    };
-    // The control: without nnp the setuid bit works, so the check below means something.
-    assert_eq!(without_nnp, "euid=0", "control run without noNewPrivileges");
-    assert_eq!(
-        suid_euid(true).as_deref(),
-        Some("euid=65534"),
-        "setuid honoured under nnp"
-    );
+    for rt in Runtime::runc_and_under_test() {
+        let who = who(&rt);
+        // The control: without nnp the setuid bit works, so the check below means something.
+        assert_eq!(suid_euid(&rt, false), 0, "{who}: control run without noNewPrivileges");
+        assert_eq!(suid_euid(&rt, true), 65534, "{who}: setuid honoured under nnp");
+    }
 }
 
 #[test]
 fn seccomp_applies_to_the_first_user_process() {
     skip_if!(needs::containers());
-    let mut fx = Fixture::new(&["mkdir", "/tmp/x"]);
-    fx.bundle.set(
-        "/linux/seccomp",
-        json!({
-            "defaultAction": "SCMP_ACT_ALLOW",
-            "architectures": ["SCMP_ARCH_X86_64"],
-            "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 42}]
-        }),
-    );
-    let out = run(&fx);
-    // errno 42 is ENOMSG.
-    assert!(
-        !out.success() && out.stderr.contains("No message of desired type"),
-        "mkdir must fail with the profile's errno from the very first process: {}",
-        out.describe()
-    );
-    assert!(!Path::new(&fx.bundle.rootfs()).join("tmp/x").exists());
+    for rt in Runtime::runc_and_under_test() {
+        let who = who(&rt);
+        let mut fx = Fixture::on(rt, &["mkdir", "/tmp/x"]);
+        fx.bundle.set(
+            "/linux/seccomp",
+            json!({
+                "defaultAction": "SCMP_ACT_ALLOW",
+                "architectures": ["SCMP_ARCH_X86_64"],
+                "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 42}]
+            }),
+        );
+        let out = run(&fx);
+        // errno 42 is ENOMSG.
+        assert!(
+            !out.success() && out.stderr.contains("No message of desired type"),
+            "{who}: mkdir must fail with the profile's errno from the very first process: {}",
+            out.describe()
+        );
+        assert!(!Path::new(&fx.bundle.rootfs()).join("tmp/x").exists(), "{who}: /tmp/x was made");
+    }
 }
 
 /// A container loop that, for every other process, keeps an fd to its `/proc/<pid>/exe` and
@@ -323,13 +329,23 @@ fn rounds(rootfs: &str) -> u64 {
 // CVE-2019-5736: rustpod re-executes create/run/exec from its binary opened through a read-only
 // bind mount that is detached at once (runtime/src/engine/process/sealed_exe.rs), so /proc/<pid>/exe of a
 // runtime process in the container reaches only a read-only mount, and none stays mounted.
-// Before that fix this test failed: the binary's checksum changed.
+// Before that fix this test failed: the binary's checksum changed. runc (and crun) run from a
+// sealed copy of their binary; the same attack runs on a copy of each.
 #[test]
 fn cve_2019_5736_container_cannot_overwrite_runtime_binary_during_exec() {
     skip_if!(needs::containers());
+    for rt in Runtime::runc_and_under_test() {
+        exe_attack(&rt);
+    }
+}
+
+/// The CVE-2019-5736 attack on a copy of `rt`'s binary: the container loops over every other
+/// process's /proc/<pid>/exe while 20 execs run in it.
+fn exe_attack(rt: &Runtime) {
+    let who = who(rt);
     let copy_dir = ScratchDir::new("bin");
     let bin = copy_dir.join("runtime-copy");
-    fs::copy(Runtime::under_test().bin(), &bin).expect("copy the runtime binary");
+    fs::copy(rt.bin(), &bin).expect("copy the runtime binary");
     let before = checksum(&bin);
     let mut fx = Fixture::on(Runtime::with_bin(bin.clone()), &["sh", "-c", EXE_ATTACK]);
     all_capabilities(&mut fx.bundle);
@@ -347,15 +363,12 @@ fn cve_2019_5736_container_cannot_overwrite_runtime_binary_during_exec() {
     fx.rt.kill(&fx.id, "KILL");
     fx.rt.wait_status(&fx.id, "stopped");
     let log = fs::read_to_string(Path::new(&rootfs).join("tmp/attack.log")).unwrap_or_default();
-    eprintln!("attack log:\n{log}");
+    eprintln!("{who}: attack log:\n{log}");
     assert_eq!(
         checksum(&bin),
         before,
-        "CVE-2019-5736: the container overwrote the runtime binary:\n{log}"
+        "{who}: CVE-2019-5736: the container overwrote the runtime binary:\n{log}"
     );
-    assert!(
-        !log.contains("WROTE"),
-        "the container wrote a runtime exe:\n{log}"
-    );
-    assert_eq!(mounts_of(&bin), Vec::<String>::new(), "mounts of the runtime binary are left");
+    assert!(!log.contains("WROTE"), "{who}: the container wrote a runtime exe:\n{log}");
+    assert_eq!(mounts_of(&bin), Vec::<String>::new(), "{who}: mounts of the runtime binary are left");
 }

@@ -6,6 +6,11 @@
 
 use oci_spec::runtime::{Mount, Spec};
 
+/// The newest runtime-spec version whose every field is applied or refused
+/// at create naming it (oci-spec 0.10 calls itself 1.1.0): `features`'
+/// ociVersionMax and the starter spec's ociVersion.
+pub const OCI_VERSION_MAX: &str = "1.3.0";
+
 /// The first mount field of `spec` we would otherwise drop, as an error
 /// naming the mount (index, destination) and the field.
 pub fn check_mounts(spec: &Spec) -> Result<(), String> {

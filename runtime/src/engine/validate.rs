@@ -65,20 +65,26 @@ pub fn check_process(process: &Process) -> Check {
     cwd(process.cwd())
 }
 
-/// runc's bound on ids: `setresuid(-1)` (uid 4294967295) means "leave it
-/// unchanged", so an id out of range would run the process as root.
-pub const MAX_ID: u32 = i32::MAX as u32;
-const ID_RANGE: &str = "uids and gids must be in range 0-2147483647";
+/// Id -1 (4294967295) is `setresuid(2)`'s "leave it unchanged": given it, a
+/// process would stay root. The kernel refuses it to setuid, setgid and
+/// setgroups (EINVAL: no id maps to it), where runc >= 1.2 fails in the words
+/// below; every other id goes to the kernel as it is, as in runc >= 1.2 (runc
+/// 1.1 refused all above 2147483647).
+pub const UNCHANGED_ID: u32 = u32::MAX;
 
-/// uid, gid and every additional gid within 0..=2147483647, as runc.
+/// uid, gid and additional gids are not the "unchanged" id -1; checked in
+/// the order runc's init calls setgroups, setgid and setuid.
 pub fn check_user(user: &User) -> Check {
-    let ids = [("uid", user.uid()), ("gid", user.gid())]
-        .into_iter()
-        .chain(user.additional_gids().iter().flatten().map(|gid| ("additionalGids", *gid)));
-    for (field, id) in ids {
-        if id > MAX_ID {
-            return Err(format!("user.{field} {id}: {ID_RANGE}"));
-        }
+    let id = UNCHANGED_ID;
+    let gids = user.additional_gids().as_deref().unwrap_or_default();
+    if let Some(index) = gids.iter().position(|gid| *gid == id) {
+        return Err(format!("user.additionalGids[{index}] {id}: setgroups: invalid argument (EINVAL: gid {id} is unmapped)"));
+    }
+    if user.gid() == id {
+        return Err(format!("user.gid {id}: setgid: EINVAL: cannot setgid to unmapped gid {id} in user namespace"));
+    }
+    if user.uid() == id {
+        return Err(format!("user.uid {id}: setuid: EINVAL: cannot setuid to unmapped uid {id} in user namespace"));
     }
     Ok(())
 }
@@ -89,9 +95,9 @@ fn env(env: &[String]) -> Check {
     for (index, entry) in env.iter().enumerate() {
         let field = format!("env[{index}]");
         match entry.split_once('=') {
-            None => return Err(format!("{field}: invalid environment variable: {entry:?}")),
+            None => return Err(format!("{field} {entry:?}: invalid environment variable: missing '='")),
             Some(("", _)) => {
-                return Err(format!("{field}: environment variable name can't be empty: {entry:?}"))
+                return Err(format!("{field} {entry:?}: invalid environment variable: name cannot be empty"))
             }
             Some(_) => {}
         }
@@ -458,11 +464,17 @@ mod tests {
     }
 
     #[test]
-    fn ids_outside_runc_range_are_refused() {
-        assert!(check_user(&user(MAX_ID, MAX_ID, &[MAX_ID])).is_ok());
-        for bad in [user(u32::MAX, 0, &[]), user(0, MAX_ID + 1, &[]), user(0, 0, &[5, u32::MAX])] {
+    fn only_the_unchanged_id_is_refused() {
+        let top = UNCHANGED_ID - 1;
+        assert!(check_user(&user(top, top, &[top, 2147483648])).is_ok());
+        let cases = [
+            (user(u32::MAX, 0, &[]), "cannot setuid to unmapped uid 4294967295"),
+            (user(0, u32::MAX, &[]), "cannot setgid to unmapped gid 4294967295"),
+            (user(0, 0, &[5, u32::MAX]), "additionalGids[1] 4294967295: setgroups: invalid argument"),
+        ];
+        for (bad, words) in cases {
             let err = check_user(&bad).unwrap_err();
-            assert!(err.ends_with(ID_RANGE), "{err}");
+            assert!(err.contains(words), "{err}");
         }
     }
 
@@ -499,7 +511,7 @@ mod tests {
     #[test]
     fn env_entries_need_a_name_and_an_equals_sign() {
         assert!(env(&["A=".into(), "B=c=d".into()]).is_ok());
-        assert!(env(&["NOEQUALS".into()]).unwrap_err().contains("invalid environment variable"));
-        assert!(env(&["=x".into()]).unwrap_err().contains("name can't be empty"));
+        assert!(env(&["NOEQUALS".into()]).unwrap_err().contains("invalid environment variable: missing '='"));
+        assert!(env(&["=x".into()]).unwrap_err().contains("invalid environment variable: name cannot be empty"));
     }
 }

@@ -182,11 +182,12 @@ fn merge_env(base: Vec<String>, overrides: &[String]) -> Vec<String> {
     env
 }
 
+/// `--user UID` keeps the container's gid, as runc's exec does (not gid 0).
 fn apply_user(process: &mut Process, args: &ProcessArgs) {
     let mut user = process.user().clone();
     if let Some((uid, gid)) = args.user {
         user.set_uid(uid);
-        user.set_gid(gid.unwrap_or(0));
+        user.set_gid(gid.unwrap_or(user.gid()));
     }
     if !args.additional_gids.is_empty() {
         user.set_additional_gids(Some(args.additional_gids.clone()));
@@ -275,6 +276,14 @@ mod tests {
     }
 
     #[test]
+    fn a_user_flag_without_a_gid_keeps_the_containers_gid() {
+        let mut args = argv(&["sh"]);
+        args.user = Some((1234, None));
+        let p = build_process(&container_spec(), &args, false).unwrap();
+        assert_eq!((p.user().uid(), p.user().gid()), (1234, 1000));
+    }
+
+    #[test]
     fn flags_override_user_env_cwd_and_add_capabilities_never_inheritable() {
         let mut args = argv(&["sh"]);
         args.user = Some((0, Some(0)));
@@ -314,7 +323,7 @@ mod tests {
         process.set_user(user);
         let args = ProcessArgs { process: Some(process), ..Default::default() };
         let err = build_process(&container_spec(), &args, false).unwrap_err().to_string();
-        assert!(err.contains("2147483647"), "{err}");
+        assert!(err.contains("cannot setuid to unmapped uid 4294967295"), "{err}");
     }
 
     #[test]

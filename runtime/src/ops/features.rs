@@ -56,12 +56,6 @@ const SECCOMP_OPERATORS: &[&str] = &[
     "SCMP_CMP_NE",
 ];
 
-/// The newest runtime-spec version rustpod applies or refuses field by field:
-/// every runtime-spec 1.2/1.3 field is applied or refused at create naming it
-/// (`spec_support`, `validate`; tests/tests/config_spec_1_3.rs), though
-/// oci-spec 0.10 calls itself 1.1.0. `spec` writes it, as runc writes its own.
-pub const OCI_VERSION_MAX: &str = "1.3.0";
-
 pub fn features() -> Value {
     let capabilities: Vec<String> = {
         let mut caps: Vec<String> = caps::all().iter().map(|c| c.to_string()).collect();
@@ -70,7 +64,10 @@ pub fn features() -> Value {
     };
     json!({
         "ociVersionMin": "1.0.0",
-        "ociVersionMax": OCI_VERSION_MAX,
+        // Every runtime-spec 1.2/1.3 field is applied or refused at create
+        // naming it (`spec_support`, `validate`; tests/tests/config_spec_1_3.rs),
+        // though oci-spec 0.10 calls itself 1.1.0.
+        "ociVersionMax": crate::engine::spec_support::OCI_VERSION_MAX,
         "hooks": HOOKS,
         "mountOptions": MOUNT_OPTIONS,
         "linux": {

@@ -16,8 +16,6 @@ pub fn default_spec(rootless: bool) -> Spec {
     } else {
         Spec::default()
     };
-    // runc writes the runtime-spec version it implements (its features' ociVersionMax).
-    spec.set_version(super::features::OCI_VERSION_MAX.to_string());
     spec.set_hostname(Some("rustpod".to_string()));
     as_runc_starter(&mut spec);
     spec
@@ -25,9 +23,11 @@ pub fn default_spec(rootless: bool) -> Spec {
 
 /// What runc's starter spec has and oci-spec's default lacks: a deny-all
 /// device rule (so a CAP_MKNOD process cannot open host devices it makes),
-/// no inheritable capabilities (CVE-2022-29162, runc >= 1.1.2) and so no
-/// ambient ones, which the kernel raises only when inheritable (runc >= 1.2).
+/// no inheritable capabilities (CVE-2022-29162, runc >= 1.1.2) and no ambient
+/// ones (runc >= 1.2: a non-root user would keep them across exec), and the
+/// spec version this build implements, as runc writes its own.
 fn as_runc_starter(spec: &mut Spec) {
+    spec.set_version(crate::engine::spec_support::OCI_VERSION_MAX.to_string());
     if let Some(process) = spec.process_mut() {
         let mut caps = process.capabilities().clone().unwrap_or_default();
         caps.set_inheritable(None);
