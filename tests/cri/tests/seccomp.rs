@@ -1,5 +1,6 @@
 // critest's seccomp scenarios, checked where kubelet's exec probes and `kubectl exec` run:
-// through ExecSync. Each passes with the runc handler (RUSTPOD_CRI_HANDLER=runc) too.
+// through ExecSync. Each test runs on the rustpod handler and then on runc in the same
+// containerd: both must meet the expectations and see the same.
 
 use rustpod_cri_tests::cri::security_profile::ProfileType;
 use rustpod_cri_tests::cri::{Capability, SecurityProfile};
@@ -24,15 +25,19 @@ fn container_with(cri: &Cri, name: &str, profile: SecurityProfile) -> String {
 
 #[test]
 fn runtime_default_seccomp_confines_exec() {
-    let cri = cri_or_skip!();
-    let profile = SecurityProfile { profile_type: ProfileType::RuntimeDefault as i32, ..Default::default() };
-    let id = container_with(&cri, "seccomp-default", profile);
-    assert_eq!(seccomp_mode(&cri, &id), "2", "an ExecSync process runs without the default profile");
+    let mut cri = cri_or_skip!();
+    cri.same_on_each_handler(|cri| {
+        let profile = SecurityProfile { profile_type: ProfileType::RuntimeDefault as i32, ..Default::default() };
+        let id = container_with(cri, "seccomp-default", profile);
+        let mode = seccomp_mode(cri, &id);
+        assert_eq!(mode, "2", "an ExecSync process runs without the default profile (handler {})", cri.handler);
+        mode
+    });
 }
 
 #[test]
 fn localhost_profile_blocks_sethostname_with_sys_admin() {
-    let cri = cri_or_skip!();
+    let mut cri = cri_or_skip!();
     let dir = ScratchDir::new("seccomp-profile");
     let path = dir.join_str("deny-sethostname.json");
     let profile = serde_json::json!({
@@ -40,12 +45,16 @@ fn localhost_profile_blocks_sethostname_with_sys_admin() {
         "syscalls": [{"names": ["sethostname"], "action": "SCMP_ACT_ERRNO"}]
     });
     std::fs::write(&path, profile.to_string()).expect("write seccomp profile");
-    let profile = SecurityProfile { profile_type: ProfileType::Localhost as i32, localhost_ref: path };
-    let id = container_with(&cri, "seccomp-localhost", profile);
-    assert_eq!(seccomp_mode(&cri, &id), "2");
-    let before = cri.sh_ok(&id, "hostname");
-    let set = cri.sh(&id, "hostname rustpod-escaped");
-    assert_ne!(set.code, 0, "sethostname passed the localhost profile: {set:?}");
-    assert!(set.stderr.contains("not permitted"), "{set:?}");
-    assert_eq!(cri.sh_ok(&id, "hostname"), before);
+    cri.same_on_each_handler(|cri| {
+        let profile = SecurityProfile { profile_type: ProfileType::Localhost as i32, localhost_ref: path.clone() };
+        let id = container_with(cri, "seccomp-localhost", profile);
+        let mode = seccomp_mode(cri, &id);
+        assert_eq!(mode, "2", "handler {}", cri.handler);
+        let before = cri.sh_ok(&id, "hostname");
+        let set = cri.sh(&id, "hostname rustpod-escaped");
+        assert_ne!(set.code, 0, "sethostname passed the localhost profile (handler {}): {set:?}", cri.handler);
+        assert!(set.stderr.contains("not permitted"), "{set:?}");
+        assert_eq!(cri.sh_ok(&id, "hostname"), before);
+        (mode, set.stderr)
+    });
 }
