@@ -25,6 +25,18 @@ pub fn handler() -> String {
     std::env::var("RUSTPOD_CRI_HANDLER").unwrap_or_else(|_| "rustpod".into())
 }
 
+/// The handlers a differential test runs on, in one containerd: rustpod, then runc, the
+/// reference (its half skipped loudly where runc is not installed).
+pub fn compared_handlers() -> Vec<&'static str> {
+    match needs::program(&rustpod_tests::env::runc_bin()) {
+        None => vec!["rustpod", "runc"],
+        Some(why) => {
+            rustpod_tests::skip::record(&rustpod_tests::skip::current_test(), &format!("runc half: {why}"));
+            vec!["rustpod"]
+        }
+    }
+}
+
 /// Whether pods are run as kubelet's systemd cgroup driver runs them (`SystemdCgroup = true` in
 /// the handlers' options, each pod's `cgroup_parent` a slice): where systemd is PID 1, unless
 /// `RUSTPOD_CRI_CGROUP_DRIVER=cgroupfs`.
@@ -228,6 +240,24 @@ impl Cri {
             handler: handler(),
             slices: Default::default(),
         })
+    }
+
+    /// Runs `check` once for each of `compared_handlers` with `self.handler` set to it (so
+    /// `run_pod_ok` runs its pods there), then asserts that runc saw what rustpod saw; returns
+    /// what rustpod saw. `check` asserts the absolute expectations itself.
+    pub fn same_on_each_handler<T: PartialEq + std::fmt::Debug>(&mut self, check: impl Fn(&Cri) -> T) -> T {
+        let mine = std::mem::take(&mut self.handler);
+        let mut seen: Vec<(&str, T)> = Vec::new();
+        for handler in compared_handlers() {
+            self.handler = handler.into();
+            seen.push((handler, check(self)));
+        }
+        self.handler = mine;
+        let (first, expected) = seen.remove(0);
+        for (handler, got) in &seen {
+            assert_eq!(got, &expected, "{handler} saw otherwise than {first}");
+        }
+        expected
     }
 
     pub fn dir(&self) -> &Path {

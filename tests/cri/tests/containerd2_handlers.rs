@@ -29,7 +29,14 @@ fn containerd2_reports_handler_features_learnt_from_info() {
     let runc_has_rro = runc_features["mountOptions"].as_array().is_some_and(|o| o.iter().any(|m| m == "rro"));
     let runc = handler(&handlers, "runc").features.expect("containerd introspects the runc handler");
     assert_eq!(runc.recursive_read_only_mounts, runc_has_rro, "{handlers:#?}");
-    assert!(!runc.user_namespaces, "runc {} has no idmapped mounts: {handlers:#?}", env::runc_bin().display());
+    // runc 1.1.5 has no idmapped mounts; 1.3.6 has them (`mountExtensions.idmap.enabled`).
+    let runc_idmap = runc_features["linux"]["mountExtensions"]["idmap"]["enabled"] == true;
+    assert_eq!(
+        runc.user_namespaces,
+        runc_idmap,
+        "runc {} features says idmap enabled: {runc_idmap}: {handlers:#?}",
+        env::runc_bin().display()
+    );
 
     let rustpod = handler(&handlers, "rustpod");
     if version.starts_with("2.1.") {

@@ -1,4 +1,6 @@
-// Scenario 2: the containers of a pod join the namespaces its sandbox (pause) holds.
+// Scenario 2: the containers of a pod join the namespaces its sandbox (pause) holds. Each test
+// runs on the rustpod handler and then on runc in the same containerd: both must meet the
+// expectations and see the same.
 
 use rustpod_cri_tests::cri::NamespaceMode;
 use rustpod_cri_tests::{
@@ -29,21 +31,27 @@ fn pod_of_two(cri: &Cri, pid: NamespaceMode) -> (String, i32, String, String) {
 
 #[test]
 fn pid_pod_shares_pid_ipc_and_network_with_pause() {
-    let cri = cri_or_skip!();
-    let (_pod, pause, a, b) = pod_of_two(&cri, NamespaceMode::Pod);
+    let mut cri = cri_or_skip!();
+    cri.same_on_each_handler(pid_pod_shares_pid_ipc_and_network_with_pause_on);
+}
+
+/// What the containers showed, to compare with what runc's showed: (what, value).
+type Seen = Vec<(String, String)>;
+
+fn pid_pod_shares_pid_ipc_and_network_with_pause_on(cri: &Cri) -> Seen {
+    let mut seen = Seen::new();
+    let (_pod, pause, a, b) = pod_of_two(cri, NamespaceMode::Pod);
     for id in [&a, &b] {
         let pid1 = cri.sh_ok(id, "tr '\\0' ' ' </proc/1/cmdline");
         assert_eq!(
             pid1, "/pause",
             "PID 1 of a pid: POD container is the pause process"
         );
+        seen.push(("PID 1".into(), pid1));
         for ns in ["pid", "ipc", "net"] {
             let inside = cri.sh_ok(id, &format!("readlink /proc/self/ns/{ns}"));
-            assert_eq!(
-                inside,
-                host_ns(pause, ns),
-                "{ns} namespace of {id} is the sandbox's"
-            );
+            assert_eq!(inside, host_ns(pause, ns), "{ns} namespace of {id} is the sandbox's");
+            seen.push((format!("{ns} is the sandbox's"), "yes".into()));
         }
     }
     // Host network: the sandbox's network namespace is the host's.
@@ -52,20 +60,25 @@ fn pid_pod_shares_pid_ipc_and_network_with_pause() {
         host_ns(std::process::id() as i32, "net")
     );
     // Each container still sees the other's processes: the PID namespace is one.
-    let seen = cri.sh_ok(
+    let seen_procs = cri.sh_ok(
         &a,
         "for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null | tr '\\0' ' '; echo; done",
     );
-    assert!(
-        seen.lines().filter(|l| l.trim() == "sleep 100000").count() >= 2,
-        "a sees both sleepers:\n{seen}"
-    );
+    let sleepers = seen_procs.lines().filter(|l| l.trim() == "sleep 100000").count();
+    assert!(sleepers >= 2, "a sees both sleepers:\n{seen_procs}");
+    seen.push(("sleepers a sees".into(), sleepers.to_string()));
+    seen
 }
 
 #[test]
 fn pid_container_keeps_its_own_pid_namespace() {
-    let cri = cri_or_skip!();
-    let (_pod, pause, a, b) = pod_of_two(&cri, NamespaceMode::Container);
+    let mut cri = cri_or_skip!();
+    cri.same_on_each_handler(pid_container_keeps_its_own_pid_namespace_on);
+}
+
+fn pid_container_keeps_its_own_pid_namespace_on(cri: &Cri) -> Seen {
+    let mut seen = Seen::new();
+    let (_pod, pause, a, b) = pod_of_two(cri, NamespaceMode::Container);
     let a_pid = cri.sh_ok(&a, "readlink /proc/self/ns/pid");
     let b_pid = cri.sh_ok(&b, "readlink /proc/self/ns/pid");
     assert_ne!(
@@ -79,15 +92,14 @@ fn pid_container_keeps_its_own_pid_namespace() {
     );
     let pid1 = cri.sh_ok(&a, "tr '\\0' ' ' </proc/1/cmdline");
     assert_eq!(pid1, "sleep 100000", "PID 1 is the container's own process");
+    seen.push(("PID 1".into(), pid1));
     // IPC and network are still the pod's.
     for ns in ["ipc", "net"] {
-        assert_eq!(
-            cri.sh_ok(&a, &format!("readlink /proc/self/ns/{ns}")),
-            host_ns(pause, ns)
-        );
-        assert_eq!(
-            cri.sh_ok(&b, &format!("readlink /proc/self/ns/{ns}")),
-            host_ns(pause, ns)
-        );
+        for id in [&a, &b] {
+            let inside = cri.sh_ok(id, &format!("readlink /proc/self/ns/{ns}"));
+            assert_eq!(inside, host_ns(pause, ns), "{ns} namespace of {id} is the sandbox's");
+            seen.push((format!("{ns} is the sandbox's"), "yes".into()));
+        }
     }
+    seen
 }

@@ -6,20 +6,8 @@
 
 use rustpod_cri_tests::cri::{ContainerState, NamespaceMode, PodSandboxConfig};
 use rustpod_cri_tests::{
-    container, cri_or_skip, namespaces, pod_config, pod_security, security, Cri,
+    compared_handlers, container, cri_or_skip, namespaces, pod_config, pod_security, security, Cri,
 };
-use rustpod_tests::{needs, skip};
-
-/// rustpod, and runc where it is installed (its half skipped loudly otherwise).
-fn handlers() -> Vec<&'static str> {
-    match needs::program(&rustpod_tests::env::runc_bin()) {
-        None => vec!["rustpod", "runc"],
-        Some(why) => {
-            skip::record(&skip::current_test(), &format!("runc half: {why}"));
-            vec!["rustpod"]
-        }
-    }
-}
 
 /// A pod on `handler` whose containers get PID namespace `pid`.
 struct Pod<'a> {
@@ -95,7 +83,7 @@ type Seen = Vec<(String, ContainerState, i32)>;
 /// answered as rustpod did.
 fn on_each_handler(cri: &Cri, pids: &[NamespaceMode], check: impl Fn(&Pod, &mut Seen)) {
     let mut results: Vec<(&str, Seen)> = Vec::new();
-    for handler in handlers() {
+    for handler in compared_handlers() {
         let mut seen = Seen::new();
         for &pid in pids {
             check(&Pod::run(cri, handler, pid), &mut seen);
