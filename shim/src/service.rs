@@ -139,7 +139,7 @@ fn delete_command(flags: &Flags) -> Result<(), String> {
         errors.push(e.to_string());
     }
     if let Err(e) = crate::mount::unmount_all(&bundle.join("rootfs")) {
-        errors.push(e);
+        errors.push(e.to_string());
     }
     if let Err(e) = remove_dead_socket(flags, &bundle) {
         errors.push(e);
