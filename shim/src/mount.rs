@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 /// Why containerd's rootfs could not be mounted or unmounted.
 #[derive(Debug, thiserror::Error)]
 pub enum MountError {
-    /// An idmapped overlay could not be prepared (mount_idmap reports in words).
-    #[error("{0}")]
-    Idmap(String),
+    /// An idmapped overlay could not be prepared.
+    #[error(transparent)]
+    Idmap(#[from] crate::mount_idmap::IdmapError),
     /// The filesystem options do not fit mount(2)'s one page of data.
     #[error("mount {typ} {}: options are {len} bytes, more than a page", target.display())]
     OptionsTooLong { typ: String, target: PathBuf, len: usize },
@@ -42,7 +42,7 @@ pub struct MountSpec {
 pub fn mount_all(mounts: &[MountSpec], target: &Path) -> Result<(), MountError> {
     for (i, m) in mounts.iter().enumerate() {
         let scratch = target.with_file_name(format!("idmapped-layers-{i}"));
-        let (m, _mapped_layers) = crate::mount_idmap::prepare(m, &scratch).map_err(MountError::Idmap)?;
+        let (m, _mapped_layers) = crate::mount_idmap::prepare(m, &scratch)?;
         mount_one(&m, target)?;
     }
     Ok(())
