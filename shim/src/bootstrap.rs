@@ -28,17 +28,13 @@ pub enum Reply {
 
 /// What containerd piped to `start`: empty for a terminal or `/dev/null`
 /// (a shim started by hand, or a containerd that sends nothing).
-pub fn read_stdin() -> Result<Vec<u8>, String> {
+pub fn read_stdin() -> std::io::Result<Vec<u8>> {
     let stdin = std::io::stdin();
     if !carries_data(stdin.as_fd()) {
         return Ok(Vec::new());
     }
     let mut input = Vec::new();
-    stdin
-        .lock()
-        .take(MAX_INPUT)
-        .read_to_end(&mut input)
-        .map_err(|e| format!("read bootstrap params from stdin: {e}"))?;
+    stdin.lock().take(MAX_INPUT).read_to_end(&mut input)?;
     Ok(input)
 }
 
@@ -96,7 +92,7 @@ fn params_for(input: &[u8], id: &str, namespace: &str) -> Option<BootstrapParams
 }
 
 /// What `start` prints for the server at `address`.
-pub fn encode_reply(address: &str, reply: Reply) -> Result<Vec<u8>, String> {
+pub fn encode_reply(address: &str, reply: Reply) -> containerd_shim::protos::protobuf::Result<Vec<u8>> {
     match reply {
         Reply::Address => Ok(address.as_bytes().to_vec()),
         Reply::Result => BootstrapResult {
@@ -105,8 +101,7 @@ pub fn encode_reply(address: &str, reply: Reply) -> Result<Vec<u8>, String> {
             protocol: PROTOCOL.to_string(),
             ..Default::default()
         }
-        .write_to_bytes()
-        .map_err(|e| format!("encode bootstrap result: {e}")),
+        .write_to_bytes(),
     }
 }
 

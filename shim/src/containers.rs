@@ -679,7 +679,7 @@ impl Containers {
         let unmounted = c.mounted_rootfs.as_deref().map_or(Ok(()), crate::mount::unmount_all);
         self.events.task_delete(id, c.init.pid, exit);
         deleted.map_err(Error::runtime(format!("delete {id}")))?;
-        unmounted.map_err(|message| Error::Unmount { id: id.to_string(), message })?;
+        unmounted.map_err(|source| Error::Unmount { id: id.to_string(), source })?;
         Ok((c.init.pid, exit))
     }
 

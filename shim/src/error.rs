@@ -35,10 +35,9 @@ pub enum Error {
     /// InvalidArgument; a failed call: Unknown).
     #[error("{what}: {source}")]
     Stdio { what: String, source: crate::io::StdioError },
-    /// The rootfs containerd gave could not be unmounted (mount.rs reports
-    /// in words).
-    #[error("delete {id}: unmount its rootfs: {message}")]
-    Unmount { id: String, message: String },
+    /// The rootfs containerd gave could not be unmounted.
+    #[error("delete {id}: unmount its rootfs: {source}")]
+    Unmount { id: String, source: crate::mount::MountError },
     #[error(transparent)]
     Stats(#[from] crate::metrics::StatsError),
     /// A Start that restores a checkpoint failed: Unknown whatever the

@@ -253,9 +253,19 @@ fn forward_loop(address: &str, queue: &Queue) {
     }
 }
 
-fn connect(address: &str) -> Result<EventsClient, String> {
-    let fd = containerd_shim::util::connect(address).map_err(|e| e.to_string())?;
-    let client = Client::new(fd).map_err(|e| e.to_string())?;
+/// Why containerd's events socket could not be reached: connect(2) to it,
+/// or setting up the ttrpc client on the connection.
+#[derive(Debug, thiserror::Error)]
+enum ConnectError {
+    #[error(transparent)]
+    Connect(#[from] containerd_shim::Error),
+    #[error(transparent)]
+    Client(#[from] ttrpc::Error),
+}
+
+fn connect(address: &str) -> Result<EventsClient, ConnectError> {
+    let fd = containerd_shim::util::connect(address)?;
+    let client = Client::new(fd)?;
     Ok(EventsClient::new(client))
 }
 

@@ -63,6 +63,46 @@ enum Answer {
     Failed { message: String, code: i32 },
 }
 
+/// What went wrong in the exchange between the shim and its helper, on
+/// either side of the socket (containerd gets Unknown for each).
+#[derive(Debug, thiserror::Error)]
+pub enum HelperError {
+    #[error("create helper socket: socketpair: {0}")]
+    Socketpair(#[source] std::io::Error),
+    #[error("start helper: posix_spawn: {0}")]
+    Spawn(#[source] std::io::Error),
+    #[error("encode helper request: {0}")]
+    EncodeRequest(#[source] serde_json::Error),
+    /// sendmsg(2), write(2) or shutdown(2) on the helper's socket.
+    #[error("send request to helper: {0}")]
+    Send(#[source] std::io::Error),
+    #[error("helper did not answer within {0:?}")]
+    Timeout(Duration),
+    /// poll(2) on the helper's socket.
+    #[error("wait for helper: {0}")]
+    Wait(#[source] nix::errno::Errno),
+    #[error("read helper answer: {0}")]
+    ReadAnswer(#[source] std::io::Error),
+    #[error("helper exited without an answer")]
+    NoAnswer,
+    #[error("bad helper answer {line:?}: {source}")]
+    BadAnswer { line: String, source: serde_json::Error },
+    /// fcntl(F_DUPFD_CLOEXEC) of the helper's stdin.
+    #[error("take the request socket: {0}")]
+    TakeSocket(#[source] std::io::Error),
+    /// recvmsg(2) or read(2) of the request.
+    #[error("read request: {0}")]
+    ReadRequest(#[source] std::io::Error),
+    #[error("bad request: {0}")]
+    BadRequest(#[source] serde_json::Error),
+    #[error("request names {expected} stdio descriptors but {came} came")]
+    StdioCount { expected: usize, came: usize },
+    #[error("open /dev/null: {0}")]
+    OpenNull(#[source] std::io::Error),
+    #[error(transparent)]
+    Mount(#[from] crate::mount::MountError),
+}
+
 /// A helper's failure, as the shim reports it.
 #[derive(Debug)]
 pub struct Failure {
@@ -77,6 +117,12 @@ impl Failure {
     }
 }
 
+impl From<HelperError> for Failure {
+    fn from(e: HelperError) -> Failure {
+        Failure::local(e.to_string())
+    }
+}
+
 impl From<rustpod::Error> for Failure {
     fn from(e: rustpod::Error) -> Failure {
         Failure { code: crate::error::runtime_code(&e), message: e.to_string() }
@@ -86,7 +132,7 @@ impl From<rustpod::Error> for Failure {
 /// Runs a helper for `req` and returns the container process's pid. The
 /// helper's own exit is reaped (and ignored) by the shim's reaper.
 pub fn run(req: &Request, stdio: rustpod::Stdio) -> Result<i32, Failure> {
-    let (ours, theirs) = UnixStream::pair().map_err(|e| Failure::local(format!("create helper socket: socketpair: {e}")))?;
+    let (ours, theirs) = UnixStream::pair().map_err(HelperError::Socketpair)?;
     // One name per job, so that `ps` tells them apart.
     let argv0 = match req.job {
         Job::Create { .. } => CREATE_ARGV0,
@@ -96,13 +142,13 @@ pub fn run(req: &Request, stdio: rustpod::Stdio) -> Result<i32, Failure> {
     // No pre_exec closure, so the standard library uses posix_spawn.
     let mut cmd = Command::new(helper_binary());
     cmd.arg0(argv0).stdin(Stdio::from(OwnedFd::from(theirs))).stdout(Stdio::null()).stderr(Stdio::null());
-    let mut child = cmd.spawn().map_err(|e| Failure::local(format!("start helper: posix_spawn: {e}")))?;
+    let mut child = cmd.spawn().map_err(HelperError::Spawn)?;
     let answer = send_request(&ours, req, stdio).and_then(|()| read_answer(&ours));
     if answer.is_err() {
         let _ = child.kill();
     }
     // The reaper thread reaps the helper; `child` is not waited for.
-    match answer.map_err(Failure::local)? {
+    match answer? {
         Answer::Pid(pid) => Ok(pid),
         Answer::Failed { message, code } => Err(Failure { message, code: Code::from_i32(code).unwrap_or(Code::UNKNOWN) }),
     }
@@ -110,8 +156,8 @@ pub fn run(req: &Request, stdio: rustpod::Stdio) -> Result<i32, Failure> {
 
 /// Sends the request, with the container's stdio descriptors attached to its
 /// first bytes, then ends our side of the stream.
-fn send_request(sock: &UnixStream, req: &Request, stdio: rustpod::Stdio) -> Result<(), String> {
-    let data = serde_json::to_vec(req).map_err(|e| format!("encode helper request: {e}"))?;
+fn send_request(sock: &UnixStream, req: &Request, stdio: rustpod::Stdio) -> Result<(), HelperError> {
+    let data = serde_json::to_vec(req).map_err(HelperError::EncodeRequest)?;
     let fds: Vec<RawFd> = [&stdio.stdin, &stdio.stdout, &stdio.stderr]
         .into_iter()
         .flatten()
@@ -119,11 +165,10 @@ fn send_request(sock: &UnixStream, req: &Request, stdio: rustpod::Stdio) -> Resu
         .collect();
     let rights = [ControlMessage::ScmRights(&fds)];
     let cmsgs: &[ControlMessage] = if fds.is_empty() { &[] } else { &rights };
-    let what = |e: &dyn std::fmt::Display| format!("send request to helper: {e}");
     let sent = sendmsg::<()>(sock.as_raw_fd(), &[IoSlice::new(&data)], cmsgs, MsgFlags::MSG_NOSIGNAL, None)
-        .map_err(|e| what(&e))?;
-    (&*sock).write_all(&data[sent..]).map_err(|e| what(&e))?;
-    sock.shutdown(Shutdown::Write).map_err(|e| what(&e))
+        .map_err(|errno| HelperError::Send(errno.into()))?;
+    (&*sock).write_all(&data[sent..]).map_err(HelperError::Send)?;
+    sock.shutdown(Shutdown::Write).map_err(HelperError::Send)
 }
 
 /// The binary a helper starts from: ours, opened once through a read-only
@@ -144,20 +189,16 @@ fn helper_binary() -> PathBuf {
     }
 }
 
-fn read_answer(sock: &UnixStream) -> Result<Answer, String> {
-    match rustpod::wait_readable(sock.as_fd(), HELPER_TIMEOUT) {
-        Ok(true) => {}
-        Ok(false) => return Err(format!("helper did not answer within {HELPER_TIMEOUT:?}")),
-        Err(e) => return Err(format!("wait for helper: {e}")),
+fn read_answer(sock: &UnixStream) -> Result<Answer, HelperError> {
+    if !rustpod::wait_readable(sock.as_fd(), HELPER_TIMEOUT).map_err(HelperError::Wait)? {
+        return Err(HelperError::Timeout(HELPER_TIMEOUT));
     }
     let mut line = String::new();
-    BufReader::new(sock)
-        .read_line(&mut line)
-        .map_err(|e| format!("read helper answer: {e}"))?;
+    BufReader::new(sock).read_line(&mut line).map_err(HelperError::ReadAnswer)?;
     if line.trim().is_empty() {
-        return Err("helper exited without an answer".into());
+        return Err(HelperError::NoAnswer);
     }
-    serde_json::from_str(&line).map_err(|e| format!("bad helper answer {line:?}: {e}"))
+    serde_json::from_str(&line).map_err(|source| HelperError::BadAnswer { line, source })
 }
 
 /// At the top of main: if we were started as a helper, do its job and exit.
@@ -193,14 +234,14 @@ pub fn run_if_invoked() {
 }
 
 fn helper_main(sock: &UnixStream) -> Result<i32, Failure> {
-    let (data, fds) = receive_request(sock).map_err(Failure::local)?;
-    let req: Request = serde_json::from_slice(&data).map_err(|e| Failure::local(format!("bad request: {e}")))?;
+    let (data, fds) = receive_request(sock)?;
+    let req: Request = serde_json::from_slice(&data).map_err(HelperError::BadRequest)?;
     // The container must start with SIGPIPE at its default, but a SIGPIPE
     // before its program runs must not kill the init (see rustpod::sigpipe).
     rustpod::sigpipe::handle_for_children();
     rustpod::spawn_signals::reset_inherited_ignores();
     rustpod::spawn_signals::restore_caller_sigcancel();
-    let stdio = stdio_for(&req, fds).map_err(Failure::local)?;
+    let stdio = stdio_for(&req, fds)?;
     match &req.job {
         Job::Create { bundle, rootfs_mounts, systemd_cgroup } => {
             create(&req, stdio, bundle, rootfs_mounts, *systemd_cgroup)
@@ -214,11 +255,11 @@ fn helper_main(sock: &UnixStream) -> Result<i32, Failure> {
 
 /// Moves our stdin (the shim's socket) to a close-on-exec descriptor and
 /// points stdin at /dev/null.
-fn take_stdin_socket() -> Result<UnixStream, String> {
+fn take_stdin_socket() -> Result<UnixStream, HelperError> {
     // SAFETY: fcntl on our own stdin; the result is checked.
     let fd = unsafe { libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 3) };
     if fd < 0 {
-        return Err(format!("take the request socket: {}", std::io::Error::last_os_error()));
+        return Err(HelperError::TakeSocket(std::io::Error::last_os_error()));
     }
     redirect_stdin_to_null();
     // SAFETY: the kernel just gave us this descriptor.
@@ -226,16 +267,16 @@ fn take_stdin_socket() -> Result<UnixStream, String> {
 }
 
 /// The request and the descriptors sent with it (close-on-exec).
-fn receive_request(sock: &UnixStream) -> Result<(Vec<u8>, Vec<OwnedFd>), String> {
-    let what = |e: &dyn std::fmt::Display| format!("read request: {e}");
+fn receive_request(sock: &UnixStream) -> Result<(Vec<u8>, Vec<OwnedFd>), HelperError> {
+    let what = |errno: nix::errno::Errno| HelperError::ReadRequest(errno.into());
     let mut first = vec![0u8; 64 * 1024];
     let mut space = nix::cmsg_space!([RawFd; 3]);
     let (n, fds) = {
         let mut iov = [IoSliceMut::new(&mut first)];
         let msg = recvmsg::<()>(sock.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)
-            .map_err(|e| what(&e))?;
+            .map_err(what)?;
         let mut fds = Vec::new();
-        for cmsg in msg.cmsgs().map_err(|e| what(&e))? {
+        for cmsg in msg.cmsgs().map_err(what)? {
             if let ControlMessageOwned::ScmRights(received) = cmsg {
                 // SAFETY: the kernel just gave us these descriptors.
                 fds.extend(received.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }));
@@ -244,7 +285,7 @@ fn receive_request(sock: &UnixStream) -> Result<(Vec<u8>, Vec<OwnedFd>), String>
         (msg.bytes, fds)
     };
     first.truncate(n);
-    (&*sock).read_to_end(&mut first).map_err(|e| what(&e))?;
+    (&*sock).read_to_end(&mut first).map_err(HelperError::ReadRequest)?;
     Ok((first, fds))
 }
 
@@ -302,7 +343,7 @@ fn on_rootfs(bundle: &Path, mounts: &[MountSpec], job: impl FnOnce() -> Result<i
     crate::logger::init_in(bundle, false);
     let rootfs = bundle.join("rootfs");
     if !mounts.is_empty() {
-        crate::mount::mount_all(mounts, &rootfs).map_err(Failure::local)?;
+        crate::mount::mount_all(mounts, &rootfs).map_err(HelperError::Mount)?;
     }
     let result = job();
     if result.is_err() && !mounts.is_empty() {
@@ -348,13 +389,13 @@ fn exec(req: &Request, stdio: rustpod::Stdio, process: &oci_spec::runtime::Proce
 
 /// The container's stdio: what the shim passed (`fds`, in order), /dev/null
 /// for the rest; nothing with a terminal (the pty replaces all three).
-fn stdio_for(req: &Request, fds: Vec<OwnedFd>) -> Result<rustpod::Stdio, String> {
+fn stdio_for(req: &Request, fds: Vec<OwnedFd>) -> Result<rustpod::Stdio, HelperError> {
     if req.console_socket.is_some() {
         return Ok(rustpod::Stdio::default());
     }
     let expected = req.stdio.iter().filter(|passed| **passed).count();
     if fds.len() != expected {
-        return Err(format!("request names {expected} stdio descriptors but {} came", fds.len()));
+        return Err(HelperError::StdioCount { expected, came: fds.len() });
     }
     let mut passed = fds.into_iter();
     let mut streams = Vec::new();
@@ -366,7 +407,7 @@ fn stdio_for(req: &Request, fds: Vec<OwnedFd>) -> Result<rustpod::Stdio, String>
                     .read(i == 0)
                     .write(i != 0)
                     .open("/dev/null")
-                    .map_err(|e| format!("open /dev/null: {e}"))?,
+                    .map_err(HelperError::OpenNull)?,
             ),
         };
         streams.push(Some(fd));

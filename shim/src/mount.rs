@@ -1,10 +1,33 @@
 //! The rootfs mounts containerd sends with Create (overlay, bind…), done at
 //! `<bundle>/rootfs` by the helper, and their removal at Delete.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use nix::errno::Errno;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use serde::{Deserialize, Serialize};
+
+/// Why containerd's rootfs could not be mounted or unmounted.
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    /// An idmapped overlay could not be prepared.
+    #[error(transparent)]
+    Idmap(#[from] crate::mount_idmap::IdmapError),
+    /// The filesystem options do not fit mount(2)'s one page of data.
+    #[error("mount {typ} {}: options are {len} bytes, more than a page", target.display())]
+    OptionsTooLong { typ: String, target: PathBuf, len: usize },
+    /// mount(2) failed at `step` ("mount", "remount read-only", "set propagation of").
+    #[error("{step} {source_path} ({typ}) on {}: {errno}", target.display())]
+    Mount { step: &'static str, source_path: String, typ: String, target: PathBuf, errno: Errno },
+    /// umount2(2) failed other than with "not mounted".
+    #[error("unmount {}: {errno}", target.display())]
+    Unmount { target: PathBuf, errno: Errno },
+    #[error("unmount {}: still mounted after {UNMOUNT_TRIES} unmounts", target.display())]
+    StillMounted { target: PathBuf },
+}
+
+/// Mounts stacked on one target that `unmount_all` peels off before it gives up.
+const UNMOUNT_TRIES: usize = 64;
 
 /// One of containerd's rootfs mounts.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -16,7 +39,7 @@ pub struct MountSpec {
 
 /// Mounts each of `mounts` on `target`, in order; overlay layers that carry containerd's
 /// `uidmap=`/`gidmap=` are idmapped first (`mount_idmap`), next to `target`.
-pub fn mount_all(mounts: &[MountSpec], target: &Path) -> Result<(), String> {
+pub fn mount_all(mounts: &[MountSpec], target: &Path) -> Result<(), MountError> {
     for (i, m) in mounts.iter().enumerate() {
         let scratch = target.with_file_name(format!("idmapped-layers-{i}"));
         let (m, _mapped_layers) = crate::mount_idmap::prepare(m, &scratch)?;
@@ -25,21 +48,23 @@ pub fn mount_all(mounts: &[MountSpec], target: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn mount_one(m: &MountSpec, target: &Path) -> Result<(), String> {
+fn mount_one(m: &MountSpec, target: &Path) -> Result<(), MountError> {
     let (mut flags, data, propagation) = parse_options(&m.options);
     if m.typ == "bind" {
         flags |= MsFlags::MS_BIND;
     }
     let data = (!data.is_empty()).then_some(data);
     if data.as_ref().is_some_and(|d| d.len() >= page_size()) {
-        return Err(format!(
-            "mount {} {}: options are {} bytes, more than a page",
-            m.typ,
-            target.display(),
-            data.as_ref().map_or(0, String::len)
-        ));
+        let len = data.as_ref().map_or(0, String::len);
+        return Err(MountError::OptionsTooLong { typ: m.typ.clone(), target: target.to_path_buf(), len });
     }
-    let fail = |step: &str, e: nix::Error| format!("{step} {} ({}) on {}: {e}", m.source, m.typ, target.display());
+    let fail = |step: &'static str, errno: Errno| MountError::Mount {
+        step,
+        source_path: m.source.clone(),
+        typ: m.typ.clone(),
+        target: target.to_path_buf(),
+        errno,
+    };
     let fstype = (!m.typ.is_empty() && m.typ != "bind").then_some(m.typ.as_str());
     mount(Some(m.source.as_str()), target, fstype, flags, data.as_deref()).map_err(|e| fail("mount", e))?;
     let bind_ro = MsFlags::MS_BIND | MsFlags::MS_RDONLY;
@@ -101,15 +126,15 @@ fn page_size() -> usize {
 }
 
 /// Unmounts everything stacked on `target` (lazily); nothing mounted is fine.
-pub fn unmount_all(target: &Path) -> Result<(), String> {
-    for _ in 0..64 {
+pub fn unmount_all(target: &Path) -> Result<(), MountError> {
+    for _ in 0..UNMOUNT_TRIES {
         match umount2(target, MntFlags::MNT_DETACH) {
             Ok(()) => continue,
-            Err(nix::errno::Errno::EINVAL) | Err(nix::errno::Errno::ENOENT) => return Ok(()),
-            Err(e) => return Err(format!("unmount {}: {e}", target.display())),
+            Err(Errno::EINVAL) | Err(Errno::ENOENT) => return Ok(()),
+            Err(errno) => return Err(MountError::Unmount { target: target.to_path_buf(), errno }),
         }
     }
-    Err(format!("unmount {}: still mounted after 64 unmounts", target.display()))
+    Err(MountError::StillMounted { target: target.to_path_buf() })
 }
 
 #[cfg(test)]
@@ -123,5 +148,19 @@ mod tests {
         assert!(flags.contains(MsFlags::MS_RDONLY | MsFlags::MS_NOSUID));
         assert_eq!(data, "lowerdir=/a,upperdir=/b");
         assert!(prop.contains(MsFlags::MS_SLAVE));
+    }
+
+    #[test]
+    fn errors_name_the_step_the_paths_and_the_errno() {
+        let e = MountError::Mount {
+            step: "remount read-only",
+            source_path: "/src".into(),
+            typ: "bind".into(),
+            target: "/b/rootfs".into(),
+            errno: Errno::EPERM,
+        };
+        assert_eq!(e.to_string(), "remount read-only /src (bind) on /b/rootfs: EPERM: Operation not permitted");
+        let e = MountError::StillMounted { target: "/b/rootfs".into() };
+        assert_eq!(e.to_string(), "unmount /b/rootfs: still mounted after 64 unmounts");
     }
 }

@@ -12,6 +12,41 @@ use oci_spec::runtime::{LinuxIdMapping, LinuxIdMappingBuilder};
 
 use crate::mount::MountSpec;
 
+/// Why idmapped layers could not be prepared for a rootfs mount.
+#[derive(Debug, thiserror::Error)]
+pub enum IdmapError {
+    #[error("{typ} mount {source_path}: uidmap and gidmap come together, got only one")]
+    OnlyOne { typ: String, source_path: String },
+    #[error("{typ} mount {source_path}: uidmap/gidmap are supported on overlay rootfs mounts only")]
+    NotOverlay { typ: String, source_path: String },
+    #[error("overlay mount {0}: no lowerdir option")]
+    NoLowerDir(String),
+    #[error("overlay mount {source_path}: lower dirs {lowers:?} share no parent")]
+    NoCommonParent { source_path: String, lowers: Vec<PathBuf> },
+    /// A `uidmap=`/`gidmap=` option (`option` names which) that does not parse.
+    #[error("{option}={value}: {reason}")]
+    Mappings { option: &'static str, value: String, reason: MappingError },
+    /// rustpod's user namespace helper reports in words.
+    #[error("user namespace for the layers' idmap: {0}")]
+    Userns(String),
+    #[error("mkdir {}: {source}", path.display())]
+    Mkdir { path: PathBuf, source: std::io::Error },
+    /// rustpod's open_tree/mount_setattr/move_mount helper reports in words.
+    #[error("{0}")]
+    Mount(String),
+}
+
+/// Why one `container:host:size` mapping does not parse.
+#[derive(Debug, thiserror::Error)]
+pub enum MappingError {
+    #[error("{one}: {source}")]
+    NotANumber { one: String, source: std::num::ParseIntError },
+    #[error("{0}: not container:host:size")]
+    Shape(String),
+    #[error(transparent)]
+    Build(#[from] oci_spec::OciSpecError),
+}
+
 /// The idmapped view of the layers, mounted at `dir` until dropped.
 #[derive(Debug)]
 pub struct MappedLayers {
@@ -27,22 +62,24 @@ impl Drop for MappedLayers {
 
 /// `m` as it can be mounted: unchanged without idmap options; else an overlay whose lower
 /// dirs are seen through an idmapped mount made at `scratch` (held by the returned guard).
-pub fn prepare(m: &MountSpec, scratch: &Path) -> Result<(MountSpec, Option<MappedLayers>), String> {
+pub fn prepare(m: &MountSpec, scratch: &Path) -> Result<(MountSpec, Option<MappedLayers>), IdmapError> {
     let (options, uid, gid) = split_idmap_options(&m.options)?;
     let (uid, gid) = match (uid, gid) {
         (None, None) => return Ok((m.clone(), None)),
         (Some(uid), Some(gid)) => (uid, gid),
-        _ => return Err(format!("{} mount {}: uidmap and gidmap come together, got only one", m.typ, m.source)),
+        _ => return Err(IdmapError::OnlyOne { typ: m.typ.clone(), source_path: m.source.clone() }),
     };
     if m.typ != "overlay" {
-        return Err(format!("{} mount {}: uidmap/gidmap are supported on overlay rootfs mounts only", m.typ, m.source));
+        return Err(IdmapError::NotOverlay { typ: m.typ.clone(), source_path: m.source.clone() });
     }
-    let lowers = lower_dirs(&options).ok_or_else(|| format!("overlay mount {}: no lowerdir option", m.source))?;
-    let common = common_parent(&lowers).ok_or_else(|| format!("overlay mount {}: lower dirs {lowers:?} share no parent", m.source))?;
-    let userns = rustpod::idmap::userns_with_mappings(&uid, &gid).map_err(|e| format!("user namespace for the layers' idmap: {e}"))?;
-    std::fs::create_dir(scratch).map_err(|e| format!("mkdir {}: {e}", scratch.display()))?;
+    let lowers = lower_dirs(&options).ok_or_else(|| IdmapError::NoLowerDir(m.source.clone()))?;
+    let Some(common) = common_parent(&lowers) else {
+        return Err(IdmapError::NoCommonParent { source_path: m.source.clone(), lowers });
+    };
+    let userns = rustpod::idmap::userns_with_mappings(&uid, &gid).map_err(IdmapError::Userns)?;
+    std::fs::create_dir(scratch).map_err(|source| IdmapError::Mkdir { path: scratch.to_path_buf(), source })?;
     let layers = MappedLayers { dir: scratch.to_path_buf() };
-    rustpod::idmap::mount_idmapped(&common, scratch, &userns, libc::MOUNT_ATTR_RDONLY)?;
+    rustpod::idmap::mount_idmapped(&common, scratch, &userns, libc::MOUNT_ATTR_RDONLY).map_err(IdmapError::Mount)?;
     let remapped: Vec<String> = lowers
         .iter()
         .map(|l| scratch.join(l.strip_prefix(&common).unwrap_or(l)).to_string_lossy().into_owned())
@@ -57,13 +94,16 @@ pub fn prepare(m: &MountSpec, scratch: &Path) -> Result<(MountSpec, Option<Mappe
 type Mappings = Option<Vec<LinuxIdMapping>>;
 
 /// The options without `uidmap=`/`gidmap=`, and those two parsed.
-fn split_idmap_options(options: &[String]) -> Result<(Vec<String>, Mappings, Mappings), String> {
+fn split_idmap_options(options: &[String]) -> Result<(Vec<String>, Mappings, Mappings), IdmapError> {
     let (mut rest, mut uid, mut gid) = (Vec::new(), None, None);
+    let parse = |option, value: &str| {
+        parse_mappings(value).map_err(|reason| IdmapError::Mappings { option, value: value.to_string(), reason })
+    };
     for o in options {
         if let Some(v) = o.strip_prefix("uidmap=") {
-            uid = Some(parse_mappings(v).map_err(|e| format!("uidmap={v}: {e}"))?);
+            uid = Some(parse("uidmap", v)?);
         } else if let Some(v) = o.strip_prefix("gidmap=") {
-            gid = Some(parse_mappings(v).map_err(|e| format!("gidmap={v}: {e}"))?);
+            gid = Some(parse("gidmap", v)?);
         } else {
             rest.push(o.clone());
         }
@@ -72,20 +112,19 @@ fn split_idmap_options(options: &[String]) -> Result<(Vec<String>, Mappings, Map
 }
 
 /// containerd's `container:host:size[,container:host:size…]`.
-fn parse_mappings(value: &str) -> Result<Vec<LinuxIdMapping>, String> {
+fn parse_mappings(value: &str) -> Result<Vec<LinuxIdMapping>, MappingError> {
     value
         .split(',')
         .map(|one| {
-            let ids: Vec<u32> = one.split(':').map(str::parse).collect::<Result<_, _>>().map_err(|e| format!("{one}: {e}"))?;
+            let ids: Vec<u32> = one
+                .split(':')
+                .map(str::parse)
+                .collect::<Result<_, _>>()
+                .map_err(|source| MappingError::NotANumber { one: one.to_string(), source })?;
             let [container, host, size] = ids[..] else {
-                return Err(format!("{one}: not container:host:size"));
+                return Err(MappingError::Shape(one.to_string()));
             };
-            LinuxIdMappingBuilder::default()
-                .container_id(container)
-                .host_id(host)
-                .size(size)
-                .build()
-                .map_err(|e| e.to_string())
+            Ok(LinuxIdMappingBuilder::default().container_id(container).host_id(host).size(size).build()?)
         })
         .collect()
 }
@@ -130,8 +169,10 @@ mod tests {
     #[test]
     fn idmap_options_off_overlay_or_alone_are_refused() {
         let scratch = Path::new("/nonexistent/scratch");
-        assert!(prepare(&spec("bind", &["rbind", "uidmap=0:1:1", "gidmap=0:1:1"]), scratch).unwrap_err().contains("overlay rootfs mounts only"));
-        assert!(prepare(&spec("overlay", &["lowerdir=/a/b", "uidmap=0:1:1"]), scratch).unwrap_err().contains("only one"));
+        let refused = |s: MountSpec| prepare(&s, scratch).unwrap_err().to_string();
+        assert!(refused(spec("bind", &["rbind", "uidmap=0:1:1", "gidmap=0:1:1"])).contains("overlay rootfs mounts only"));
+        assert!(refused(spec("overlay", &["lowerdir=/a/b", "uidmap=0:1:1"])).contains("only one"));
+        assert_eq!(refused(spec("overlay", &["lowerdir=/a/b", "uidmap=0:x:1", "gidmap=0:1:1"])), "uidmap=0:x:1: 0:x:1: invalid digit found in string");
         let (same, none) = prepare(&spec("overlay", &["lowerdir=/a/b"]), scratch).unwrap();
         assert!(none.is_none() && same.options == ["lowerdir=/a/b"]);
     }

@@ -7,10 +7,39 @@ use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+/// Why a container's OOM events cannot be watched.
+#[derive(Debug, thiserror::Error)]
+pub enum OomError {
+    #[error("read cgroups of {pid}: {source}")]
+    ReadCgroups { pid: i32, source: std::io::Error },
+    #[error("process {0} has no memory cgroup")]
+    NoMemoryCgroup(i32),
+    #[error("open {}: {source}", path.display())]
+    Open { path: PathBuf, source: std::io::Error },
+    /// eventfd(2) or inotify_init1(2), named by `syscall`.
+    #[error("{syscall}: {source}")]
+    Syscall { syscall: &'static str, source: std::io::Error },
+    /// The write of the eventfd to `cgroup.event_control`.
+    #[error("register OOM eventfd in {}: {source}", path.display())]
+    Register { path: PathBuf, source: std::io::Error },
+    /// inotify_add_watch(2).
+    #[error("watch {}: {source}", path.display())]
+    Watch { path: PathBuf, source: std::io::Error },
+    #[error("start OOM watcher: {0}")]
+    Spawn(#[source] std::io::Error),
+}
+
+impl OomError {
+    /// The failure of `syscall`, whose errno is still in errno.
+    fn last(syscall: &'static str) -> OomError {
+        OomError::Syscall { syscall, source: std::io::Error::last_os_error() }
+    }
+}
+
 /// Calls `on_oom` from a thread each time the cgroup of `pid` hits OOM,
 /// until the cgroup is removed.
-pub fn watch(pid: i32, on_oom: impl Fn() + Send + 'static) -> Result<(), String> {
-    let cgroups = fs::read_to_string(format!("/proc/{pid}/cgroup")).map_err(|e| format!("read cgroups of {pid}: {e}"))?;
+pub fn watch(pid: i32, on_oom: impl Fn() + Send + 'static) -> Result<(), OomError> {
+    let cgroups = fs::read_to_string(format!("/proc/{pid}/cgroup")).map_err(|source| OomError::ReadCgroups { pid, source })?;
     if let Some(dir) = v1_memory_dir(&cgroups) {
         return watch_v1(dir, on_oom);
     }
@@ -20,7 +49,7 @@ pub fn watch(pid: i32, on_oom: impl Fn() + Send + 'static) -> Result<(), String>
             return watch_v2(dir, on_oom);
         }
     }
-    Err(format!("process {pid} has no memory cgroup"))
+    Err(OomError::NoMemoryCgroup(pid))
 }
 
 /// `<mountpoint>/<path>` of the v1 memory controller, from /proc/PID/cgroup.
@@ -31,19 +60,19 @@ fn v1_memory_dir(cgroups: &str) -> Option<PathBuf> {
     Some(cgroup_fs::join(&hierarchy.mount_point, &path))
 }
 
-fn watch_v1(dir: PathBuf, on_oom: impl Fn() + Send + 'static) -> Result<(), String> {
-    let control = dir.join("memory.oom_control");
-    let oom_control = fs::File::open(&control).map_err(|e| format!("open {}: {e}", control.display()))?;
+fn watch_v1(dir: PathBuf, on_oom: impl Fn() + Send + 'static) -> Result<(), OomError> {
+    let path = dir.join("memory.oom_control");
+    let oom_control = fs::File::open(&path).map_err(|source| OomError::Open { path, source })?;
     // SAFETY: eventfd has no memory preconditions.
     let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
     if raw < 0 {
-        return Err(format!("eventfd: {}", std::io::Error::last_os_error()));
+        return Err(OomError::last("eventfd"));
     }
     // SAFETY: eventfd returned a new descriptor we own.
     let efd = unsafe { OwnedFd::from_raw_fd(raw) };
     let event_control = dir.join("cgroup.event_control");
     fs::write(&event_control, format!("{} {}", efd.as_raw_fd(), oom_control.as_raw_fd()))
-        .map_err(|e| format!("register OOM eventfd in {}: {e}", event_control.display()))?;
+        .map_err(|source| OomError::Register { path: event_control.clone(), source })?;
     spawn(move || {
         let _keep = oom_control;
         let mut efd = fs::File::from(efd);
@@ -58,19 +87,20 @@ fn watch_v1(dir: PathBuf, on_oom: impl Fn() + Send + 'static) -> Result<(), Stri
     })
 }
 
-fn watch_v2(dir: PathBuf, on_oom: impl Fn() + Send + 'static) -> Result<(), String> {
+fn watch_v2(dir: PathBuf, on_oom: impl Fn() + Send + 'static) -> Result<(), OomError> {
     let events = dir.join("memory.events");
     // SAFETY: inotify_init1 has no memory preconditions.
     let raw = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
     if raw < 0 {
-        return Err(format!("inotify: {}", std::io::Error::last_os_error()));
+        return Err(OomError::last("inotify"));
     }
     // SAFETY: a new descriptor we own.
     let ifd = unsafe { OwnedFd::from_raw_fd(raw) };
-    let path = std::ffi::CString::new(events.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
+    let watch_failed = |source| OomError::Watch { path: events.clone(), source };
+    let path = std::ffi::CString::new(events.as_os_str().as_encoded_bytes()).map_err(|e| watch_failed(e.into()))?;
     // SAFETY: valid fd and NUL-terminated path.
     if unsafe { libc::inotify_add_watch(ifd.as_raw_fd(), path.as_ptr(), libc::IN_MODIFY) } < 0 {
-        return Err(format!("watch {}: {}", events.display(), std::io::Error::last_os_error()));
+        return Err(watch_failed(std::io::Error::last_os_error()));
     }
     // The parent's oom_kill is hierarchical: it still counts our kill once systemd has removed
     // our emptied scope, which can happen before we read our own file (containerd#12714).
@@ -104,11 +134,11 @@ fn oom_kills(events: &Path) -> Option<u64> {
     text.lines().find_map(|l| l.strip_prefix("oom_kill ")).and_then(|v| v.trim().parse().ok())
 }
 
-fn spawn(body: impl FnOnce() + Send + 'static) -> Result<(), String> {
+fn spawn(body: impl FnOnce() + Send + 'static) -> Result<(), OomError> {
     std::thread::Builder::new()
         .name("oom".into())
         .stack_size(64 * 1024)
         .spawn(body)
         .map(|_| ())
-        .map_err(|e| format!("start OOM watcher: {e}"))
+        .map_err(OomError::Spawn)
 }

@@ -53,12 +53,13 @@ impl Drop for Hold {
 }
 
 /// Calls `on_exit(pid, status)` for every reaped child, from one thread.
-/// `known()` lists the pids the reaper may take during a hold.
+/// `known()` lists the pids the reaper may take during a hold. Fails only
+/// if its thread cannot be started.
 pub fn start(
     mut signals: Signals,
     known: impl Fn() -> Vec<i32> + Send + 'static,
     on_exit: impl Fn(i32, ExitStatus) + Send + 'static,
-) -> Result<(), String> {
+) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("reaper".into())
         .stack_size(256 * 1024)
@@ -72,8 +73,7 @@ pub fn start(
                     log::info!("ignoring signal {signal}");
                 }
             }
-        })
-        .map_err(|e| format!("start reaper thread: {e}"))?;
+        })?;
     Ok(())
 }
 

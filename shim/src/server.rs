@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::os::fd::IntoRawFd;
 use std::os::unix::net::UnixListener;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use containerd_shim::protos::shim_sync::{create_task, Task};
@@ -24,9 +24,42 @@ const EVENTS_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(3)
 use crate::containers::{state_root, Containers};
 use crate::task::TaskService;
 
-pub fn serve(flags: &Flags) -> Result<(), String> {
+/// Why the server could not start serving.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("-socket is required")]
+    NoSocket,
+    /// prctl(PR_SET_CHILD_SUBREAPER).
+    #[error("become a subreaper: {0}")]
+    Subreaper(#[source] std::io::Error),
+    #[error("set up signals: {0}")]
+    Signals(#[source] std::io::Error),
+    #[error("getcwd: {0}")]
+    Getcwd(#[source] std::io::Error),
+    #[error("chdir /: {0}")]
+    Chdir(#[source] std::io::Error),
+    /// The state root, or the socket's mode.
+    #[error(transparent)]
+    Runtime(#[from] rustpod::Error),
+    #[error("start reaper thread: {0}")]
+    Reaper(#[source] std::io::Error),
+    #[error("create {}: {source}", path.display())]
+    SocketDir { path: PathBuf, source: std::io::Error },
+    /// bind(2) on the socket.
+    #[error("listen on {}: {source}", path.display())]
+    Listen { path: PathBuf, source: std::io::Error },
+    /// Writing `address` for containerd.
+    #[error(transparent)]
+    Address(#[from] containerd_shim::Error),
+    #[error("serve {socket}: {source}")]
+    Serve { socket: String, source: ttrpc::Error },
+    #[error("start server on {socket}: {source}")]
+    Start { socket: String, source: ttrpc::Error },
+}
+
+pub fn serve(flags: &Flags) -> Result<(), ServeError> {
     if flags.socket.is_empty() {
-        return Err("-socket is required".into());
+        return Err(ServeError::NoSocket);
     }
     // Out of containerd's process group and session: nothing aimed at
     // containerd reaches us.
@@ -34,24 +67,25 @@ pub fn serve(flags: &Flags) -> Result<(), String> {
     set_subreaper()?;
     limit_malloc_arenas();
     // Before any thread exists, so that every thread has the handlers.
-    let signals = Signals::new([SIGCHLD, SIGTERM, SIGINT]).map_err(|e| format!("set up signals: {e}"))?;
+    let signals = Signals::new([SIGCHLD, SIGTERM, SIGINT]).map_err(ServeError::Signals)?;
     crate::logger::init(flags.debug);
     std::panic::set_hook(Box::new(|info| log::error!("shim panicked: {info}")));
 
     let exit = Arc::new(ExitSignal::default());
     let events = Publisher::start(std::env::var("TTRPC_ADDRESS").unwrap_or_default(), flags.namespace.clone());
     // The server starts in the bundle of the container that started it.
-    let bundle = std::env::current_dir().map_err(|e| format!("getcwd: {e}"))?;
+    let bundle = std::env::current_dir().map_err(ServeError::Getcwd)?;
     let root = state_root(&flags.namespace, &bundle);
     // Also narrows a root an older shim left world-readable.
-    rustpod::container_dir::ensure_root(&root).map_err(|e| e.to_string())?;
+    rustpod::container_dir::ensure_root(&root)?;
     let shared = Containers::new(root, events, Arc::clone(&exit));
     let (reaped, known, flushed) = (Arc::clone(&shared), Arc::clone(&shared), Arc::clone(&shared));
-    crate::reaper::start(signals, move || known.known_pids(), move |pid, status| reaped.on_exit(pid, status))?;
+    crate::reaper::start(signals, move || known.known_pids(), move |pid, status| reaped.on_exit(pid, status))
+        .map_err(ServeError::Reaper)?;
 
     let Some(listener) = listen(&flags.socket)? else {
         // Another server took the socket first: it serves this group.
-        util::write_address(&flags.socket).map_err(|e| e.to_string())?;
+        util::write_address(&flags.socket)?;
         signal_started();
         return Ok(());
     };
@@ -66,9 +100,9 @@ pub fn serve(flags: &Flags) -> Result<(), String> {
         .set_thread_count_default(2)
         .set_thread_count_max(3)
         .add_listener(listener.into_raw_fd())
-        .map_err(|e| format!("serve {}: {e}", flags.socket))?
+        .map_err(|source| ServeError::Serve { socket: flags.socket.clone(), source })?
         .register_service(task_methods(&service));
-    server.start().map_err(|e| format!("start server on {}: {e}", flags.socket))?;
+    server.start().map_err(|source| ServeError::Start { socket: flags.socket.clone(), source })?;
     signal_started();
     log::info!("serving {} for namespace {}", flags.socket, flags.namespace);
 
@@ -89,8 +123,8 @@ pub fn serve(flags: &Flags) -> Result<(), String> {
 /// the rest of its group. Its helpers inherit the working directory, and the
 /// engine asks for it: a removed one fails their creates. The server opens
 /// nothing relative to it after start-up (`./log` is already open).
-fn leave_bundle_dir() -> Result<(), String> {
-    std::env::set_current_dir("/").map_err(|e| format!("chdir /: {e}"))
+fn leave_bundle_dir() -> Result<(), ServeError> {
+    std::env::set_current_dir("/").map_err(ServeError::Chdir)
 }
 
 /// Lets ttrpc answer the requests in flight (the Shutdown reply among them),
@@ -129,11 +163,12 @@ pub fn serving(address: &str) -> bool {
 }
 
 /// Binds the socket; None if a live server already has it.
-fn listen(address: &str) -> Result<Option<UnixListener>, String> {
+fn listen(address: &str) -> Result<Option<UnixListener>, ServeError> {
     let path = Path::new(socket_path(address));
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| format!("create {}: {e}", parent.display()))?;
+        std::fs::create_dir_all(parent).map_err(|source| ServeError::SocketDir { path: parent.to_path_buf(), source })?;
     }
+    let listen_failed = |source| ServeError::Listen { path: path.to_path_buf(), source };
     match UnixListener::bind(path) {
         Ok(l) => owner_only(path).map(|()| Some(l)),
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
@@ -141,17 +176,17 @@ fn listen(address: &str) -> Result<Option<UnixListener>, String> {
                 return Ok(None);
             }
             let _ = std::fs::remove_file(path);
-            let listener = UnixListener::bind(path).map_err(|e| format!("listen on {}: {e}", path.display()))?;
+            let listener = UnixListener::bind(path).map_err(listen_failed)?;
             owner_only(path).map(|()| Some(listener))
         }
-        Err(e) => Err(format!("listen on {}: {e}", path.display())),
+        Err(e) => Err(listen_failed(e)),
     }
 }
 
 /// The socket takes containerd's every task request: 0600, as containerd's
 /// Go shim makes it, whatever the umask.
-fn owner_only(socket: &Path) -> Result<(), String> {
-    rustpod::container_dir::set_mode(socket, 0o600).map_err(|e| e.to_string())
+fn owner_only(socket: &Path) -> Result<(), ServeError> {
+    Ok(rustpod::container_dir::set_mode(socket, 0o600)?)
 }
 
 /// A long-lived shim per pod: keep glibc from giving each of its threads a
@@ -162,10 +197,10 @@ fn limit_malloc_arenas() {
     unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
 }
 
-fn set_subreaper() -> Result<(), String> {
+fn set_subreaper() -> Result<(), ServeError> {
     // SAFETY: prctl with integer arguments only.
     if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } < 0 {
-        return Err(format!("become a subreaper: {}", std::io::Error::last_os_error()));
+        return Err(ServeError::Subreaper(std::io::Error::last_os_error()));
     }
     Ok(())
 }

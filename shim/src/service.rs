@@ -20,6 +20,45 @@ use crate::events::timestamp;
 use crate::containers::state_root;
 use rustpod::spawn_signals;
 
+/// Why a command (`start`, `delete`, `-info`, the server) failed; `main`
+/// prints it after the action and the id.
+#[derive(Debug, thiserror::Error)]
+enum CommandError {
+    #[error("unknown action {0:?}")]
+    UnknownAction(String),
+    #[error("read bootstrap params from stdin: {0}")]
+    ReadStdin(#[source] std::io::Error),
+    #[error("runtime options on stdin: {0}")]
+    ParseOptions(#[source] protobuf::Error),
+    #[error(transparent)]
+    Options(#[from] crate::runtime_options::OptionsError),
+    #[error("encode features: {0}")]
+    EncodeFeatures(#[source] serde_json::Error),
+    /// Encoding a reply to containerd: `what` names it.
+    #[error("encode {what}: {source}")]
+    Encode { what: &'static str, source: protobuf::Error },
+    /// Spawning the server, or writing its address.
+    #[error(transparent)]
+    Start(#[from] Error),
+    /// write(2) of the reply on stdout: `what` names it.
+    #[error("write {what}: {source}")]
+    Write { what: &'static str, source: std::io::Error },
+    #[error("remove socket {path}: {source}")]
+    RemoveSocket { path: String, source: std::io::Error },
+    #[error(transparent)]
+    Serve(#[from] crate::server::ServeError),
+}
+
+impl CommandError {
+    fn encode(what: &'static str) -> impl FnOnce(protobuf::Error) -> CommandError {
+        move |source| CommandError::Encode { what, source }
+    }
+
+    fn write(what: &'static str) -> impl FnOnce(std::io::Error) -> CommandError {
+        move |source| CommandError::Write { what, source }
+    }
+}
+
 /// Annotations that put containers in one shim (one per pod).
 const GROUP_ANNOTATIONS: [&str; 2] = ["io.kubernetes.cri.sandbox-id", "io.containerd.runc.v2.group"];
 
@@ -43,8 +82,8 @@ pub fn main() -> i32 {
     let result = match flags.action.as_str() {
         "start" => start_command(&flags),
         "delete" => delete_command(&flags),
-        "" => crate::server::serve(&flags),
-        other => Err(format!("unknown action {other:?}")),
+        "" => crate::server::serve(&flags).map_err(CommandError::from),
+        other => Err(CommandError::UnknownAction(other.to_string())),
     };
     match result {
         Ok(()) => 0,
@@ -64,8 +103,8 @@ const FEATURES_TYPE_URL: &str = "types.containerd.io/opencontainers/runtime-spec
 /// features document (as containerd's runc shim passes on `runc features`),
 /// what it supports: CRI reads user-namespace and recursive read-only
 /// support there.
-fn runtime_info() -> Result<RuntimeInfo, String> {
-    let features = serde_json::to_vec(&rustpod::features::features()).map_err(|e| format!("encode features: {e}"))?;
+fn runtime_info() -> Result<RuntimeInfo, CommandError> {
+    let features = serde_json::to_vec(&rustpod::features::features()).map_err(CommandError::EncodeFeatures)?;
     Ok(RuntimeInfo {
         name: crate::RUNTIME_ID.to_string(),
         version: MessageField::some(RuntimeVersion { version: env!("CARGO_PKG_VERSION").to_string(), ..Default::default() }),
@@ -75,10 +114,10 @@ fn runtime_info() -> Result<RuntimeInfo, String> {
 }
 
 fn info() -> i32 {
-    let options = crate::bootstrap::read_stdin().and_then(|input| check_info_options(&input));
+    let options = crate::bootstrap::read_stdin().map_err(CommandError::ReadStdin).and_then(|input| check_info_options(&input));
     let encoded = options
         .and_then(|()| runtime_info())
-        .and_then(|info| info.write_to_bytes().map_err(|e| e.to_string()));
+        .and_then(|info| info.write_to_bytes().map_err(CommandError::encode("runtime info")));
     match encoded {
         Ok(bytes) => {
             let _ = std::io::stdout().write_all(&bytes);
@@ -90,24 +129,24 @@ fn info() -> i32 {
 
 /// containerd pipes the handler's options (an `Any`) to `-info`: what Create would refuse
 /// (runc's `BinaryName`) fails `-info` too, so that no feature is claimed for such a handler.
-fn check_info_options(input: &[u8]) -> Result<(), String> {
+fn check_info_options(input: &[u8]) -> Result<(), CommandError> {
     if input.is_empty() {
         return Ok(());
     }
-    let any = Any::parse_from_bytes(input).map_err(|e| format!("runtime options on stdin: {e}"))?;
-    crate::runtime_options::refuse_unsupported(&MessageField::some(any)).map_err(|e| e.to_string())
+    let any = Any::parse_from_bytes(input).map_err(CommandError::ParseOptions)?;
+    Ok(crate::runtime_options::refuse_unsupported(&MessageField::some(any))?)
 }
 
 /// `start`: prints the address of the group's server (spawning it first if
 /// none answers) after writing it to `<bundle>/address`. The working
 /// directory is the bundle. containerd 2.3 sends `BootstrapParams` on stdin
 /// and gets a `BootstrapResult` back; older ones get the plain address.
-fn start_command(flags: &Flags) -> Result<(), String> {
-    let input = crate::bootstrap::read_stdin()?;
+fn start_command(flags: &Flags) -> Result<(), CommandError> {
+    let input = crate::bootstrap::read_stdin().map_err(CommandError::ReadStdin)?;
     let (opts, reply) = crate::bootstrap::start_opts(&input, flags, std::env::var("TTRPC_ADDRESS").unwrap_or_default());
-    let address = start(opts).map_err(|e| e.to_string())?;
-    let bytes = crate::bootstrap::encode_reply(&address, reply)?;
-    std::io::stdout().write_all(&bytes).map_err(|e| format!("write reply: {e}"))
+    let address = start(opts)?;
+    let bytes = crate::bootstrap::encode_reply(&address, reply).map_err(CommandError::encode("bootstrap result"))?;
+    std::io::stdout().write_all(&bytes).map_err(CommandError::write("reply"))
 }
 
 fn start(opts: StartOpts) -> Result<String, Error> {
@@ -131,7 +170,7 @@ fn start(opts: StartOpts) -> Result<String, Error> {
 
 /// `delete`: the shim died; kill and remove the container, unmount its
 /// rootfs, and report it killed (137).
-fn delete_command(flags: &Flags) -> Result<(), String> {
+fn delete_command(flags: &Flags) -> Result<(), CommandError> {
     let bundle = if flags.bundle.is_empty() { std::env::current_dir().unwrap_or_default() } else { PathBuf::from(&flags.bundle) };
     let root = state_root(&flags.namespace, &bundle);
     let mut errors = Vec::new();
@@ -139,10 +178,10 @@ fn delete_command(flags: &Flags) -> Result<(), String> {
         errors.push(e.to_string());
     }
     if let Err(e) = crate::mount::unmount_all(&bundle.join("rootfs")) {
-        errors.push(e);
+        errors.push(e.to_string());
     }
     if let Err(e) = remove_dead_socket(flags, &bundle) {
-        errors.push(e);
+        errors.push(e.to_string());
     }
     for e in &errors {
         eprintln!("{}: delete {}: {e}", crate::RUNTIME_ID, flags.id);
@@ -152,13 +191,13 @@ fn delete_command(flags: &Flags) -> Result<(), String> {
         exited_at: MessageField::some(timestamp(SystemTime::now())),
         ..Default::default()
     };
-    let bytes = response.write_to_bytes().map_err(|e| format!("encode response: {e}"))?;
-    std::io::stdout().write_all(&bytes).map_err(|e| format!("write response: {e}"))
+    let bytes = response.write_to_bytes().map_err(CommandError::encode("response"))?;
+    std::io::stdout().write_all(&bytes).map_err(CommandError::write("response"))
 }
 
 /// The group's server is dead if nothing answers on its socket: remove the
 /// socket file, as its server would have on shutdown.
-fn remove_dead_socket(flags: &Flags, bundle: &Path) -> Result<(), String> {
+fn remove_dead_socket(flags: &Flags, bundle: &Path) -> Result<(), CommandError> {
     let opts = StartOpts {
         id: flags.id.clone(),
         address: flags.address.clone(),
@@ -171,7 +210,9 @@ fn remove_dead_socket(flags: &Flags, bundle: &Path) -> Result<(), String> {
     }
     let path = crate::server::socket_path(&address);
     match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(format!("remove socket {path}: {e}")),
+        Err(source) if source.kind() != std::io::ErrorKind::NotFound => {
+            Err(CommandError::RemoveSocket { path: path.to_string(), source })
+        }
         _ => Ok(()),
     }
 }
@@ -199,10 +240,13 @@ mod tests {
     fn info_refuses_the_options_create_refuses() {
         let runc = containerd_shim::protos::shim::oci::Options { binary_name: "crun".into(), ..Default::default() };
         let any = Any { type_url: "containerd.runc.v1.Options".into(), value: runc.write_to_bytes().unwrap(), ..Default::default() };
-        assert!(check_info_options(&any.write_to_bytes().unwrap()).unwrap_err().contains("BinaryName"));
+        let refused = check_info_options(&any.write_to_bytes().unwrap()).unwrap_err();
+        assert!(matches!(refused, CommandError::Options(_)) && refused.to_string().contains("BinaryName"), "{refused}");
         let plain = Any { type_url: "containerd.runc.v1.Options".into(), ..Default::default() };
-        assert_eq!(check_info_options(&plain.write_to_bytes().unwrap()), Ok(()));
-        assert_eq!(check_info_options(b""), Ok(()));
+        assert!(check_info_options(&plain.write_to_bytes().unwrap()).is_ok());
+        assert!(check_info_options(b"").is_ok());
+        let garbage = check_info_options(b"\xff\xff").unwrap_err();
+        assert!(garbage.to_string().starts_with("runtime options on stdin: "), "{garbage}");
     }
 
     /// What containerd 2.x decodes from `-info`: the features JSON under its type URL.
