@@ -23,7 +23,7 @@
 # --no-build: use the binaries already in $CARGO_TARGET_DIR. --keep-log: keep the results dir.
 # --image-only: build (or find cached) the image, kernel and initramfs, and stop.
 # Environment: RUSTPOD_GUEST_SUITE (sid; `testing` when sid is broken for a day),
-# RUSTPOD_GUEST_TIMEOUT (seconds, default 2400), RUSTPOD_GUEST_MEM (MiB, 2048),
+# RUSTPOD_GUEST_TIMEOUT (seconds per boot, default 3600), RUSTPOD_GUEST_MEM (MiB, 2048),
 # RUSTPOD_GUEST_CPUS (2), RUSTPOD_GUEST_TESTS (a test list in the format of
 # hack/guest/sid-tests.list, to run fewer tests), RUSTPOD_GUEST_MAX_AGE (days, 7).
 set -euo pipefail
@@ -43,7 +43,7 @@ SHOWN_PKGS=(linux-image-amd64 systemd containerd runc crun criu libc6)
 HOST_PKGS=(qemu-system-x86 debootstrap e2fsprogs)
 CACHE=/var/tmp/rustpod-guest-sid
 MAX_AGE=${RUSTPOD_GUEST_MAX_AGE:-7}
-TIMEOUT=${RUSTPOD_GUEST_TIMEOUT:-2400}
+TIMEOUT=${RUSTPOD_GUEST_TIMEOUT:-3600}
 
 build=1 keep= image_only=
 for arg; do
