@@ -23,19 +23,22 @@ const ROUNDS: usize = 30;
 const BURST: u64 = 64;
 
 /// Swaps two names in one directory with renameat2(RENAME_EXCHANGE) until dropped, in bursts
-/// each followed by a quiet gap as long as the burst took: with swaps alone, a slow machine (the
-/// sid guest under TCG) saw every create of runc 1.3.6 and crun lose, and a race nobody wins
-/// tests nothing. Half the time swapping still races every step of a create.
+/// each followed by a quiet gap, at first as long as the burst took: with swaps alone, a slow
+/// machine (the sid guest under TCG) saw every create of runc 1.3.6 and crun lose, and a race
+/// nobody wins tests nothing. A runtime whose create is slower than the gaps (a debug build
+/// under TCG) still loses every time, so each lost create doubles the gaps (`rest_longer`).
 struct Swapper {
     stop: Arc<AtomicBool>,
     swaps: Arc<AtomicU64>,
+    /// The gap as a multiple of the burst's time.
+    gap: Arc<AtomicU64>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Swapper {
     fn start(a: PathBuf, b: PathBuf) -> Swapper {
-        let (stop, swaps) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
-        let (thread_stop, thread_swaps) = (Arc::clone(&stop), Arc::clone(&swaps));
+        let (stop, swaps, gap) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(1)));
+        let (thread_stop, thread_swaps, thread_gap) = (Arc::clone(&stop), Arc::clone(&swaps), Arc::clone(&gap));
         let a = CString::new(a.as_os_str().as_bytes()).expect("path without NUL");
         let b = CString::new(b.as_os_str().as_bytes()).expect("path without NUL");
         let thread = std::thread::spawn(move || {
@@ -53,7 +56,7 @@ impl Swapper {
                 };
                 assert_eq!(rc, 0, "renameat2: {}", std::io::Error::last_os_error());
                 if (thread_swaps.fetch_add(1, Ordering::Relaxed) + 1) % BURST == 0 {
-                    std::thread::sleep(burst.elapsed());
+                    std::thread::sleep(burst.elapsed() * thread_gap.load(Ordering::Relaxed) as u32);
                     burst = std::time::Instant::now();
                 }
             }
@@ -61,8 +64,15 @@ impl Swapper {
         Swapper {
             stop,
             swaps,
+            gap,
             thread: Some(thread),
         }
+    }
+
+    /// Doubles the quiet gaps, up to 1024 bursts' time.
+    fn rest_longer(&self) {
+        let gap = self.gap.load(Ordering::Relaxed);
+        self.gap.store((gap * 2).min(1024), Ordering::Relaxed);
     }
 
     fn swaps(&self) -> u64 {
@@ -102,7 +112,7 @@ fn mounts_at_or_under(report: &Path, dir: &Path) -> Vec<String> {
 
 /// Creates and force-deletes `ROUNDS` containers from `bundle`; each create may win or lose
 /// the race, but must fail cleanly and leave nothing. Returns how many were created.
-fn race_creates(rt: &Runtime, bundle: &Bundle) -> usize {
+fn race_creates(rt: &Runtime, bundle: &Bundle, swapper: &Swapper) -> usize {
     let mut created = 0;
     for _ in 0..ROUNDS {
         let id = rt.new_id("race");
@@ -111,6 +121,7 @@ fn race_creates(rt: &Runtime, bundle: &Bundle) -> usize {
             created += 1;
         } else {
             eprintln!("{}: a create lost the race: {}", rt.bin().display(), out.stderr.trim());
+            swapper.rest_longer();
             // The oracle's error lines are its own; ours are one line.
             if !env::is_runc(rt.bin()) {
                 assert_eq!(
@@ -142,7 +153,7 @@ fn race_on(rt: &Runtime, host: &ScratchDir, bundle: &Bundle, a: PathBuf, b: Path
     // Each runtime's hooks record afresh.
     let _ = fs::remove_file(&report);
     let swapper = Swapper::start(a, b);
-    let created = race_creates(rt, bundle);
+    let created = race_creates(rt, bundle, &swapper);
     let swaps = swapper.swaps();
     drop(swapper);
     eprintln!("{who}: {created} of {ROUNDS} creates won the race against {swaps} swaps");
