@@ -143,9 +143,12 @@ impl Counter {
 /// on exactly that is run again, at most three times in all; any other failure is returned at
 /// once. A failed dump leaves the container running, for runc as for us.
 fn dump_retrying_criu_freeze_timeouts(images: &str, mut dump: impl FnMut() -> rustpod_tests::process::Output) -> rustpod_tests::process::Output {
+    // runc names criu's log instead of quoting it: read the one in the images or the one named.
     let timed_out = |out: &rustpod_tests::process::Output| {
+        let named = out.stderr.split(|c: char| c.is_whitespace() || c == '"').filter(|word| word.ends_with("dump.log"));
+        let logs = std::iter::once(format!("{images}/dump.log")).chain(named.map(str::to_string));
         out.stderr.contains("Timeout reached")
-            || std::fs::read_to_string(Path::new(images).join("dump.log")).is_ok_and(|log| log.contains("Timeout reached"))
+            || logs.into_iter().any(|log| std::fs::read_to_string(log).is_ok_and(|text| text.contains("Timeout reached")))
     };
     for _ in 1..3 {
         let out = dump();
