@@ -13,9 +13,16 @@ use std::process::{Command, Stdio};
 use rustpod_tests::scratch::ScratchDir;
 use rustpod_tests::{env, json, skip, skip_if, wait, Bundle, Runtime};
 
-/// Counts in memory and writes each value to the bind-mounted /data: a restarted shell would
-/// start again from 1, a restored one goes on.
-const COUNTER: &[&str] = &["sh", "-c", "i=0; while true; do i=$((i+1)); echo $i > /data/count; sleep 0.1; done"];
+/// Counts in memory and appends each value to the bind-mounted /data: a restarted shell would
+/// start again from 1, a restored one goes on. Appending, not `>`: a checkpoint taken between
+/// `>`'s truncate and its write would leave no value to compare with.
+const COUNTER: &[&str] = &["sh", "-c", "i=0; while true; do i=$((i+1)); echo $i >> /data/count; sleep 0.1; done"];
+
+/// The counter's last complete value in `text` (a line not yet ended may be half written).
+fn last_count(text: &str) -> Option<u64> {
+    let complete = &text[..text.rfind('\n')?];
+    complete.lines().last()?.trim().parse().ok()
+}
 
 /// One criu dump or restore at a time in this file: under the sid guest's emulated CPUs two at
 /// once can overrun criu's freeze timeout (runc's and ours alike fail then).
@@ -71,7 +78,7 @@ fn detached(rt: &Runtime, args: &[&str]) -> (bool, String) {
 }
 
 fn read_count(data: &ScratchDir) -> Option<u64> {
-    std::fs::read_to_string(data.join("count")).ok()?.trim().parse().ok()
+    last_count(&std::fs::read_to_string(data.join("count")).ok()?)
 }
 
 fn wait_count_at_least(data: &ScratchDir, n: u64) -> u64 {
@@ -269,8 +276,8 @@ fn tcp_listener_answers_after_restore() {
         assert!(http_count(port).is_none(), "{name}: nothing may answer on {port} once checkpointed");
         let (ok, what) = detached(&rt, &["restore", "--detach", "--image-path", &image_path, "--bundle", bundle.path(), &id]);
         assert!(ok, "{name}: {what}");
-        // The counter truncates /data/count before each write: an empty body is a read between.
-        let counted = |body: &String| body.parse::<u64>().is_ok();
+        // The body is the counter's file: served once it holds a value.
+        let counted = |body: &String| body.lines().any(|line| line.trim().parse::<u64>().is_ok());
         wait::wait_for(&format!("{name}: the restored httpd to serve /count"), || http_count(port).filter(counted));
         kill_and_delete(&rt, &id, &bundle);
     });
@@ -414,7 +421,7 @@ fn unsupported_checkpoint_flags_are_refused() {
 
 /// The counter in the container's own /tmp (containerd's snapshot), read through the init's root.
 fn count_in(pid: i32) -> Option<u64> {
-    std::fs::read_to_string(format!("/proc/{pid}/root/tmp/count")).ok()?.trim().parse().ok()
+    last_count(&std::fs::read_to_string(format!("/proc/{pid}/root/tmp/count")).ok()?)
 }
 
 /// One way containerd reaches a runtime: a name, the `ctr run` flags, and the runtime binary

@@ -37,10 +37,15 @@ macro_rules! containerd2_cri_or_skip {
     };
 }
 
-/// The counter in the container's /tmp, read through ExecSync.
+/// The counter's last complete value in the container's /tmp, read through ExecSync. The
+/// counter appends: with `>`, a read between the truncate and the write would find nothing.
 fn count(cri: &Cri, id: &str) -> u64 {
-    let n = cri.sh_ok(id, "cat /tmp/n");
-    n.trim().parse().unwrap_or_else(|e| panic!("counter {n:?}: {e}"))
+    let read = cri.sh(id, "cat /tmp/n");
+    assert_eq!(read.code, 0, "cat /tmp/n in {id} (handler {}): {read:?}", cri.handler);
+    let text = read.stdout;
+    let complete = &text[..text.rfind('\n').unwrap_or(0)];
+    let last = complete.lines().last().unwrap_or_default();
+    last.trim().parse().unwrap_or_else(|e| panic!("counter's last line {last:?} of {} bytes: {e}", text.len()))
 }
 
 /// Waits (bounded) for the counter to pass `after`: the container's processes run.
@@ -54,7 +59,7 @@ fn counts_past(cri: &Cri, id: &str, after: u64) {
 fn counter_under(cri: &Cri, handler: &str) -> String {
     let pod_cfg = pod_config(&format!("checkpoint-{handler}"));
     let pod = cri.run_pod_with(&pod_cfg, handler).unwrap_or_else(|e| panic!("RunPodSandbox (handler {handler}): {e}"));
-    let c = container("counter", "i=0; while true; do i=$((i+1)); echo $i > /tmp/n; sleep 1; done");
+    let c = container("counter", "i=0; while true; do i=$((i+1)); echo $i >> /tmp/n; sleep 1; done");
     let id = cri.run_container(&pod, &c, &pod_cfg);
     counts_past(cri, &id, 0);
     id
