@@ -37,6 +37,9 @@ macro_rules! containerd2_cri_or_skip {
     };
 }
 
+/// The counter's script: it appends each value to /tmp/n.
+const COUNTER: &str = "i=0; while true; do i=$((i+1)); echo $i >> /tmp/n; sleep 1; done";
+
 /// The counter's last complete value in the container's /tmp, read through ExecSync. The
 /// counter appends: with `>`, a read between the truncate and the write would find nothing.
 fn count(cri: &Cri, id: &str) -> u64 {
@@ -59,7 +62,7 @@ fn counts_past(cri: &Cri, id: &str, after: u64) {
 fn counter_under(cri: &Cri, handler: &str) -> String {
     let pod_cfg = pod_config(&format!("checkpoint-{handler}"));
     let pod = cri.run_pod_with(&pod_cfg, handler).unwrap_or_else(|e| panic!("RunPodSandbox (handler {handler}): {e}"));
-    let c = container("counter", "i=0; while true; do i=$((i+1)); echo $i >> /tmp/n; sleep 1; done");
+    let c = container("counter", COUNTER);
     let id = cri.run_container(&pod, &c, &pod_cfg);
     counts_past(cri, &id, 0);
     id
@@ -96,7 +99,7 @@ fn checkpoint_leaves_it_running(handler: &str) {
     assert_eq!(config["id"], id.as_str(), "handler {handler}: config.dump {config}");
     let spec = json_file(&dir.join("spec.dump"));
     let args = spec["process"]["args"].to_string();
-    assert!(args.contains("echo $i > /tmp/n"), "handler {handler}: spec.dump's args {args}");
+    assert!(args.contains(COUNTER), "handler {handler}: spec.dump's args {args}");
 
     // Left running: the same process, still counting.
     assert_eq!(cri.state(&id), ContainerState::ContainerRunning, "handler {handler}");
