@@ -5,7 +5,7 @@
 # `version = 3` for 2.x (2.3+ still reads 3), where the CRI plugin is split in three.
 # --systemd-cgroup: `SystemdCgroup = true` in both CRI handlers' options, as on a node whose
 # kubelet uses the systemd cgroup driver. A 2.x containerd with --shim-dir gets a third handler,
-# rustpod-runc-v2 (see runc_typed_rustpod_toml).
+# rustpod-runc-v2 (see runc_typed_rustpod_toml). $RUSTPOD_CRI_CRUN adds handler `crun` (crun_toml).
 # --containerd BIN: that containerd instead (its own ctr and containerd-shim-runc-v2 beside it
 # are used: put the latter on PATHDIR).
 # --systemd-unit: run it as a systemd service (where systemd is PID 1), KillMode=process and
@@ -71,6 +71,22 @@ runtimes_toml() {
 		        SystemdCgroup = $systemd_cgroup
 	TOML
 	runc_typed_rustpod_toml "$1"
+	crun_toml "$1"
+}
+
+# crun_toml TABLE: with $RUSTPOD_CRI_CRUN (a crun binary; the sid guest sets /usr/bin/crun),
+# handler `crun`: containerd's runc shim driving crun, a second reference for
+# Cri::same_on_each_handler.
+crun_toml() {
+	[[ ${RUSTPOD_CRI_CRUN:-} ]] || return 0
+	[[ -x $RUSTPOD_CRI_CRUN ]] || die "RUSTPOD_CRI_CRUN=$RUSTPOD_CRI_CRUN is not an executable"
+	cat <<-TOML
+		    [$1.containerd.runtimes.crun]
+		      runtime_type = "io.containerd.runc.v2"
+		      [$1.containerd.runtimes.crun.options]
+		        BinaryName = "$RUSTPOD_CRI_CRUN"
+		        SystemdCgroup = $systemd_cgroup
+	TOML
 }
 
 # runc_typed_rustpod_toml TABLE: on 2.x, handler `rustpod-runc-v2`: our shim under runc's

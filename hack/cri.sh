@@ -2,7 +2,8 @@
 # Usage: cri.sh start DIR [--systemd-cgroup] [--shim-dir PATHDIR] [--containerd BIN] [--systemd-unit] | images DIR
 # A private containerd (hack/containerd.sh) with its CRI plugin: runtime handlers `rustpod`
 # (io.containerd.rustpod.v1, found on PATHDIR) and `runc` (and on 2.x `rustpod-runc-v2`, our
-# shim under runc's runtime type), restrict_oom_score_adj, and the
+# shim under runc's runtime type; with $RUSTPOD_CRI_CRUN `crun`, runc's shim driving crun),
+# restrict_oom_score_adj, and the
 # sandbox image registry.k8s.io/pause:3.9 built here from rustpod's static pause binary.
 #   start   starts it (containerd.sh start DIR --cri) and imports the images; with
 #           --systemd-cgroup both handlers get `SystemdCgroup = true`, as with kubelet's

@@ -102,7 +102,28 @@ impl Error {
 
 impl From<Error> for ttrpc::Error {
     fn from(e: Error) -> ttrpc::Error {
-        ttrpc::Error::RpcStatus(ttrpc::get_status(e.code(), e.to_string()))
+        let code = e.code();
+        ttrpc::Error::RpcStatus(ttrpc::get_status(code, with_class(code, e.to_string())))
+    }
+}
+
+/// `message` ending in its code's errdefs class (": not found"), as the Go shim's messages end
+/// (errdefs wraps the class into the text). containerd 1.6 appended the class to a message
+/// without it; 2.x shows the message as it came, so without the class ctr said "process
+/// already finished" where the runc shim says "process already finished: not found".
+fn with_class(code: Code, message: String) -> String {
+    let class = match code {
+        Code::NOT_FOUND => "not found",
+        Code::ALREADY_EXISTS => "already exists",
+        Code::INVALID_ARGUMENT => "invalid argument",
+        Code::FAILED_PRECONDITION => "failed precondition",
+        Code::UNIMPLEMENTED => "not implemented",
+        _ => return message,
+    };
+    if message.ends_with(class) {
+        message
+    } else {
+        format!("{message}: {class}")
     }
 }
 
@@ -129,6 +150,22 @@ mod tests {
         let signal = Error::Signal { what: "signal exec e of c (pid 9)".into(), errno: nix::errno::Errno::EPERM };
         assert_eq!(signal.to_string(), "signal exec e of c (pid 9): kill: EPERM: Operation not permitted");
         assert_eq!(code_of(signal), Code::UNKNOWN);
+    }
+
+    fn message_of(e: Error) -> String {
+        match ttrpc::Error::from(e) {
+            ttrpc::Error::RpcStatus(status) => status.message,
+            other => panic!("not a status: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn messages_end_in_their_class_as_the_go_shims() {
+        assert_eq!(message_of(Error::Finished("container c".into())), "container c: process already finished: not found");
+        assert_eq!(message_of(Error::AlreadyExists("exec e".into())), "exec e already exists");
+        assert_eq!(message_of(Error::WrongState("c is running".into())), "c is running: failed precondition");
+        let signal = Error::Signal { what: "signal e".into(), errno: nix::errno::Errno::EPERM };
+        assert_eq!(message_of(signal), "signal e: kill: EPERM: Operation not permitted");
     }
 
     #[test]

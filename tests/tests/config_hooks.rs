@@ -240,18 +240,40 @@ fn failing_prestart_hook_fails_create_and_leaves_nothing() {
     fx.assert_nothing_left();
 }
 
-/// A failing poststop hook is a warning: the spec says to log it and go on, and runc's `delete`
-/// still removes the container. Both runtimes, same bundle.
+/// A failing poststop hook is a warning: the spec says to log it and go on (runtime.md,
+/// poststop), and delete removes the container. Both runtimes, same bundle. runc 1.1.5 and crun
+/// 1.28 warn and exit 0; runc 1.2 and later remove the container and then exit 1 with the hook's
+/// error, which rustpod does not follow (tests/RUNC_DIFFERENCES.md): either way the container is
+/// gone.
 #[test]
 fn failing_poststop_hook_warns_and_delete_goes_on() {
-    skip_if!(needs::containers().or_else(|| needs::program(&rustpod_tests::env::runc_bin())));
+    skip_if!(needs::containers());
     let mut bundle = rustpod_tests::Bundle::new(SLEEP);
     bundle.set("/hooks/poststop", json!([{"path": "/bin/sh", "args": ["sh", "-c", "exit 3"]}]));
-    for rt in [rustpod_tests::Runtime::runc(), rustpod_tests::Runtime::under_test()] {
+    let logs = ScratchDir::new("hooklog");
+    for (i, rt) in rustpod_tests::Runtime::runc_and_under_test().into_iter().enumerate() {
+        // Where the warning goes: the --log file containerd's runc shim passes (rustpod logs
+        // nothing to stderr without --debug).
+        let log = logs.join_str(&format!("{i}.log"));
+        let rt = rt.with_globals(&["--log", &log]);
+        let bin = rt.bin().display().to_string();
         let id = rt.new_id("poststop");
         rt.create(&id, &bundle);
         let out = rt.cmd(&["delete", &id]);
-        assert!(out.success(), "{}: delete failed on a poststop hook: {}", rt.bin().display(), out.describe());
-        assert_eq!(rt.try_status(&id), None, "{}: the container is still there", rt.bin().display());
+        if rt.bin() == rustpod_tests::env::rustpod_bin() {
+            assert!(out.success(), "{bin}: delete failed on a poststop hook: {}", out.describe());
+            let logged = fs::read_to_string(&log).unwrap_or_default();
+            assert!(
+                logged.lines().any(|l| (l.contains("level=warning") || l.contains("level=error")) && l.contains("hook")),
+                "{bin}: its --log has no warning about the failing hook: {logged:?}"
+            );
+        } else {
+            assert!(
+                out.success() || out.stderr.contains("poststop hook"),
+                "{bin}: delete failed, not on the poststop hook: {}",
+                out.describe()
+            );
+        }
+        assert_eq!(rt.try_status(&id), None, "{bin}: the container is still there");
     }
 }

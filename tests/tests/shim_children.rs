@@ -105,7 +105,8 @@ fn poststart_hooks_keep_their_status_in_the_shim() {
 }
 
 /// Poststop hooks run at Delete; a failing one is logged and Delete still succeeds and removes
-/// the task, as with runc. Each passing hook runs once.
+/// the task, as with runc 1.1.5 and crun 1.28 (runc 1.2 and later fail the first Delete, see
+/// below). Each passing hook runs once.
 #[test]
 fn poststop_hooks_run_and_a_failing_one_does_not_fail_delete() {
     skip_if!(blocker());
@@ -124,7 +125,15 @@ fn poststop_hooks_run_and_a_failing_one_does_not_fail_delete() {
             ctd.ctr(&["task", "kill", "-s", "SIGKILL", &id]).ok();
             ctd.wait_task(&id, "STOPPED");
             let out = ctd.ctr(&["task", "delete", &id]);
-            assert!(out.success(), "{id}: delete failed: {}", out.describe());
+            if path == "runc-shim-runc" && !out.success() && out.stderr.contains("poststop hook") {
+                // runc 1.2 and later remove the container, then fail its delete with the hook's
+                // error, and the runc shim fails the Delete; the next Delete finds the container
+                // gone and removes the task (tests/RUNC_DIFFERENCES.md). Ours warns and goes on.
+                let again = ctd.ctr(&["task", "delete", &id]);
+                assert!(again.success(), "{id}: a second delete after the hook's failure: {}", again.describe());
+            } else {
+                assert!(out.success(), "{id}: delete failed: {}", out.describe());
+            }
             assert_eq!(ctd.task(&id), None, "{id}: the task is still listed");
             assert_eq!(fs::read_to_string(report.join(&id)).unwrap_or_default(), "ran\n", "{id}: the hook ran once");
             let after_ran = fs::read_to_string(report.join(&after)).unwrap_or_default();

@@ -1,6 +1,7 @@
 //! Plays kubelet against containerd's CRI plugin: a private containerd per test (hack/cri.sh)
-//! with runtime handlers `rustpod` (our shim) and `runc`, the pause and busybox images imported
-//! into the `k8s.io` namespace, and a blocking CRI v1 client on its socket. The containerd is
+//! with runtime handlers `rustpod` (our shim) and `runc` (and `crun` with `$RUSTPOD_CRI_CRUN`),
+//! the pause and busybox images imported into the `k8s.io` namespace, and a blocking CRI v1
+//! client on its socket. The containerd is
 //! Debian 12's 1.6, or the 2.x binary `$RUSTPOD_CRI_CONTAINERD` names (its ctr and runc shim
 //! beside it).
 //!
@@ -64,6 +65,8 @@ pub const NAMESPACE: &str = "k8s.io";
 const CTR: &str = "/usr/bin/ctr";
 const CONTAINERD: &str = "/usr/bin/containerd";
 const RUNC_SHIM_NAME: &str = "containerd-shim-runc-v2";
+/// The handler hack/containerd.sh adds with `$RUSTPOD_CRI_CRUN`: containerd's runc shim driving crun.
+pub const CRUN_HANDLER: &str = "crun";
 /// The longest any one CRI call may take (under TCG in the guests a call can take seconds).
 const RPC_DEADLINE: std::time::Duration = std::time::Duration::from_secs(180);
 
@@ -242,13 +245,19 @@ impl Cri {
         })
     }
 
-    /// Runs `check` once for each of `compared_handlers` with `self.handler` set to it (so
-    /// `run_pod_ok` runs its pods there), then asserts that runc saw what rustpod saw; returns
-    /// what rustpod saw. `check` asserts the absolute expectations itself.
+    /// Runs `check` once for each of `compared_handlers`, and then `crun` where this containerd
+    /// has that handler, with `self.handler` set to it (so `run_pod_ok` runs its pods there),
+    /// then asserts that the references saw what rustpod saw; returns what rustpod saw. `check`
+    /// asserts the absolute expectations itself.
     pub fn same_on_each_handler<T: PartialEq + std::fmt::Debug>(&mut self, check: impl Fn(&Cri) -> T) -> T {
         let mine = std::mem::take(&mut self.handler);
+        let mut handlers = compared_handlers();
+        match self.lacks_handler(CRUN_HANDLER) {
+            None => handlers.push(CRUN_HANDLER),
+            Some(why) => rustpod_tests::skip::record(&rustpod_tests::skip::current_test(), &format!("crun half: {why}")),
+        }
         let mut seen: Vec<(&str, T)> = Vec::new();
-        for handler in compared_handlers() {
+        for handler in handlers {
             self.handler = handler.into();
             seen.push((handler, check(self)));
         }
@@ -299,6 +308,18 @@ impl Cri {
     pub fn runtime_status(&self) -> Result<cri::StatusResponse, Status> {
         let mut c = self.runtime.clone();
         self.rpc(c.status(cri::StatusRequest { verbose: false }))
+    }
+
+    /// Why this containerd has no runtime handler `name`, as CRI Status lists its handlers (1.x
+    /// lists none), if it lacks it.
+    pub fn lacks_handler(&self, name: &str) -> Option<String> {
+        let handlers = self.runtime_status().expect("CRI Status").runtime_handlers;
+        let names: Vec<String> = handlers.into_iter().map(|h| h.name).collect();
+        (!names.iter().any(|n| n == name)).then(|| {
+            format!(
+                "CRI Status lists no runtime handler {name:?} (it lists {names:?}; hack/containerd.sh adds it with RUSTPOD_CRI_CRUN, which the sid guest sets)"
+            )
+        })
     }
 
     /// Whether `image` is present in the k8s.io namespace, as the CRI image service sees it.

@@ -1,6 +1,6 @@
 // Scenario 2: the containers of a pod join the namespaces its sandbox (pause) holds. Each test
-// runs on the rustpod handler and then on runc in the same containerd: both must meet the
-// expectations and see the same.
+// runs on the rustpod handler and then on runc in the same containerd (and on crun 1.28 in the
+// sid guest, where it is a handler): all must meet the expectations and see the same.
 
 use rustpod_cri_tests::cri::NamespaceMode;
 use rustpod_cri_tests::{

@@ -1,6 +1,7 @@
 // critest's seccomp scenarios, checked where kubelet's exec probes and `kubectl exec` run:
 // through ExecSync. Each test runs on the rustpod handler and then on runc in the same
-// containerd: both must meet the expectations and see the same.
+// containerd (and on crun where it is a handler, as in the sid guest): all must meet the
+// expectations and see the same.
 
 use rustpod_cri_tests::cri::security_profile::ProfileType;
 use rustpod_cri_tests::cri::{Capability, SecurityProfile};

@@ -1,6 +1,7 @@
 // Scenario 5: the CRI security context, as the container itself sees it through ExecSync.
 // Each test runs on the rustpod handler and then on runc in the same containerd (runc 1.1.5
-// on the host, 1.3.6 in the sid guest): both must meet the expectations and see the same.
+// on the host, 1.3.6 in the sid guest; then crun 1.28 in the sid guest, where it is a handler):
+// all must meet the expectations and see the same.
 
 use rustpod_cri_tests::cri::{Capability, Int64Value};
 use rustpod_cri_tests::{cri_or_skip, pod_config, pod_security, security, sleeper, Cri};
