@@ -48,7 +48,7 @@ pub fn join(cgroups: &[Hierarchy], path: &Path) -> Result<Joined> {
     let own = std::fs::read_to_string("/proc/thread-self/cgroup")
         .map_err(|e| Error::io("read", "/proc/thread-self/cgroup", e))?;
     for hierarchy in named(cgroups) {
-        let Some(name) = name_of(&hierarchy) else { continue };
+        let Some(name) = name_of(hierarchy) else { continue };
         let Some(current) = cgroup_fs::path_in(&own, Some(name)) else { continue };
         let target = cgroup_fs::join(&hierarchy.mount_point, &path.to_string_lossy());
         std::fs::create_dir_all(&target).map_err(|e| Error::io("mkdir", target.clone(), e))?;
