@@ -228,10 +228,9 @@ fn errno_of(error: &str) -> Option<Errno> {
         return digits.parse().ok().map(Errno::from_raw);
     }
     error
-        .split(|c: char| !c.is_ascii_alphanumeric())
+        .rsplit(|c: char| !c.is_ascii_alphanumeric())
         .filter(|w| w.len() > 2 && w.starts_with('E') && w.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()))
-        .filter_map(|w| ERRNOS.iter().find(|e| format!("{e:?}") == w).copied())
-        .last()
+        .find_map(|w| ERRNOS.iter().find(|e| format!("{e:?}") == w).copied())
 }
 
 /// The errnos a rootfs step can end in.
