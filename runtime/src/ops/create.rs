@@ -57,7 +57,7 @@ pub fn create_from(
         ));
     }
     let idmapped = crate::engine::idmap::plan::plan(&bundle.spec)
-        .map_err(|reason| Error::Config { path: bundle.path.join("config.json"), reason })?;
+        .map_err(|e| Error::Config { path: bundle.path.join("config.json"), reason: e.to_string() })?;
     // Claimed first: a create racing us for the id must fail on the id, not
     // on our processes, which it would find in the cgroup it checks.
     dir.claim()?;
