@@ -174,7 +174,10 @@ pub fn describe(said: &Said) -> String {
             None => format!("{syscall}: {}", errno),
         },
         (None, Some(errno)) => format!("{}: {}", said.error, errno),
-        _ => said.error.clone(),
+        // A check of the engine's own, not a syscall: its words.
+        _ => quoted_after(&said.error, "Other(")
+            .or_else(|| quoted_after(&said.error, "Custom("))
+            .unwrap_or_else(|| said.error.clone()),
     };
     format!("{at}{call}")
 }
@@ -265,9 +268,19 @@ mod tests {
     }
 
     #[test]
+    fn a_check_of_the_engine_gives_its_words() {
+        let mount = r#"Mount { destination: "/proc", typ: Some("proc"), source: Some("proc"), options: None }"#;
+        let said = Said { mount: mount.into(), error: r#"Mount(Other("filesystem proc must be mounted on ordinary directory"))"#.into() };
+        assert_eq!(
+            describe(&said),
+            r#"error mounting "proc" to rootfs at "/proc": filesystem proc must be mounted on ordinary directory"#
+        );
+    }
+
+    #[test]
     fn an_error_before_any_mount_is_given_as_it_is() {
-        let said = Said { mount: String::new(), error: "Other(\"odd\")".into() };
-        assert_eq!(describe(&said), "Other(\"odd\")");
+        let said = Said { mount: String::new(), error: "Io(Kind(Other))".into() };
+        assert_eq!(describe(&said), "Io(Kind(Other))");
     }
 
     #[test]
