@@ -63,15 +63,18 @@ fn apply_all(args: Vec<OsString>) -> Result<(), String> {
     Ok(())
 }
 
+/// One entry, by the step its options belong to; the step's error as the
+/// hook's one line.
 fn apply(root: &OwnedFd, destination: PathBuf, options: Vec<String>) -> Result<(), String> {
     if options.iter().all(|o| mount_propagation::propagation_flags(o).is_some()) {
         mount_propagation::apply(&LinuxSyscall, root, &mount_propagation::MountPropagation { destination, flags: options })
+            .map_err(|e| e.to_string())
     } else if options.iter().all(|o| mount_symfollow::is_symfollow(o)) {
-        mount_symfollow::apply(&LinuxSyscall, root, &destination, &options)
+        mount_symfollow::apply(&LinuxSyscall, root, &destination, &options).map_err(|e| e.to_string())
     } else if options.iter().all(|o| mount_copyup::is_copyup(o)) {
         mount_copyup::apply(root, &destination)
     } else if options.iter().all(|o| mount_sb_flags::is_sb_flag(o)) {
-        mount_sb_flags::apply(&LinuxSyscall, root, &destination, &options)
+        mount_sb_flags::apply(&LinuxSyscall, root, &destination, &options).map_err(|e| e.to_string())
     } else {
         cgroup_mount_flags::apply(root, &destination, &options)
     }
