@@ -1,5 +1,5 @@
 //! What a per-mount step of our rootfs hook (propagation, `nosymfollow`,
-//! superblock flags) reports when it fails: the destination, then the
+//! superblock flags, a cgroup mount's flags) reports when it fails: the destination, then the
 //! syscall and the errno, or the option it does not take.
 
 use std::path::{Path, PathBuf};
@@ -17,11 +17,19 @@ pub enum StepError {
     /// The syscall that set `options` on the destination.
     #[error("{call} {} ({options}): {errno}", dest.display())]
     Call { call: &'static str, dest: PathBuf, options: String, errno: Errno },
+    /// A syscall on another path the step needed (`/proc/self/mountinfo`,
+    /// a mount below the destination).
+    #[error("{call} {}: {errno}", path.display())]
+    Path { call: &'static str, path: PathBuf, errno: Errno },
 }
 
 impl StepError {
     pub fn open(dest: &Path, err: &std::io::Error) -> Self {
         StepError::Open { dest: dest.to_path_buf(), errno: Errno::from_raw(err.raw_os_error().unwrap_or(0)) }
+    }
+
+    pub fn path(call: &'static str, path: &Path, err: &std::io::Error) -> Self {
+        StepError::Path { call, path: path.to_path_buf(), errno: Errno::from_raw(err.raw_os_error().unwrap_or(0)) }
     }
 
     pub fn call(call: &'static str, dest: &Path, options: &str, errno: Errno) -> Self {
