@@ -26,14 +26,13 @@ pub enum IdmapError {
     /// A `uidmap=`/`gidmap=` option (`option` names which) that does not parse.
     #[error("{option}={value}: {reason}")]
     Mappings { option: &'static str, value: String, reason: MappingError },
-    /// rustpod's user namespace helper reports in words.
     #[error("user namespace for the layers' idmap: {0}")]
-    Userns(String),
+    Userns(rustpod::idmap::UsernsError),
     #[error("mkdir {}: {source}", path.display())]
     Mkdir { path: PathBuf, source: std::io::Error },
-    /// rustpod's open_tree/mount_setattr/move_mount helper reports in words.
+    /// open_tree, mount_setattr or move_mount: the path, the call and the errno.
     #[error("{0}")]
-    Mount(String),
+    Mount(rustpod::idmap::DetachedError),
 }
 
 /// Why one `container:host:size` mapping does not parse.

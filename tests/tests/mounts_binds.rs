@@ -158,3 +158,37 @@ fn mount_target_symlink_to_proc_never_reaches_host_proc() {
         eprintln!("create refused /evilproc: {}", out.stderr.trim());
     }
 }
+
+/// A mount whose destination lies under a regular file (`/etc/passwd/x`) fails in the engine's
+/// rootfs step, the same step a lost symlink race fails in (security_races.rs): runc and the
+/// runtime under test both refuse it with one line that names the destination and why, the
+/// syscall and the errno (libcontainer alone says only "failed to prepare rootfs"), and leave
+/// nothing behind.
+#[test]
+fn a_failed_rootfs_mount_names_the_destination_the_syscall_and_the_errno() {
+    skip_if!(needs::containers());
+    for rt in Runtime::runc_and_under_test() {
+        let mut bundle = checker::bundle(&[]);
+        bundle.add_mount(json!({"destination": "/etc/passwd/x", "type": "tmpfs", "source": "tmpfs"}));
+        let id = rt.new_id("rootfs-err");
+        let out = rt.try_create(&id, &bundle, &[]);
+        assert_one_line_error(&out, &["/etc/passwd/x"]);
+        // Both print it as a logrus entry, its quotes escaped.
+        let line = out.stderr.to_lowercase().replace("\\\"", "\"");
+        assert!(
+            line.contains("error mounting \"tmpfs\" to rootfs at \"/etc/passwd/x\""),
+            "{}: the mount: {}",
+            rt.bin().display(),
+            out.describe()
+        );
+        // runc says the errno in Go's words, we in its name and words.
+        assert!(line.contains("not a directory"), "{}: the errno: {}", rt.bin().display(), out.describe());
+        assert!(
+            ["mkdir", "mkdirat", "openat", "openat2"].iter().any(|call| line.contains(&format!(": {call} "))),
+            "{}: the syscall: {}",
+            rt.bin().display(),
+            out.describe()
+        );
+        rt.assert_nothing_left(&id, bundle.path());
+    }
+}

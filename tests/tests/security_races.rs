@@ -130,6 +130,19 @@ fn race_creates(rt: &Runtime, bundle: &Bundle, swapper: &Swapper) -> usize {
                     "a create that lost the race must fail with one line: {}",
                     out.describe()
                 );
+                // Lost in the engine's rootfs step: the line says which mount, and which call
+                // failed with which errno (or, for proc, the engine's own check that failed).
+                let line = out.stderr.replace("\\\"", "\"");
+                let names_errno = line
+                    .split(|c: char| !c.is_ascii_alphanumeric())
+                    .any(|w| w.len() > 2 && w.starts_with('E') && w.chars().all(|c| c.is_ascii_uppercase()));
+                assert!(
+                    !line.contains("failed to prepare rootfs")
+                        || (line.contains("to rootfs at \"")
+                            && (names_errno || line.contains("must be mounted on ordinary directory"))),
+                    "a create that lost the race in the rootfs step must name the mount, the syscall and the errno: {}",
+                    out.describe()
+                );
             }
         }
         rt.cmd(&["delete", "--force", &id]);

@@ -150,11 +150,11 @@ impl Container {
             return Ok(());
         }
         self.engine.set_status(libcontainer::container::ContainerStatus::Stopped);
-        crate::ops::delete::delete_loaded(&self.dir, self.engine, true)
+        crate::ops::delete::delete_loaded(&crate::engine::cgroup::fs::hierarchies(), &self.dir, self.engine, true)
     }
 
     /// Removes the container: a stopped or created one, or with `force` any.
     pub fn delete(self, force: bool) -> Result<()> {
-        crate::ops::delete::delete_loaded(&self.dir, self.engine, force)
+        crate::ops::delete::delete_loaded(&crate::engine::cgroup::fs::hierarchies(), &self.dir, self.engine, force)
     }
 }

@@ -74,8 +74,8 @@ pub mod signal {
 /// Idmapped copies of host mounts, made from a throw-away user namespace
 /// (the shim maps containerd's rootfs layers with them).
 pub mod idmap {
-    pub use crate::engine::idmap::detached::mount_idmapped;
-    pub use crate::engine::idmap::userns::with_mappings as userns_with_mappings;
+    pub use crate::engine::idmap::detached::{mount_idmapped, DetachedError};
+    pub use crate::engine::idmap::userns::{with_mappings as userns_with_mappings, UsernsError};
 }
 
 /// criu's options, as `checkpoint` and `restore` take them.

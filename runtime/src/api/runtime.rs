@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::api::container::Container;
+use crate::engine::cgroup::fs::{hierarchies, Hierarchy};
 use crate::engine::container_dir::ContainerDir;
 use crate::ops::create::CreateOptions;
 use crate::ops::run::{self, RunMode};
@@ -42,9 +43,15 @@ impl Runtime {
 
     /// `create` for a bundle the caller has already loaded.
     pub fn create_from(&self, id: &str, bundle: &Bundle, opts: CreateOptions) -> Result<Container> {
+        self.create_with(&hierarchies(), id, bundle, opts)
+    }
+
+    /// `create_from` with the host's cgroup hierarchies already read (once
+    /// per command: `run` passes the same to its delete).
+    fn create_with(&self, cgroups: &[Hierarchy], id: &str, bundle: &Bundle, opts: CreateOptions) -> Result<Container> {
         let mut opts = opts;
         opts.systemd_cgroup |= self.systemd_cgroup;
-        let engine = crate::ops::create::create_from(&self.root, id, bundle, opts)?;
+        let engine = crate::ops::create::create_from(cgroups, &self.root, id, bundle, opts)?;
         Ok(Container::new(ContainerDir::new(&self.root, id)?, engine))
     }
 
@@ -63,7 +70,7 @@ impl Runtime {
     /// Deletes container `id`, also one whose create died half-way and left
     /// no state to load.
     pub fn delete(&self, id: &str, force: bool) -> Result<()> {
-        crate::ops::delete::delete(&self.root, id, force)
+        crate::ops::delete::delete(&hierarchies(), &self.root, id, force)
     }
 
     /// `run`: create and start; in the foreground also wait, delete (unless
@@ -73,7 +80,8 @@ impl Runtime {
         let mut opts = opts;
         let bundle = crate::engine::engine_bundle::load(&opts.bundle)?;
         let console = run::console_for(&self.root, &bundle, mode, &mut opts.console_socket)?;
-        let mut container = self.create_from(id, &bundle, opts)?;
+        let cgroups = hierarchies();
+        let mut container = self.create_with(&cgroups, id, &bundle, opts)?;
         let started = console
             .as_ref()
             .map(|c| c.receive_master())
@@ -82,7 +90,7 @@ impl Runtime {
         let master = match started {
             Ok(master) => master,
             Err(err) => {
-                let _ = self.delete(id, true);
+                let _ = crate::ops::delete::delete(&cgroups, &self.root, id, true);
                 return Err(err);
             }
         };
@@ -97,7 +105,7 @@ impl Runtime {
         if mode.keep {
             return code;
         }
-        let cleanup = self.delete(id, true);
+        let cleanup = crate::ops::delete::delete(&cgroups, &self.root, id, true);
         let code = code?;
         cleanup?;
         Ok(code)

@@ -130,8 +130,10 @@ fn check_process(config: &Path, spec: &Spec) -> Result<()> {
 
 /// Options that shape the spec the engine runs.
 #[derive(Debug, Clone, Default)]
-pub struct EngineOptions {
+pub struct EngineOptions<'a> {
     pub systemd_cgroup: bool,
+    /// The host's cgroup hierarchies, as the command read them.
+    pub cgroups: &'a [crate::engine::cgroup::fs::Hierarchy],
 }
 
 /// The spec the engine runs, derived from the user's.
@@ -170,7 +172,7 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
     let cgroup_flags = cgroup_mount_flags::wanted(&spec);
     // After prepare_mounts: these bind sources appear only once the
     // engine has made the container's cgroup.
-    crate::engine::mount::cgroup_ns::rewrite(&mut spec);
+    crate::engine::mount::cgroup_ns::rewrite(&mut spec, opts.cgroups);
     if let Some(hooks) = spec.hooks_mut() {
         wrap_hooks(hooks, &bundle.path);
     }
@@ -443,7 +445,7 @@ mod tests {
     }
 
     fn spec_of(config: serde_json::Value, systemd: bool) -> Result<Spec> {
-        engine_spec("c1", &bundle(config), &EngineOptions { systemd_cgroup: systemd })
+        engine_spec("c1", &bundle(config), &EngineOptions { systemd_cgroup: systemd, cgroups: &[] })
     }
 
     fn cgroups_path(spec: &Spec) -> String {

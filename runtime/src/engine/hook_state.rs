@@ -7,7 +7,30 @@ use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
+use nix::errno::Errno;
 use oci_spec::runtime::Hook;
+
+/// Why the wrapper could not hand the state to the hook: the step, and the
+/// syscall's errno or the JSON error.
+#[derive(Debug, thiserror::Error)]
+pub enum HookStateError {
+    #[error("usage: rustpod-hook BUNDLE PATH ARGV0 [ARGS...]")]
+    Usage,
+    #[error("{call}: {errno}")]
+    Sys { call: &'static str, errno: Errno },
+    #[error("parse state: {0}")]
+    Parse(serde_json::Error),
+    #[error("state is not a JSON object")]
+    NotAnObject,
+    #[error("encode state: {0}")]
+    Encode(serde_json::Error),
+    #[error("execve {}: {errno}", path.display())]
+    Exec { path: PathBuf, errno: Errno },
+}
+
+fn sys(call: &'static str) -> impl Fn(std::io::Error) -> HookStateError {
+    move |e| HookStateError::Sys { call, errno: Errno::from_raw(e.raw_os_error().unwrap_or(0)) }
+}
 
 /// argv[0] by which our binaries recognise the wrapper invocation.
 pub const WRAPPER_ARG0: &str = "rustpod-hook";
@@ -56,55 +79,50 @@ pub fn main(args: Vec<OsString>, start_container: bool) -> i32 {
     }
 }
 
-fn exec_hook(args: Vec<OsString>, start_container: bool) -> Result<std::convert::Infallible, String> {
+fn exec_hook(args: Vec<OsString>, start_container: bool) -> Result<std::convert::Infallible, HookStateError> {
     let [bundle, path, argv0, rest @ ..] = args.as_slice() else {
-        return Err("usage: rustpod-hook BUNDLE PATH ARGV0 [ARGS...]".into());
+        return Err(HookStateError::Usage);
     };
     let mut input = Vec::new();
-    std::io::stdin()
-        .read_to_end(&mut input)
-        .map_err(|e| format!("read state from stdin: {e}"))?;
+    std::io::stdin().read_to_end(&mut input).map_err(sys("read(2) of the state on stdin"))?;
     let mut state = fix_state(&input, Path::new(bundle))?;
     if start_container {
         // Run by the init itself: our parent is the init, numbered as the
         // container sees it, as runc reports it.
         state = as_created(&state, nix::unistd::getppid().as_raw())?;
     }
-    let (reader, mut writer) = std::io::pipe().map_err(|e| format!("create pipe: {e}"))?;
+    let (reader, mut writer) = std::io::pipe().map_err(sys("pipe2"))?;
     // The state is far smaller than a pipe buffer, so this never blocks.
-    writer
-        .write_all(&state)
-        .map_err(|e| format!("write state to pipe: {e}"))?;
+    writer.write_all(&state).map_err(sys("write(2) of the state to the hook's stdin"))?;
     drop(writer);
     let err = std::process::Command::new(path)
         .arg0(argv0)
         .args(rest)
         .stdin(reader)
         .exec();
-    Err(format!("exec {}: {err}", Path::new(path).display()))
+    Err(HookStateError::Exec { path: PathBuf::from(path), errno: Errno::from_raw(err.raw_os_error().unwrap_or(0)) })
 }
 
-fn fix_state(input: &[u8], bundle: &Path) -> Result<Vec<u8>, String> {
-    let mut state: serde_json::Value =
-        serde_json::from_slice(input).map_err(|e| format!("parse state: {e}"))?;
-    let obj = state.as_object_mut().ok_or("state is not a JSON object")?;
+fn fix_state(input: &[u8], bundle: &Path) -> Result<Vec<u8>, HookStateError> {
+    let mut state: serde_json::Value = serde_json::from_slice(input).map_err(HookStateError::Parse)?;
+    let obj = state.as_object_mut().ok_or(HookStateError::NotAnObject)?;
     obj.insert("bundle".into(), bundle.display().to_string().into());
     if !obj.contains_key("pid") {
         if let Some(pid) = parent_pid_in_host_proc() {
             obj.insert("pid".into(), pid.into());
         }
     }
-    serde_json::to_vec(&state).map_err(|e| format!("encode state: {e}"))
+    serde_json::to_vec(&state).map_err(HookStateError::Encode)
 }
 
 /// The state a startContainer hook gets: the container is created and its
 /// init is `pid`.
-fn as_created(state: &[u8], pid: i32) -> Result<Vec<u8>, String> {
-    let mut state: serde_json::Value = serde_json::from_slice(state).map_err(|e| format!("parse state: {e}"))?;
-    let obj = state.as_object_mut().ok_or("state is not a JSON object")?;
+fn as_created(state: &[u8], pid: i32) -> Result<Vec<u8>, HookStateError> {
+    let mut state: serde_json::Value = serde_json::from_slice(state).map_err(HookStateError::Parse)?;
+    let obj = state.as_object_mut().ok_or(HookStateError::NotAnObject)?;
     obj.insert("status".into(), "created".into());
     obj.insert("pid".into(), pid.into());
-    serde_json::to_vec(&state).map_err(|e| format!("encode state: {e}"))
+    serde_json::to_vec(&state).map_err(HookStateError::Encode)
 }
 
 /// Our parent's pid as the mounted /proc sees it. For a createContainer
@@ -119,6 +137,14 @@ fn parent_pid_in_host_proc() -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_state_that_is_not_an_object_or_not_json_is_refused() {
+        assert!(matches!(fix_state(b"[1]", Path::new("/b")), Err(HookStateError::NotAnObject)));
+        let err = as_created(b"{", 1).unwrap_err();
+        assert!(err.to_string().starts_with("parse state: "), "{err}");
+        assert!(matches!(exec_hook(Vec::new(), false), Err(HookStateError::Usage)));
+    }
 
     #[test]
     fn state_gets_the_user_bundle() {

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::cgroup::fs::Hierarchy;
 use crate::engine::cgroup::manager as cgroup;
 use crate::error::{Error, Result};
 
@@ -75,14 +76,14 @@ fn host_mount_namespaces() -> Vec<FileId> {
 /// SIGKILLs the init and every process of the container left in `cgroup`
 /// (those of a container with its own PID namespace go with its init),
 /// thawing a frozen cgroup so the signal lands, and waits until they are gone.
-pub fn kill_members(members: &Members, cgroup_path: Option<&Path>, thaw: &dyn Fn()) -> Result<()> {
+pub fn kill_members(cgroups: &[Hierarchy], members: &Members, cgroup_path: Option<&Path>, thaw: &dyn Fn()) -> Result<()> {
     if let Some(init) = members.init.and_then(pidfd_open) {
         send_sigkill(&init);
     }
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         thaw();
-        let left = members_in(members, cgroup_path);
+        let left = members_in(cgroups, members, cgroup_path);
         let init_alive = members.init.is_some_and(is_alive);
         if left.is_empty() && !init_alive {
             return Ok(());
@@ -100,10 +101,10 @@ pub fn kill_members(members: &Members, cgroup_path: Option<&Path>, thaw: &dyn Fn
 
 /// The container's processes in its cgroup, each held by a pidfd opened
 /// before the check, so a pid reused since is never signalled.
-fn members_in(members: &Members, cgroup_path: Option<&Path>) -> Vec<(i32, OwnedFd)> {
+fn members_in(cgroups: &[Hierarchy], members: &Members, cgroup_path: Option<&Path>) -> Vec<(i32, OwnedFd)> {
     let host = host_mount_namespaces();
     cgroup_path
-        .map(cgroup::pids)
+        .map(|path| cgroup::pids(cgroups, path))
         .unwrap_or_default()
         .into_iter()
         .filter_map(|pid| {

@@ -7,6 +7,7 @@ use std::path::Path;
 use libcontainer::container::{Container, ContainerStatus};
 use libcgroups::common::CgroupManager;
 
+use crate::engine::cgroup::fs::Hierarchy;
 use crate::engine::cgroup::manager as cgroup;
 use crate::engine::container_dir::ContainerDir;
 use crate::engine::{engine_bundle, stop};
@@ -14,7 +15,8 @@ use crate::error::Result;
 
 /// SIGKILLs the init and the container's other processes left in its
 /// cgroup, never the rest of what that cgroup may hold (the engine would).
-pub fn kill_own_processes(container: &Container, dir: &ContainerDir, cgroup_path: Option<&Path>) -> Result<()> {
+/// `cgroups`: the host's hierarchies, as the command read them.
+pub fn kill_own_processes(cgroups: &[Hierarchy], container: &Container, dir: &ContainerDir, cgroup_path: Option<&Path>) -> Result<()> {
     let alive = matches!(
         container.status(),
         ContainerStatus::Created | ContainerStatus::Running | ContainerStatus::Paused | ContainerStatus::Creating
@@ -33,7 +35,7 @@ pub fn kill_own_processes(container: &Container, dir: &ContainerDir, cgroup_path
             }
         }
     };
-    stop::kill_members(&members, cgroup_path, &thaw)
+    stop::kill_members(cgroups, &members, cgroup_path, &thaw)
 }
 
 /// The container's root directory, from our metadata or the engine config.
@@ -51,16 +53,16 @@ fn rootfs_id(dir: &ContainerDir) -> Option<stop::FileId> {
 /// Kills what is left of a container whose create failed or whose state is
 /// broken (only its own processes: those in its rootfs), removes its cgroup
 /// and the state. Used after a failed create and by `delete --force`.
-pub fn remove_leftovers(dir: &ContainerDir) -> Result<()> {
+pub fn remove_leftovers(cgroups: &[Hierarchy], dir: &ContainerDir) -> Result<()> {
     let path = dir.cgroups_path();
     let members = stop::Members {
         init: None,
         mount_ns: dir.metadata().and_then(|m| m.mount_ns),
         rootfs: rootfs_id(dir),
     };
-    stop::kill_members(&members, path.as_deref(), &|| {})?;
+    stop::kill_members(cgroups, &members, path.as_deref(), &|| {})?;
     if let Some(path) = &path {
-        let others = cgroup::remove_tree(path);
+        let others = cgroup::remove_tree(cgroups, path);
         if !others.is_empty() {
             tracing::warn!("cgroup {} kept: it holds processes of others: {others:?}", path.display());
         }

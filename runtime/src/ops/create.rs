@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use libcontainer::container::Container;
 
+use crate::engine::cgroup::fs::Hierarchy;
 use crate::engine::container_dir::{ContainerDir, Metadata};
 use crate::engine::process::process_io::ProcessIo;
 use crate::engine::process::init::InitOptions;
@@ -25,8 +26,10 @@ pub struct CreateOptions {
     pub stdio: Stdio,
 }
 
-/// `create` for a bundle the caller has already loaded.
+/// `create` for a bundle the caller has already loaded; `cgroups` are the
+/// host's hierarchies, read once for the whole command.
 pub fn create_from(
+    cgroups: &[Hierarchy],
     root: &Path,
     id: &str,
     bundle: &engine_bundle::Bundle,
@@ -54,21 +57,21 @@ pub fn create_from(
         ));
     }
     let idmapped = crate::engine::idmap::plan::plan(&bundle.spec)
-        .map_err(|reason| Error::Config { path: bundle.path.join("config.json"), reason })?;
+        .map_err(|e| Error::Config { path: bundle.path.join("config.json"), reason: e.to_string() })?;
     // Claimed first: a create racing us for the id must fail on the id, not
     // on our processes, which it would find in the cgroup it checks.
     dir.claim()?;
-    if let Err(err) = check(id, bundle, opts.systemd_cgroup) {
+    if let Err(err) = check(cgroups, id, bundle, opts.systemd_cgroup) {
         // Nothing else is ours yet: the cgroup may hold others' processes.
         let _ = dir.remove_all();
         return Err(err);
     }
     debug_pause("claimed");
-    let result = build(&dir, bundle, opts, &idmapped);
+    let result = build(cgroups, &dir, bundle, opts, &idmapped);
     match result {
         Ok(container) => Ok(container),
         Err(err) => {
-            let _ = crate::engine::teardown::remove_leftovers(&dir);
+            let _ = crate::engine::teardown::remove_leftovers(cgroups, &dir);
             Err(err)
         }
     }
@@ -76,15 +79,16 @@ pub fn create_from(
 
 /// What must hold before anything is made: capabilities and rlimits we can
 /// grant, the OOM score written, a cgroup of the container's own.
-fn check(id: &str, bundle: &engine_bundle::Bundle, systemd_cgroup: bool) -> Result<()> {
+fn check(cgroups: &[Hierarchy], id: &str, bundle: &engine_bundle::Bundle, systemd_cgroup: bool) -> Result<()> {
     crate::engine::process::caps_check::check(bundle.spec.process().as_ref())?;
     crate::engine::process::caps_check::check_rlimits(bundle.spec.process().as_ref())?;
     crate::sys::process_setup::write_oom_score_adj(bundle.spec.process().as_ref())?;
-    crate::engine::cgroup::manager::check_new(bundle.spec.linux().as_ref().and_then(|l| l.cgroups_path().as_deref()), id, systemd_cgroup)
+    crate::engine::cgroup::manager::check_new(cgroups, bundle.spec.linux().as_ref().and_then(|l| l.cgroups_path().as_deref()), id, systemd_cgroup)
         .map_err(|reason| Error::Config { path: bundle.path.join("config.json"), reason })
 }
 
 fn build(
+    cgroups: &[Hierarchy],
     dir: &ContainerDir,
     bundle: &engine_bundle::Bundle,
     opts: CreateOptions,
@@ -92,6 +96,7 @@ fn build(
 ) -> Result<Container> {
     let engine_opts = EngineOptions {
         systemd_cgroup: opts.systemd_cgroup,
+        cgroups,
     };
     let mut spec = engine_bundle::engine_spec(&dir.id, bundle, &engine_opts)?;
     // Made here, moved in by our first createContainer step; the fds close
@@ -113,7 +118,7 @@ fn build(
     let _cgroup_guard = std::fs::File::open(&dir.root)
         .ok()
         .and_then(|f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockShared).ok());
-    let named = crate::engine::cgroup::named::join_for(&dir.id, &spec, opts.systemd_cgroup)?;
+    let named = crate::engine::cgroup::named::join_for(cgroups, &dir.id, &spec, opts.systemd_cgroup)?;
     let container = crate::engine::process::init::spawn(dir, &bundle.path, spec, init_opts);
     drop(named);
     let container = container.map_err(|e| idmap.explain(e))?;
@@ -121,7 +126,7 @@ fn build(
     let pid = container.pid().ok_or_else(|| Error::Invalid(format!("create {}: the engine gave no init pid", dir.id)))?;
     crate::engine::cgroup::device_filter::apply(&bundle.spec, pid.as_raw())?;
     if bundle.pids_limit_zero {
-        crate::engine::cgroup::pids_zero::apply(pid.as_raw())?;
+        crate::engine::cgroup::pids_zero::apply(cgroups, pid.as_raw())?;
     }
     debug_pause("engine-created");
     dir.restrict_engine_files()?;

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use libcontainer::container::{Container, ContainerStatus};
 
+use crate::engine::cgroup::fs::Hierarchy;
 use crate::engine::cgroup::manager as cgroup;
 use crate::engine::teardown;
 use crate::engine::container_dir::ContainerDir;
@@ -14,26 +15,27 @@ use crate::engine::state::status_word;
 /// Deletes container `id` of `root`, also one whose state is missing or
 /// broken (a create that died half-way): with `force`, or when nothing
 /// but our directory is left.
-pub(crate) fn delete(root: &Path, id: &str, force: bool) -> Result<()> {
+/// `cgroups`: the host's hierarchies, read once for the whole command.
+pub(crate) fn delete(cgroups: &[Hierarchy], root: &Path, id: &str, force: bool) -> Result<()> {
     let dir = ContainerDir::new(root, id)?;
     if !dir.exists() {
         if dir.path().exists() {
             // A create that died before the engine wrote any state.
-            return teardown::remove_leftovers(&dir);
+            return teardown::remove_leftovers(cgroups, &dir);
         }
         return if force { Ok(()) } else { Err(Error::NotFound(id.to_string())) };
     }
     let container = match dir.load() {
         Ok(c) => c,
-        Err(_) if force => return teardown::remove_leftovers(&dir),
+        Err(_) if force => return teardown::remove_leftovers(cgroups, &dir),
         Err(e) => return Err(e),
     };
-    delete_loaded(&dir, container, force)
+    delete_loaded(cgroups, &dir, container, force)
 }
 
 /// Deletes a loaded container: a stopped or created one, or with `force`
 /// any.
-pub(crate) fn delete_loaded(dir: &ContainerDir, mut container: Container, force: bool) -> Result<()> {
+pub(crate) fn delete_loaded(cgroups: &[Hierarchy], dir: &ContainerDir, mut container: Container, force: bool) -> Result<()> {
     let id = dir.id.as_str();
     let status = container.status();
     let deletable = matches!(status, ContainerStatus::Stopped | ContainerStatus::Created);
@@ -46,16 +48,16 @@ pub(crate) fn delete_loaded(dir: &ContainerDir, mut container: Container, force:
         });
     }
     let cgroup_path = container.spec().ok().map(|c| c.cgroup_path);
-    let killed = teardown::kill_own_processes(&container, dir, cgroup_path.as_deref());
+    let killed = teardown::kill_own_processes(cgroups, &container, dir, cgroup_path.as_deref());
     if let Err(err) = killed {
         if !force {
             return Err(err);
         }
     }
     let _ = container.refresh_status();
-    let removed = match finish(&mut container, dir, cgroup_path.as_deref()) {
+    let removed = match finish(cgroups, &mut container, dir, cgroup_path.as_deref()) {
         Ok(()) => Ok(()),
-        Err(_) if force => return teardown::remove_leftovers(dir),
+        Err(_) if force => return teardown::remove_leftovers(cgroups, dir),
         Err(e) => Err(e),
     };
     if removed.is_ok() && cgroup_path == Some(cgroup::default_path(id)) {
@@ -67,8 +69,8 @@ pub(crate) fn delete_loaded(dir: &ContainerDir, mut container: Container, force:
 /// With the container's processes gone: its cgroup (sub-cgroups first), the
 /// poststop hooks and the state. A cgroup that other processes still hold is
 /// theirs too, and stays.
-fn finish(container: &mut Container, dir: &ContainerDir, cgroup_path: Option<&Path>) -> Result<()> {
-    let others = cgroup_path.map(cgroup::remove_tree).unwrap_or_default();
+fn finish(cgroups: &[Hierarchy], container: &mut Container, dir: &ContainerDir, cgroup_path: Option<&Path>) -> Result<()> {
+    let others = cgroup_path.map(|path| cgroup::remove_tree(cgroups, path)).unwrap_or_default();
     if others.is_empty() && !container.systemd() {
         // The cgroup is gone: all the engine's delete would still do is the
         // poststop hooks, after building a cgroup manager (two /proc reads

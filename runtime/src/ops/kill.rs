@@ -71,5 +71,6 @@ fn owns_pid_namespace(dir: &ContainerDir) -> bool {
 /// does (see `stop::Members`).
 fn kill_every_process(dir: &ContainerDir, container: &Container) -> Result<()> {
     let cgroup_path = container.spec().ok().map(|c| c.cgroup_path);
-    crate::engine::teardown::kill_own_processes(container, dir, cgroup_path.as_deref())
+    let cgroups = crate::engine::cgroup::fs::hierarchies();
+    crate::engine::teardown::kill_own_processes(&cgroups, container, dir, cgroup_path.as_deref())
 }

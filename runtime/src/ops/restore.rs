@@ -64,7 +64,7 @@ pub(crate) fn restore(root: &Path, id: &str, opts: &RestoreOptions) -> Result<i3
     crate::engine::container_dir::ensure_root(root)?;
     dir.claim()?;
     restore_claimed(&dir, &bundle, opts, &images, &stdio_keys).inspect_err(|_| {
-        let _ = crate::engine::teardown::remove_leftovers(&dir);
+        let _ = crate::engine::teardown::remove_leftovers(&crate::engine::cgroup::fs::hierarchies(), &dir);
     })
 }
 
@@ -77,7 +77,8 @@ fn restore_claimed(
     images: &std::fs::File,
     stdio_keys: &[String],
 ) -> Result<i32> {
-    let spec = engine_bundle::engine_spec(&dir.id, bundle, &EngineOptions { systemd_cgroup: opts.systemd_cgroup })?;
+    let cgroups = crate::engine::cgroup::fs::hierarchies();
+    let spec = engine_bundle::engine_spec(&dir.id, bundle, &EngineOptions { systemd_cgroup: opts.systemd_cgroup, cgroups: &cgroups })?;
     dir.write_config(&spec)?;
     YoukiConfig::from_spec(&spec, &dir.id)
         .and_then(|config| config.save(dir.path()))

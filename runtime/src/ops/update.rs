@@ -44,7 +44,7 @@ pub(crate) fn update(dir: &ContainerDir, container: &Container, base: Option<Lin
     }
     write_resources(dir, container, base, flags)?;
     match (flags.pids_limit.or(base_pids), container.pid()) {
-        (Some(0), Some(pid)) => pids_zero::apply(pid.as_raw()),
+        (Some(0), Some(pid)) => pids_zero::apply(&crate::engine::cgroup::fs::hierarchies(), pid.as_raw()),
         _ => Ok(()),
     }
 }

@@ -1,5 +1,6 @@
 //! Where the host's cgroup filesystems are mounted (from one read of
-//! mountinfo), and where a process's cgroup lies in them.
+//! mountinfo per command, passed down as a value), and where a process's
+//! cgroup lies in them.
 
 use std::path::{Path, PathBuf};
 
@@ -19,7 +20,8 @@ impl Hierarchy {
 }
 
 /// The cgroup hierarchies mounted under /sys/fs/cgroup, as this process's
-/// mount namespace sees them.
+/// mount namespace sees them. Read once per command: the steps that need
+/// them take the result (see docs/design.md, "mountinfo once").
 pub fn hierarchies() -> Vec<Hierarchy> {
     std::fs::read_to_string("/proc/self/mountinfo")
         .map(|info| parse_mountinfo(&info))
@@ -65,11 +67,12 @@ pub fn path_in(proc_cgroup: &str, controller: Option<&str>) -> Option<String> {
     })
 }
 
-/// Process `pid`'s cgroup directory in the v1 hierarchy of `controller`.
-pub fn v1_dir_of(pid: i32, controller: &str) -> Option<PathBuf> {
+/// Process `pid`'s cgroup directory in the v1 hierarchy of `controller`,
+/// among the command's `cgroups`.
+pub fn v1_dir_of(cgroups: &[Hierarchy], pid: i32, controller: &str) -> Option<PathBuf> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
     let path = path_in(&text, Some(controller))?;
-    let hierarchy = hierarchies().into_iter().find(|h| !h.unified && h.has(controller))?;
+    let hierarchy = cgroups.iter().find(|h| !h.unified && h.has(controller))?;
     Some(join(&hierarchy.mount_point, &path))
 }
 

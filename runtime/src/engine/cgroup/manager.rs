@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use libcgroups::common::{AnyCgroupManager, CgroupConfig};
 use libcontainer::container::Container;
 
+use crate::engine::cgroup::fs::Hierarchy;
 use crate::error::{Error, Result};
 
 /// Where a container without `cgroupsPath` goes: `/rustpod/<id>`.
@@ -90,13 +91,13 @@ pub fn is_root(path: &Path) -> bool {
 
 /// The container's directory in every cgroup hierarchy (v1 and v2) where it
 /// exists. A systemd `slice:prefix:name` has none we could name here.
-pub fn dirs(path: &Path) -> Vec<PathBuf> {
+pub fn dirs(cgroups: &[Hierarchy], path: &Path) -> Vec<PathBuf> {
     if path.to_string_lossy().contains(':') || is_root(path) {
         return Vec::new();
     }
     let relative = path.strip_prefix("/").unwrap_or(path);
-    crate::engine::cgroup::fs::hierarchies()
-        .into_iter()
+    cgroups
+        .iter()
         .map(|h| h.mount_point.join(relative))
         .filter(|d| d.is_dir())
         .collect()
@@ -126,8 +127,8 @@ fn child_dirs(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Every process in the cgroup `path`, in any hierarchy, once.
-pub fn pids(path: &Path) -> Vec<i32> {
-    let mut pids: Vec<i32> = dirs(path).iter().flat_map(|d| pids_in_tree(d)).collect();
+pub fn pids(cgroups: &[Hierarchy], path: &Path) -> Vec<i32> {
+    let mut pids: Vec<i32> = dirs(cgroups, path).iter().flat_map(|d| pids_in_tree(d)).collect();
     pids.sort_unstable();
     pids.dedup();
     pids
@@ -136,9 +137,9 @@ pub fn pids(path: &Path) -> Vec<i32> {
 /// Checks the cgroup a new container asks for (`requested`, else the
 /// default for `id`): never the root cgroup, and (on cgroupfs) one that
 /// nothing else uses. The error is the reason, for the caller to place.
-pub fn check_new(requested: Option<&Path>, id: &str, systemd: bool) -> std::result::Result<(), String> {
+pub fn check_new(cgroups: &[Hierarchy], requested: Option<&Path>, id: &str, systemd: bool) -> std::result::Result<(), String> {
     let Some(path) = requested.filter(|p| !p.as_os_str().is_empty()) else {
-        return if systemd { Ok(()) } else { check_unused(&default_path(id)).map_err(|e| e.to_string()) };
+        return if systemd { Ok(()) } else { check_unused(cgroups, &default_path(id)).map_err(|e| e.to_string()) };
     };
     if systemd || is_systemd_form(path) {
         return Ok(());
@@ -149,20 +150,20 @@ pub fn check_new(requested: Option<&Path>, id: &str, systemd: bool) -> std::resu
             path.display().to_string()
         ));
     }
-    check_unused(path).map_err(|e| e.to_string())
+    check_unused(cgroups, path).map_err(|e| e.to_string())
 }
 
 /// As runc (1.2 and later): a new container's cgroup must hold no process
 /// and must not be frozen, or it is not the container's own.
-pub fn check_unused(path: &Path) -> Result<()> {
-    let found = pids(path).len();
+pub fn check_unused(cgroups: &[Hierarchy], path: &Path) -> Result<()> {
+    let found = pids(cgroups, path).len();
     if found > 0 {
         return Err(Error::Cgroup {
             path: path.to_path_buf(),
             reason: format!("container's cgroup is not empty: {found} process(es) found"),
         });
     }
-    if dirs(path).iter().any(|d| is_frozen(d)) {
+    if dirs(cgroups, path).iter().any(|d| is_frozen(d)) {
         return Err(Error::Cgroup {
             path: path.to_path_buf(),
             reason: "container's cgroup unexpectedly frozen".into(),
@@ -180,13 +181,13 @@ fn is_frozen(dir: &Path) -> bool {
 /// Removes the cgroup `path` from every hierarchy, sub-cgroups first,
 /// without signalling anything. Returns the processes that keep it (none of
 /// them ours, once the caller has killed ours) after a short retry.
-pub fn remove_tree(path: &Path) -> Vec<i32> {
+pub fn remove_tree(cgroups: &[Hierarchy], path: &Path) -> Vec<i32> {
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
-        for dir in dirs(path) {
+        for dir in dirs(cgroups, path) {
             remove_depth_first(&dir);
         }
-        let left = dirs(path);
+        let left = dirs(cgroups, path);
         // Processes that were just killed leave their cgroup a moment later.
         if left.is_empty() || Instant::now() > deadline {
             return left.iter().flat_map(|d| pids_in_tree(d)).collect();

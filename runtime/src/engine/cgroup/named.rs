@@ -24,7 +24,7 @@ pub struct Joined {
 /// [`join`] for the container `id` of `spec` (its engine spec), when its
 /// cgroups are ours to make: with the systemd driver (also the engine's
 /// choice for a user namespace), systemd places the processes.
-pub fn join_for(id: &str, spec: &Spec, systemd: bool) -> Result<Option<Joined>> {
+pub fn join_for(cgroups: &[Hierarchy], id: &str, spec: &Spec, systemd: bool) -> Result<Option<Joined>> {
     let Some(linux) = spec.linux().as_ref() else { return Ok(None) };
     let user_ns = linux
         .namespaces()
@@ -34,7 +34,7 @@ pub fn join_for(id: &str, spec: &Spec, systemd: bool) -> Result<Option<Joined>> 
     if systemd || user_ns || crate::engine::cgroup::manager::is_systemd_form(&path) || crate::engine::cgroup::manager::is_root(&path) {
         return Ok(None);
     }
-    join(&path).map(Some)
+    join(cgroups, &path).map(Some)
 }
 
 /// Moves the calling thread (only it: v1 lets single threads move, so a
@@ -42,13 +42,13 @@ pub fn join_for(id: &str, spec: &Spec, systemd: bool) -> Result<Option<Joined>> 
 /// hierarchy, making the cgroup, so that the processes the engine forks
 /// from this thread start there, before their cgroup namespace or
 /// cgroupfs mount is made.
-pub fn join(path: &Path) -> Result<Joined> {
+pub fn join(cgroups: &[Hierarchy], path: &Path) -> Result<Joined> {
     let tid = nix::unistd::gettid().to_string();
     let mut joined = Joined { tid, back: Vec::new() };
     let own = std::fs::read_to_string("/proc/thread-self/cgroup")
         .map_err(|e| Error::io("read", "/proc/thread-self/cgroup", e))?;
-    for hierarchy in named_hierarchies() {
-        let Some(name) = name_of(&hierarchy) else { continue };
+    for hierarchy in named(cgroups) {
+        let Some(name) = name_of(hierarchy) else { continue };
         let Some(current) = cgroup_fs::path_in(&own, Some(name)) else { continue };
         let target = cgroup_fs::join(&hierarchy.mount_point, &path.to_string_lossy());
         std::fs::create_dir_all(&target).map_err(|e| Error::io("mkdir", target.clone(), e))?;
@@ -75,16 +75,11 @@ fn write_tid(dir: &Path, tid: &str) -> Result<()> {
 
 /// The v1 hierarchies with a `name=` and no controller: libcgroups makes
 /// the container's cgroup in every controller's hierarchy, never in these.
-pub fn named_hierarchies() -> Vec<Hierarchy> {
-    named(cgroup_fs::hierarchies())
-}
-
-fn named(hierarchies: Vec<Hierarchy>) -> Vec<Hierarchy> {
-    hierarchies
-        .into_iter()
+pub fn named(cgroups: &[Hierarchy]) -> impl Iterator<Item = &Hierarchy> {
+    cgroups
+        .iter()
         .filter(|h| !h.unified && name_of(h).is_some())
         .filter(|h| !crate::engine::mount::cgroup_ns::CONTROLLERS.iter().any(|c| h.has(c)))
-        .collect()
 }
 
 /// `name=systemd` of a hierarchy mounted with that option.
@@ -102,9 +97,10 @@ mod tests {
                     40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,xattr,name=systemd\n\
                     41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n\
                     42 31 0:39 / /sys/fs/cgroup/odd rw,relatime - cgroup cgroup rw,pids,name=odd\n";
-        let found = named(cgroup_fs::parse_mountinfo(info));
+        let all = cgroup_fs::parse_mountinfo(info);
+        let found: Vec<&Hierarchy> = named(&all).collect();
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].mount_point, PathBuf::from("/sys/fs/cgroup/systemd"));
-        assert_eq!(name_of(&found[0]), Some("name=systemd"));
+        assert_eq!(name_of(found[0]), Some("name=systemd"));
     }
 }

@@ -8,22 +8,24 @@ use std::path::PathBuf;
 
 use libcgroups::common::CgroupSetup;
 
+use crate::engine::cgroup::fs::Hierarchy;
 use crate::error::{Error, Result};
 
 /// What runc ≥ 1.4 writes to pids.max for a limit of 0.
 pub const PIDS_MAX_FOR_ZERO: &str = "1";
 
-/// Writes it in the pids cgroup of `pid` (the container's init).
-pub fn apply(pid: i32) -> Result<()> {
-    let file = pids_dir_of(pid)?.join("pids.max");
+/// Writes it in the pids cgroup of `pid` (the container's init), found
+/// among the command's `cgroups`.
+pub fn apply(cgroups: &[Hierarchy], pid: i32) -> Result<()> {
+    let file = pids_dir_of(cgroups, pid)?.join("pids.max");
     std::fs::write(&file, PIDS_MAX_FOR_ZERO).map_err(|e| Error::io("write", &file, e))
 }
 
 /// The directory of `pid`'s cgroup that has the pids controller.
-fn pids_dir_of(pid: i32) -> Result<PathBuf> {
+fn pids_dir_of(cgroups: &[Hierarchy], pid: i32) -> Result<PathBuf> {
     if matches!(libcgroups::common::get_cgroup_setup(), Ok(CgroupSetup::Unified)) {
         return crate::engine::cgroup::device_filter::cgroup_dir_of(pid);
     }
-    crate::engine::cgroup::fs::v1_dir_of(pid, "pids")
+    crate::engine::cgroup::fs::v1_dir_of(cgroups, pid, "pids")
         .ok_or_else(|| Error::Invalid(format!("linux.resources.pids.limit 0: process {pid} is in no v1 pids cgroup")))
 }

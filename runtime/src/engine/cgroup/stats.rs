@@ -64,7 +64,7 @@ pub fn read(container: &Container) -> Result<ContainerStats> {
         (_, pid) => {
             let manager = crate::engine::cgroup::manager::manager_for(container)?;
             let cgroup = manager.stats().map_err(|e| Error::engine("read stats of", container.id(), &e))?;
-            let cpuset = match pid.and_then(|p| crate::engine::cgroup::fs::v1_dir_of(p.as_raw(), "cpuset")) {
+            let cpuset = match pid.and_then(|p| crate::engine::cgroup::fs::v1_dir_of(&crate::engine::cgroup::fs::hierarchies(), p.as_raw(), "cpuset")) {
                 Some(dir) => Some(read_cpuset(&dir, "", CPUSET_FLAGS)?),
                 None => None,
             };

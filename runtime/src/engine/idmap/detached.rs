@@ -11,9 +11,44 @@ use nix::errno::Errno;
 use oci_spec::runtime::Spec;
 
 use crate::engine::idmap::plan::{Mapping, Planned};
-use crate::engine::idmap::hook::{ensure_destination, hook};
-use crate::engine::idmap::userns as idmap_userns;
+use crate::engine::idmap::hook::{ensure_destination, hook, HookError};
+use crate::engine::idmap::userns::{self as idmap_userns, errno_of, UsernsError};
 use crate::sys::in_root;
+
+/// Why an idmapped mount could not be made: which mount, then the path,
+/// the syscall and the errno.
+#[derive(Debug, thiserror::Error)]
+pub enum DetachedError {
+    #[error("mounts[{index}] ({}): {err}", destination.display())]
+    Mount { index: usize, destination: PathBuf, err: Box<DetachedError> },
+    #[error("{call}: {errno}")]
+    Call { call: &'static str, errno: Errno },
+    #[error("open rootfs {}: {errno}", rootfs.display())]
+    OpenRootfs { rootfs: PathBuf, errno: Errno },
+    #[error("open {}: {errno}", path.display())]
+    OpenUserns { path: PathBuf, errno: Errno },
+    #[error("open_tree({}): {errno}", from.display())]
+    OpenTree { from: PathBuf, errno: Errno },
+    #[error("mount_setattr(MOUNT_ATTR_IDMAP) of {}: {errno}", from.display())]
+    Idmap { from: PathBuf, errno: Errno },
+    #[error("mount_setattr({attrs:#x}): {errno}")]
+    SetAttr { attrs: u64, errno: Errno },
+    #[error("open({}, O_PATH): {errno}", target.display())]
+    OpenTarget { target: PathBuf, errno: Errno },
+    #[error("move_mount({} to {}): {errno}", from.display(), target.display())]
+    MoveMount { from: PathBuf, target: PathBuf, errno: Errno },
+    #[error(transparent)]
+    Userns(#[from] UsernsError),
+    #[error(transparent)]
+    Destination(#[from] HookError),
+}
+
+impl DetachedError {
+    /// This error, said of `mounts[index]` at `destination`.
+    fn of(self, index: usize, destination: &Path) -> Self {
+        DetachedError::Mount { index, destination: destination.to_path_buf(), err: Box::new(self) }
+    }
+}
 
 /// Takes the idmapped mounts out of the spec the engine runs, makes them,
 /// and puts our step moving them in first among the createContainer hooks
@@ -27,9 +62,9 @@ pub fn install(
     if planned.is_empty() {
         return Ok(Installed::default());
     }
-    let config_error = |reason| crate::error::Error::Config {
+    let config_error = |err: DetachedError| crate::error::Error::Config {
         path: bundle.path.join("config.json"),
-        reason,
+        reason: err.to_string(),
     };
     make_destinations_on_rootfs(spec, &bundle.rootfs, planned).map_err(config_error)?;
     if let Some(mounts) = spec.mounts_mut() {
@@ -70,20 +105,20 @@ impl Installed {
 
 /// A pipe: our non-blocking read end, and an inheritable write end at or
 /// above `min_fd` for the hook.
-fn error_pipe(min_fd: RawFd) -> Result<(OwnedFd, OwnedFd), String> {
+fn error_pipe(min_fd: RawFd) -> Result<(OwnedFd, OwnedFd), DetachedError> {
     let flags = nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK;
-    let (read, write) = nix::unistd::pipe2(flags).map_err(|e| format!("pipe2: {e}"))?;
-    let write = inheritable_above(&write, min_fd).map_err(|e| format!("fcntl(F_DUPFD): {e}"))?;
+    let (read, write) = nix::unistd::pipe2(flags).map_err(|errno| DetachedError::Call { call: "pipe2", errno })?;
+    let write = inheritable_above(&write, min_fd)?;
     Ok((read, write))
 }
 
 /// Makes the missing destinations that lie on the rootfs itself (under no
 /// other mount of the spec) from here, as the host's root: in a user
 /// namespace our hook may not write the image. The rest are made by the hook.
-fn make_destinations_on_rootfs(spec: &Spec, rootfs: &Path, planned: &[Planned]) -> Result<(), String> {
+fn make_destinations_on_rootfs(spec: &Spec, rootfs: &Path, planned: &[Planned]) -> Result<(), DetachedError> {
     let mounts = spec.mounts().as_deref().unwrap_or_default();
     let root = in_root::open(None, rootfs, libc::O_PATH | libc::O_DIRECTORY)
-        .map_err(|e| format!("open rootfs {}: {}", rootfs.display(), idmap_userns::errno_of(&e)))?;
+        .map_err(|e| DetachedError::OpenRootfs { rootfs: rootfs.to_path_buf(), errno: errno_of(&e) })?;
     for p in planned {
         let ours = |i: usize| planned.iter().any(|q| q.index == i);
         let covered = mounts.iter().enumerate().any(|(i, m)| !ours(i) && p.destination.starts_with(m.destination()));
@@ -92,7 +127,7 @@ fn make_destinations_on_rootfs(spec: &Spec, rootfs: &Path, planned: &[Planned]) 
         }
         let is_dir = std::fs::metadata(&p.source).map(|m| m.is_dir()).unwrap_or(true);
         ensure_destination(&root, &p.destination, is_dir)
-            .map_err(|e| format!("mounts[{}] ({}): {e}", p.index, p.destination.display()))?;
+            .map_err(|e| DetachedError::from(e).of(p.index, &p.destination))?;
     }
     Ok(())
 }
@@ -108,48 +143,59 @@ pub struct Detached {
 
 /// Makes every planned mount, in order; the first failure names the mount,
 /// the syscall and the errno. `min_fd` keeps the fds above `--preserve-fds`.
-pub fn make_all(planned: &[Planned], min_fd: RawFd) -> Result<Vec<Detached>, String> {
-    planned.iter().map(|p| make(p, min_fd)).collect()
+pub fn make_all(planned: &[Planned], min_fd: RawFd) -> Result<Vec<Detached>, DetachedError> {
+    planned.iter().map(|p| make(p, min_fd).map_err(|e| e.of(p.index, &p.destination))).collect()
 }
 
-fn make(p: &Planned, min_fd: RawFd) -> Result<Detached, String> {
-    let at = |what: String| format!("mounts[{}] ({}): {what}", p.index, p.destination.display());
+fn make(p: &Planned, min_fd: RawFd) -> Result<Detached, DetachedError> {
     let userns = match &p.mapping {
-        Mapping::Explicit { uid, gid } => Some(idmap_userns::with_mappings(uid, gid).map_err(at)?),
-        Mapping::JoinedUserns(path) => Some(std::fs::File::open(path)
-            .map(OwnedFd::from)
-            .map_err(|e| at(format!("open {}: {}", path.display(), idmap_userns::errno_of(&e))))?),
+        Mapping::Explicit { uid, gid } => Some(idmap_userns::with_mappings(uid, gid)?),
+        Mapping::JoinedUserns(path) => Some(
+            std::fs::File::open(path)
+                .map(OwnedFd::from)
+                .map_err(|e| DetachedError::OpenUserns { path: path.clone(), errno: errno_of(&e) })?,
+        ),
         Mapping::Unmapped => None,
     };
-    let tree = open_tree(&p.source, p.rbind).map_err(|e| at(format!("open_tree({}): {e}", p.source.display())))?;
+    let tree = open_tree(&p.source, p.rbind)?;
     if let Some(userns) = &userns {
-        set_attr(&tree, libc::MOUNT_ATTR_IDMAP, Some(userns), p.ridmap)
-            .map_err(|e| at(format!("mount_setattr(MOUNT_ATTR_IDMAP) of {}: {e}", p.source.display())))?;
+        set_idmap(&tree, &p.source, userns, 0, p.ridmap)?;
     }
     if p.attrs != 0 {
-        set_attr(&tree, p.attrs, None, false).map_err(|e| at(format!("mount_setattr({:#x}): {e}", p.attrs)))?;
+        set_attr(&tree, p.attrs, None, false).map_err(|errno| DetachedError::SetAttr { attrs: p.attrs, errno })?;
     }
     let is_dir = std::fs::metadata(&p.source).map(|m| m.is_dir()).unwrap_or(true);
-    let fd = inheritable_above(&tree, min_fd).map_err(|e| at(format!("fcntl(F_DUPFD): {e}")))?;
+    let fd = inheritable_above(&tree, min_fd)?;
     Ok(Detached { destination: p.destination.clone(), fd, is_dir })
+}
+
+/// mount_setattr(MOUNT_ATTR_IDMAP | `attrs`) with `userns`'s mapping on the
+/// tree cloned from `source`.
+fn set_idmap(tree: &OwnedFd, source: &Path, userns: &OwnedFd, attrs: u64, recursive: bool) -> Result<(), DetachedError> {
+    set_attr(tree, libc::MOUNT_ATTR_IDMAP | attrs, Some(userns), recursive)
+        .map_err(|errno| DetachedError::Idmap { from: source.to_path_buf(), errno })
 }
 
 /// Mounts a copy of `source` on the directory `target`, idmapped with the mapping of `userns`
 /// and with the `attrs` (MOUNT_ATTR_*) set: the shim's view of containerd's rootfs layers.
-pub fn mount_idmapped(source: &Path, target: &Path, userns: &OwnedFd, attrs: u64) -> Result<(), String> {
-    let tree = open_tree(source, false).map_err(|e| format!("open_tree({}): {e}", source.display()))?;
-    set_attr(&tree, libc::MOUNT_ATTR_IDMAP | attrs, Some(userns), false)
-        .map_err(|e| format!("mount_setattr(MOUNT_ATTR_IDMAP) of {}: {e}", source.display()))?;
+pub fn mount_idmapped(source: &Path, target: &Path, userns: &OwnedFd, attrs: u64) -> Result<(), DetachedError> {
+    let tree = open_tree(source, false)?;
+    set_idmap(&tree, source, userns, attrs, false)?;
     let flags = nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_CLOEXEC;
     let dir = nix::fcntl::open(target, flags, nix::sys::stat::Mode::empty())
-        .map_err(|e| format!("open({}, O_PATH): {e}", target.display()))?;
+        .map_err(|errno| DetachedError::OpenTarget { target: target.to_path_buf(), errno })?;
     // SAFETY: open just gave us this descriptor.
     let dir = unsafe { OwnedFd::from_raw_fd(dir) };
     crate::engine::idmap::hook::move_mount(&tree, &dir)
-        .map_err(|e| format!("move_mount({} to {}): {e}", source.display(), target.display()))
+        .map_err(|errno| DetachedError::MoveMount { from: source.to_path_buf(), target: target.to_path_buf(), errno })
 }
 
-fn open_tree(source: &Path, recursive: bool) -> Result<OwnedFd, Errno> {
+/// open_tree(OPEN_TREE_CLONE) of `source`, with its submounts when `recursive`.
+fn open_tree(source: &Path, recursive: bool) -> Result<OwnedFd, DetachedError> {
+    open_tree_at(source, recursive).map_err(|errno| DetachedError::OpenTree { from: source.to_path_buf(), errno })
+}
+
+fn open_tree_at(source: &Path, recursive: bool) -> Result<OwnedFd, Errno> {
     let path = std::ffi::CString::new(source.as_os_str().as_encoded_bytes()).map_err(|_| Errno::EINVAL)?;
     let mut flags = libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC;
     if recursive {
@@ -191,8 +237,9 @@ fn set_attr(tree: &OwnedFd, attr_set: u64, userns: Option<&OwnedFd>, recursive: 
 }
 
 /// A copy of `fd` at `min_fd` or above, without close-on-exec.
-fn inheritable_above(fd: &OwnedFd, min_fd: RawFd) -> Result<OwnedFd, Errno> {
-    let new = nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_DUPFD(min_fd))?;
+fn inheritable_above(fd: &OwnedFd, min_fd: RawFd) -> Result<OwnedFd, DetachedError> {
+    let new = nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_DUPFD(min_fd))
+        .map_err(|errno| DetachedError::Call { call: "fcntl(F_DUPFD)", errno })?;
     // SAFETY: fcntl just made this descriptor for us.
     Ok(unsafe { OwnedFd::from_raw_fd(new) })
 }
@@ -217,11 +264,31 @@ pub fn kernel_supports() -> bool {
     let probe = oci_spec::runtime::LinuxIdMappingBuilder::default().container_id(0u32).host_id(65536u32).size(1u32).build();
     let Ok(range) = probe else { return false };
     let mapped = |userns: OwnedFd| {
-        let tree = open_tree(tmpfs, false).ok()?;
+        let tree = open_tree_at(tmpfs, false).ok()?;
         set_attr(&tree, libc::MOUNT_ATTR_IDMAP, Some(&userns), false).ok()
     };
     idmap_userns::with_mappings(std::slice::from_ref(&range), std::slice::from_ref(&range))
         .ok()
         .and_then(mapped)
         .is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_mount_is_named_then_its_call_and_errno() {
+        let err = DetachedError::Idmap { from: "/src".into(), errno: Errno::EINVAL }.of(2, Path::new("/k"));
+        assert_eq!(err.to_string(), "mounts[2] (/k): mount_setattr(MOUNT_ATTR_IDMAP) of /src: EINVAL: Invalid argument");
+        let err = DetachedError::SetAttr { attrs: libc::MOUNT_ATTR_RDONLY, errno: Errno::EPERM };
+        assert_eq!(err.to_string(), "mount_setattr(0x1): EPERM: Operation not permitted");
+    }
+
+    #[test]
+    fn a_missing_source_names_open_tree_and_enoent() {
+        let err = open_tree(Path::new("/nonexistent/rustpod-idmap-source"), false).unwrap_err();
+        assert!(matches!(err, DetachedError::OpenTree { errno: Errno::ENOENT, .. }), "{err}");
+        assert_eq!(err.to_string(), "open_tree(/nonexistent/rustpod-idmap-source): ENOENT: No such file or directory");
+    }
 }

@@ -6,13 +6,39 @@
 
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 
 use crate::engine::idmap::detached::Detached;
-use crate::engine::idmap::userns as idmap_userns;
+use crate::engine::idmap::userns::errno_of;
 use crate::sys::in_root;
+
+/// Why a detached mount could not be moved into the rootfs: the argument,
+/// or the path, the syscall and the errno.
+#[derive(Debug, thiserror::Error)]
+pub enum HookError {
+    #[error("missing rootfs argument")]
+    NoRootfs,
+    #[error("arguments must be fd/kind/destination triples")]
+    NotTriples,
+    #[error("bad fd argument")]
+    BadFd,
+    #[error("open rootfs {rootfs:?}: {errno}")]
+    OpenRootfs { rootfs: OsString, errno: Errno },
+    #[error("openat2(/): {0}")]
+    OpenRoot(Errno),
+    #[error("openat2({}, RESOLVE_IN_ROOT): {errno}", dest.display())]
+    Open { dest: PathBuf, errno: Errno },
+    #[error("{}: no parent", dest.display())]
+    NoParent { dest: PathBuf },
+    #[error("{}: no file name", dest.display())]
+    NoName { dest: PathBuf },
+    #[error("{call}({}): {errno}", dest.display())]
+    Make { call: &'static str, dest: PathBuf, errno: Errno },
+    #[error("move_mount onto {}: {errno}", dest.display())]
+    MoveMount { dest: PathBuf, errno: Errno },
+}
 
 /// argv[0] by which our binaries recognise the createContainer step.
 pub const HOOK_ARG0: &str = "rustpod-idmap";
@@ -51,39 +77,40 @@ pub fn main(args: Vec<OsString>) -> i32 {
     }
 }
 
-fn move_all(args: Vec<OsString>) -> Result<(), String> {
-    let (rootfs, rest) = args.split_first().ok_or("missing rootfs argument")?;
+fn move_all(args: Vec<OsString>) -> Result<(), HookError> {
+    let (rootfs, rest) = args.split_first().ok_or(HookError::NoRootfs)?;
     if rest.len() % 3 != 0 {
-        return Err("arguments must be fd/kind/destination triples".into());
+        return Err(HookError::NotTriples);
     }
     let root = in_root::open(None, Path::new(rootfs), libc::O_PATH | libc::O_DIRECTORY)
-        .map_err(|e| format!("open rootfs {rootfs:?}: {}", idmap_userns::errno_of(&e)))?;
+        .map_err(|e| HookError::OpenRootfs { rootfs: rootfs.clone(), errno: errno_of(&e) })?;
     for triple in rest.chunks(3) {
-        let fd: RawFd = triple[0].to_str().and_then(|s| s.parse().ok()).ok_or("bad fd argument")?;
+        let fd: RawFd = triple[0].to_str().and_then(|s| s.parse().ok()).ok_or(HookError::BadFd)?;
         // SAFETY: create passed this descriptor to us for this one use.
         let tree = unsafe { OwnedFd::from_raw_fd(fd) };
         let dest = Path::new(&triple[2]);
         let target = ensure_destination(&root, dest, triple[1] == "dir")?;
-        move_mount(&tree, &target).map_err(|e| format!("move_mount onto {}: {e}", dest.display()))?;
+        move_mount(&tree, &target).map_err(|errno| HookError::MoveMount { dest: dest.to_path_buf(), errno })?;
     }
     Ok(())
 }
 
 /// Opens the destination inside the rootfs (a symlink resolves inside it,
 /// never out to the host), making it and its parents when missing.
-pub(crate) fn ensure_destination(root: &OwnedFd, dest: &Path, is_dir: bool) -> Result<OwnedFd, String> {
+pub(crate) fn ensure_destination(root: &OwnedFd, dest: &Path, is_dir: bool) -> Result<OwnedFd, HookError> {
+    let open_error = |e: std::io::Error| HookError::Open { dest: dest.to_path_buf(), errno: errno_of(&e) };
     match in_root::open(Some(root), dest, libc::O_PATH) {
         Ok(fd) => return Ok(fd),
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-        Err(e) => return Err(format!("openat2({}, RESOLVE_IN_ROOT): {}", dest.display(), idmap_userns::errno_of(&e))),
+        Err(e) => return Err(open_error(e)),
     }
-    let parent_path = dest.parent().ok_or_else(|| format!("{}: no parent", dest.display()))?;
+    let parent_path = dest.parent().ok_or_else(|| HookError::NoParent { dest: dest.to_path_buf() })?;
     let parent = match parent_path == Path::new("/") {
         true => in_root::open(Some(root), parent_path, libc::O_PATH | libc::O_DIRECTORY)
-            .map_err(|e| format!("openat2(/): {}", idmap_userns::errno_of(&e)))?,
+            .map_err(|e| HookError::OpenRoot(errno_of(&e)))?,
         false => ensure_destination(root, parent_path, true)?,
     };
-    let name = dest.file_name().ok_or_else(|| format!("{}: no file name", dest.display()))?;
+    let name = dest.file_name().ok_or_else(|| HookError::NoName { dest: dest.to_path_buf() })?;
     let made = if is_dir {
         nix::sys::stat::mkdirat(Some(parent.as_raw_fd()), name, nix::sys::stat::Mode::from_bits_truncate(0o755))
     } else {
@@ -92,9 +119,9 @@ pub(crate) fn ensure_destination(root: &OwnedFd, dest: &Path, is_dir: bool) -> R
             let _ = nix::unistd::close(fd);
         })
     };
-    made.map_err(|e| format!("{}({}): {e}", if is_dir { "mkdirat" } else { "openat(O_CREAT)" }, dest.display()))?;
-    in_root::open(Some(root), dest, libc::O_PATH)
-        .map_err(|e| format!("openat2({}, RESOLVE_IN_ROOT): {}", dest.display(), idmap_userns::errno_of(&e)))
+    let call = if is_dir { "mkdirat" } else { "openat(O_CREAT)" };
+    made.map_err(|errno| HookError::Make { call, dest: dest.to_path_buf(), errno })?;
+    in_root::open(Some(root), dest, libc::O_PATH).map_err(open_error)
 }
 
 pub(crate) fn move_mount(tree: &OwnedFd, target: &OwnedFd) -> Result<(), Errno> {
@@ -113,5 +140,25 @@ pub(crate) fn move_mount(tree: &OwnedFd, target: &OwnedFd) -> Result<(), Errno> 
         Ok(())
     } else {
         Err(Errno::last())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_are_checked_before_any_syscall() {
+        assert!(matches!(move_all(Vec::new()), Err(HookError::NoRootfs)));
+        let two = vec![OsString::from("/r"), OsString::from("3"), OsString::from("dir")];
+        assert!(matches!(move_all(two), Err(HookError::NotTriples)));
+    }
+
+    #[test]
+    fn each_error_names_the_destination_the_call_and_the_errno() {
+        let err = HookError::Make { call: "mkdirat", dest: "/data/x".into(), errno: Errno::EROFS };
+        assert_eq!(err.to_string(), "mkdirat(/data/x): EROFS: Read-only file system");
+        let err = HookError::MoveMount { dest: "/data/x".into(), errno: Errno::EINVAL };
+        assert_eq!(err.to_string(), "move_mount onto /data/x: EINVAL: Invalid argument");
     }
 }

@@ -48,6 +48,27 @@ pub enum Mapping {
     Unmapped,
 }
 
+/// Why a mount cannot be made idmapped: the mount, the field and why, as
+/// runc ≥ 1.2 refuses it.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PlanError {
+    #[error("mounts[{index}] ({}): {field}: {why}", destination.display())]
+    Field { index: usize, destination: PathBuf, field: &'static str, why: String },
+    #[error("mounts[{index}] ({}): idmapped mounts need CAP_SYS_ADMIN in the initial user namespace: not supported rootless", destination.display())]
+    Rootless { index: usize, destination: PathBuf },
+}
+
+/// What the kernel would refuse in a mapping with a bare EINVAL.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RangeError {
+    #[error("empty: needs at least one range")]
+    Empty,
+    #[error("[{0}]: size 0")]
+    SizeZero(usize),
+    #[error("[{0}]: range past 4294967295")]
+    PastMax(usize),
+}
+
 /// Whether `mount` asks for an idmapped mount.
 pub fn is_idmapped(mount: &Mount) -> bool {
     mount.uid_mappings().is_some()
@@ -59,12 +80,17 @@ pub fn is_idmapped(mount: &Mount) -> bool {
 /// checked as runc ≥ 1.2 checks them; each refusal is one line naming the
 /// mount, the field and why. With a user namespace and as root, plain binds are made that way too (`Mapping::Unmapped`),
 /// those whose options mount_setattr can set; the rest stay the engine's.
-pub fn plan(spec: &Spec) -> Result<Vec<Planned>, String> {
+pub fn plan(spec: &Spec) -> Result<Vec<Planned>, PlanError> {
     let mounts = spec.mounts().as_deref().unwrap_or_default();
     let host_side_binds = container_mapping(spec).is_some() && nix::unistd::geteuid().is_root();
     let mut planned = Vec::new();
     for (index, mount) in mounts.iter().enumerate() {
-        let bad = |field: &str, why: &str| format!("mounts[{index}] ({}): {field}: {why}", mount.destination().display());
+        let bad = |field: &'static str, why: &str| PlanError::Field {
+            index,
+            destination: mount.destination().clone(),
+            field,
+            why: why.to_string(),
+        };
         if is_idmapped(mount) {
             planned.push(plan_one(spec, index, mount, &bad)?);
         } else if host_side_binds && crate::engine::engine_bundle::is_bind(mount) {
@@ -76,15 +102,15 @@ pub fn plan(spec: &Spec) -> Result<Vec<Planned>, String> {
         planned.remove(i);
     }
     for p in &planned {
-        check_order(mounts, p.index, &routed(&planned))
-            .map_err(|later| format!("mounts[{}] ({}): destination: {later}", p.index, p.destination.display()))?;
+        check_order(mounts, p.index, &routed(&planned)).map_err(|why| PlanError::Field {
+            index: p.index,
+            destination: p.destination.clone(),
+            field: "destination",
+            why,
+        })?;
     }
     if let Some(p) = planned.iter().find(|p| p.mapping != Mapping::Unmapped).filter(|_| !nix::unistd::geteuid().is_root()) {
-        return Err(format!(
-            "mounts[{}] ({}): idmapped mounts need CAP_SYS_ADMIN in the initial user namespace: not supported rootless",
-            p.index,
-            p.destination.display()
-        ));
+        return Err(PlanError::Rootless { index: p.index, destination: p.destination.clone() });
     }
     Ok(planned)
 }
@@ -93,7 +119,10 @@ fn routed(planned: &[Planned]) -> Vec<usize> {
     planned.iter().map(|p| p.index).collect()
 }
 
-fn plan_one(spec: &Spec, index: usize, mount: &Mount, bad: &dyn Fn(&str, &str) -> String) -> Result<Planned, String> {
+/// A refusal of the mount being planned: its field and why.
+type Bad<'a> = &'a dyn Fn(&'static str, &str) -> PlanError;
+
+fn plan_one(spec: &Spec, index: usize, mount: &Mount, bad: Bad) -> Result<Planned, PlanError> {
     if !crate::engine::engine_bundle::is_bind(mount) {
         return Err(bad("type", "id-mapped mounts are only supported for bind mounts"));
     }
@@ -128,11 +157,11 @@ fn plan_one(spec: &Spec, index: usize, mount: &Mount, bad: &dyn Fn(&str, &str) -
 
 /// runc-spec 1.2: explicit mappings are used as given (both are needed);
 /// `idmap`/`ridmap` alone take the container's user namespace's.
-fn mapping_of(spec: &Spec, mount: &Mount, bad: &dyn Fn(&str, &str) -> String) -> Result<Mapping, String> {
+fn mapping_of(spec: &Spec, mount: &Mount, bad: Bad) -> Result<Mapping, PlanError> {
     match (mount.uid_mappings(), mount.gid_mappings()) {
         (Some(uid), Some(gid)) => {
-            check_ranges(uid).map_err(|why| bad("uidMappings", &why))?;
-            check_ranges(gid).map_err(|why| bad("gidMappings", &why))?;
+            check_ranges(uid).map_err(|why| bad("uidMappings", &why.to_string()))?;
+            check_ranges(gid).map_err(|why| bad("gidMappings", &why.to_string()))?;
             Ok(Mapping::Explicit { uid: uid.clone(), gid: gid.clone() })
         }
         (Some(_), None) => Err(bad("gidMappings", "id-mapped mounts must have both uid and gid mappings specified")),
@@ -155,18 +184,18 @@ fn container_mapping(spec: &Spec) -> Option<Mapping> {
 }
 
 /// What the kernel would refuse with a bare EINVAL, said plainly.
-fn check_ranges(ranges: &[LinuxIdMapping]) -> Result<(), String> {
+fn check_ranges(ranges: &[LinuxIdMapping]) -> Result<(), RangeError> {
     if ranges.is_empty() {
-        return Err("empty: needs at least one range".into());
+        return Err(RangeError::Empty);
     }
     for (i, r) in ranges.iter().enumerate() {
         if r.size() == 0 {
-            return Err(format!("[{i}]: size 0"));
+            return Err(RangeError::SizeZero(i));
         }
         let end_c = u64::from(r.container_id()) + u64::from(r.size());
         let end_h = u64::from(r.host_id()) + u64::from(r.size());
         if end_c > u64::from(u32::MAX) || end_h > u64::from(u32::MAX) {
-            return Err(format!("[{i}]: range past 4294967295"));
+            return Err(RangeError::PastMax(i));
         }
     }
     Ok(())
@@ -211,7 +240,7 @@ mod tests {
         assert!(planned[0].rbind && planned[0].ridmap);
         assert_eq!(planned[0].attrs, libc::MOUNT_ATTR_RDONLY);
         assert!(matches!(&planned[0].mapping, Mapping::Explicit { uid, .. } if uid[0].host_id() == 100000));
-        let err = plan(&spec(m, json!({"namespaces": [{"type": "mount"}]}))).unwrap_err();
+        let err = plan(&spec(m, json!({"namespaces": [{"type": "mount"}]}))).unwrap_err().to_string();
         assert!(err.starts_with("mounts[0] (/d): options:") && err.contains("no user namespace"), "{err}");
     }
 
@@ -225,7 +254,7 @@ mod tests {
             (json!({"destination": "/d", "type": "bind", "source": "/tmp", "options": ["bind", "idmap", "rro"]}), "options"),
         ];
         for (mount, field) in cases {
-            let err = plan(&spec(json!([mount]), userns())).unwrap_err();
+            let err = plan(&spec(json!([mount]), userns())).unwrap_err().to_string();
             assert!(err.starts_with(&format!("mounts[0] (/d")) || err.starts_with("mounts[0] (/proc/x)"), "{err}");
             assert!(err.contains(&format!(": {field}:")), "{field}: {err}");
         }
@@ -236,6 +265,19 @@ mod tests {
         let m = json!([{"destination": "/d", "type": "bind", "source": "/tmp", "options": ["bind", "idmap"]},
                        {"destination": "/d/sub", "type": "tmpfs", "source": "tmpfs"}]);
         let err = plan(&spec(m, userns())).unwrap_err();
+        assert!(matches!(&err, PlanError::Field { index: 0, field: "destination", .. }), "{err}");
+        let err = err.to_string();
         assert!(err.contains("mounts[1] (/d/sub) comes later"), "{err}");
+    }
+
+    #[test]
+    fn ranges_the_kernel_would_refuse_are_named() {
+        let m = |c: u32, h: u32, n: u32| {
+            oci_spec::runtime::LinuxIdMappingBuilder::default().container_id(c).host_id(h).size(n).build().unwrap()
+        };
+        assert_eq!(check_ranges(&[]), Err(RangeError::Empty));
+        assert_eq!(check_ranges(&[m(0, 1, 1), m(1, 2, 0)]), Err(RangeError::SizeZero(1)));
+        assert_eq!(check_ranges(&[m(0, u32::MAX, 2)]).unwrap_err().to_string(), "[0]: range past 4294967295");
+        assert_eq!(check_ranges(&[m(0, 100000, 65536)]), Ok(()));
     }
 }

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use nix::mount::{mount, MsFlags};
 use oci_spec::runtime::Spec;
 
+use crate::engine::mount::step_error::StepError;
 use crate::sys::{in_root, syscall};
 
 /// The options this module applies, with their mount(2) flag and
@@ -53,17 +54,17 @@ pub fn wanted(spec: &Spec) -> Vec<CgroupMountFlags> {
 
 /// Sets `options` on the mount at `dest` (resolved inside the rootfs, so a
 /// symlink cannot point it at the host) and on every mount below it.
-pub fn apply(root: &OwnedFd, dest: &Path, options: &[String]) -> Result<(), String> {
-    let (flags, attrs) = parse(options).map_err(|o| format!("{}: unknown option {o:?}", dest.display()))?;
-    let target = in_root::open(Some(root), dest, libc::O_PATH | libc::O_DIRECTORY)
-        .map_err(|e| format!("open {}: {e}", dest.display()))?;
+pub fn apply(root: &OwnedFd, dest: &Path, options: &[String]) -> Result<(), StepError> {
+    let (flags, attrs) = parse(options)
+        .map_err(|option| StepError::NotOurs { dest: dest.to_path_buf(), option, kind: "cgroup mount flag" })?;
+    let target = in_root::open(Some(root), dest, libc::O_PATH | libc::O_DIRECTORY).map_err(|e| StepError::open(dest, &e))?;
     // One step for the tmpfs and each controller mounted in it, leaving
     // their atime settings alone.
     match syscall::mount_setattr(&target, attrs, 0, libc::AT_RECURSIVE) {
         Ok(()) => Ok(()),
         // Kernels before 5.12: remount each mount of the tree instead.
         Err(nix::errno::Errno::ENOSYS) => remount_tree(&target, flags),
-        Err(e) => Err(format!("mount_setattr {}: {e}", dest.display())),
+        Err(errno) => Err(StepError::call("mount_setattr(AT_RECURSIVE)", dest, &options.join(","), errno)),
     }
 }
 
@@ -83,17 +84,17 @@ fn parse(options: &[String]) -> Result<(MsFlags, u64), String> {
 
 /// The fallback: MS_REMOUNT|MS_BIND of the target and of each mount below
 /// it, keeping each one's own flags.
-fn remount_tree(target: &OwnedFd, flags: MsFlags) -> Result<(), String> {
-    let fd_path = format!("/proc/self/fd/{}", target.as_raw_fd());
-    let top = std::fs::read_link(&fd_path).map_err(|e| format!("readlink {fd_path}: {e}"))?;
-    let info = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| format!("read mountinfo: {e}"))?;
+fn remount_tree(target: &OwnedFd, flags: MsFlags) -> Result<(), StepError> {
+    let fd_path = PathBuf::from(format!("/proc/self/fd/{}", target.as_raw_fd()));
+    let top = std::fs::read_link(&fd_path).map_err(|e| StepError::path("readlink", &fd_path, &e))?;
+    let mountinfo = Path::new("/proc/self/mountinfo");
+    let info = std::fs::read_to_string(mountinfo).map_err(|e| StepError::path("read", mountinfo, &e))?;
     for (point, current) in mounts_under(&info, &top) {
-        let fd = in_root::open(None, &point, libc::O_PATH | libc::O_NOFOLLOW)
-            .map_err(|e| format!("open {}: {e}", point.display()))?;
+        let fd = in_root::open(None, &point, libc::O_PATH | libc::O_NOFOLLOW).map_err(|e| StepError::path("open", &point, &e))?;
         let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
         let all = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | current | flags;
         mount(None::<&str>, path.as_str(), None::<&str>, all, None::<&str>)
-            .map_err(|e| format!("remount {} ({all:?}): {e}", point.display()))?;
+            .map_err(|errno| StepError::call("mount(MS_REMOUNT|MS_BIND)", &point, &format!("{all:?}"), errno))?;
     }
     Ok(())
 }

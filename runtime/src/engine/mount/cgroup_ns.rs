@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::{LinuxNamespaceType, Mount, MountBuilder, Spec};
 
+use crate::engine::cgroup::fs::Hierarchy;
+
 /// Controllers libcgroups creates a cgroup in (named hierarchies such as
 /// name=systemd get ours from `named_cgroup`).
 pub(crate) const CONTROLLERS: &[&str] = &[
@@ -16,13 +18,14 @@ pub(crate) const CONTROLLERS: &[&str] = &[
     "net_prio", "perf_event", "pids", "rdma",
 ];
 
-/// Rewrites `spec`'s cgroup mounts if the engine would get them wrong.
-pub fn rewrite(spec: &mut Spec) {
+/// Rewrites `spec`'s cgroup mounts if the engine would get them wrong;
+/// `cgroups` are the host's hierarchies, as the command read them.
+pub fn rewrite(spec: &mut Spec, cgroups: &[Hierarchy]) {
     if !joins_pid_namespace(spec) {
         return;
     }
     let Some(cgroup_path) = cgroups_path(spec) else { return };
-    let hierarchies = v1_hierarchies();
+    let hierarchies = v1_hierarchies(cgroups);
     if hierarchies.is_empty() {
         return;
     }
@@ -59,12 +62,12 @@ fn cgroups_path(spec: &Spec) -> Option<PathBuf> {
 
 /// Mount points of the host's v1 hierarchies where the container has a
 /// cgroup of its own: a controller's, or a named one's.
-fn v1_hierarchies() -> Vec<PathBuf> {
-    crate::engine::cgroup::fs::hierarchies()
-        .into_iter()
+fn v1_hierarchies(cgroups: &[Hierarchy]) -> Vec<PathBuf> {
+    cgroups
+        .iter()
         .filter(|h| !h.unified && CONTROLLERS.iter().any(|c| h.has(c)))
-        .chain(crate::engine::cgroup::named::named_hierarchies())
-        .map(|h| h.mount_point)
+        .chain(crate::engine::cgroup::named::named(cgroups))
+        .map(|h| h.mount_point.clone())
         .collect()
 }
 

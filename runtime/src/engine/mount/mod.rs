@@ -13,4 +13,5 @@ pub mod restore_mountpoints;
 pub mod rootfs_hook;
 pub mod rootfs_path;
 pub mod sb_flags;
+pub mod step_error;
 pub mod symfollow;

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use nix::mount::MsFlags;
 
+use crate::engine::mount::step_error::StepError;
 use crate::sys::syscall::Syscall;
 
 /// The propagation options of one mount, in the order they were given.
@@ -43,13 +44,16 @@ pub fn split_options(options: &[String]) -> (Vec<String>, Vec<String>) {
 
 /// Applies one mount's propagation options, resolving the destination
 /// inside the rootfs so a symlink can never point it at the host.
-pub fn apply(sys: &dyn Syscall, root: &OwnedFd, entry: &MountPropagation) -> Result<(), String> {
+pub fn apply(sys: &dyn Syscall, root: &OwnedFd, entry: &MountPropagation) -> Result<(), StepError> {
     let dest = &entry.destination;
-    let target = sys.open_in_root(root, dest, libc::O_PATH).map_err(|e| format!("open {}: {e}", dest.display()))?;
+    let target = sys.open_in_root(root, dest, libc::O_PATH).map_err(|e| StepError::open(dest, &e))?;
     for option in &entry.flags {
-        let flags = propagation_flags(option)
-            .ok_or_else(|| format!("{}: {option:?} is not a propagation option", dest.display()))?;
-        sys.mount_flags(&target, flags).map_err(|e| format!("set {option} on {}: {e}", dest.display()))?;
+        let flags = propagation_flags(option).ok_or_else(|| StepError::NotOurs {
+            dest: dest.clone(),
+            option: option.clone(),
+            kind: "propagation option",
+        })?;
+        sys.mount_flags(&target, flags).map_err(|errno| StepError::call("mount", dest, option, errno))?;
     }
     Ok(())
 }
@@ -102,7 +106,7 @@ mod tests {
     fn refuses_an_option_that_is_not_propagation_naming_it() {
         let sys = Recording::default();
         let err = apply(&sys, &root(), &entry("/mnt/a", &["rprivate", "rbind"])).unwrap_err();
-        assert_eq!(err, r#"/mnt/a: "rbind" is not a propagation option"#);
+        assert_eq!(err.to_string(), r#"/mnt/a: "rbind" is not a propagation option"#);
         // The options before it were set; nothing after.
         assert_eq!(sys.calls().len(), 2);
     }
@@ -111,8 +115,7 @@ mod tests {
     fn a_destination_that_cannot_be_opened_is_the_error_and_nothing_is_mounted() {
         let sys = Recording::failing_open(nix::errno::Errno::ELOOP);
         let err = apply(&sys, &root(), &entry("/mnt/link", &["rshared"])).unwrap_err();
-        assert!(err.starts_with("open /mnt/link: "), "{err}");
-        assert!(err.contains("os error 40"), "{err}");
+        assert_eq!(err, StepError::Open { dest: PathBuf::from("/mnt/link"), errno: nix::errno::Errno::ELOOP });
         assert_eq!(sys.calls(), vec![Call::Open { path: PathBuf::from("/mnt/link"), flags: libc::O_PATH }]);
     }
 }

@@ -8,12 +8,33 @@ use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
+use nix::errno::Errno;
 use oci_spec::runtime::Hook;
 
+use crate::engine::mount::copyup::CopyupError;
+use crate::engine::mount::step_error::StepError;
 use crate::sys::syscall::LinuxSyscall;
 
 use crate::engine::mount::{cgroup_flags as cgroup_mount_flags, copyup as mount_copyup, propagation as mount_propagation};
 use crate::engine::mount::{sb_flags as mount_sb_flags, symfollow as mount_symfollow};
+
+/// Why the hook failed: its arguments, the rootfs, or a mount's step.
+#[derive(Debug, thiserror::Error)]
+pub enum RootfsHookError {
+    #[error("missing rootfs argument")]
+    NoRootfs,
+    #[error("arguments must be destination/options pairs")]
+    NotPairs,
+    #[error("open rootfs {rootfs:?}: {errno}")]
+    OpenRootfs { rootfs: OsString, errno: Errno },
+    #[error(transparent)]
+    Step(#[from] StepError),
+    #[error(transparent)]
+    Copyup(#[from] CopyupError),
+}
+
+/// The rootfs, opened `O_PATH`, and each (destination, options).
+type Entries = (OwnedFd, Vec<(PathBuf, Vec<String>)>);
 
 /// argv[0] by which our binaries recognise the hook invocation.
 pub const HOOK_ARG0: &str = "rustpod-rootfs";
@@ -55,7 +76,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
     }
 }
 
-fn apply_all(args: Vec<OsString>) -> Result<(), String> {
+fn apply_all(args: Vec<OsString>) -> Result<(), RootfsHookError> {
     let (root, entries) = parse_rootfs_hook_args(args)?;
     for (destination, options) in entries {
         apply(&root, destination, options)?;
@@ -63,18 +84,20 @@ fn apply_all(args: Vec<OsString>) -> Result<(), String> {
     Ok(())
 }
 
-fn apply(root: &OwnedFd, destination: PathBuf, options: Vec<String>) -> Result<(), String> {
+/// One entry, by the step its options belong to.
+fn apply(root: &OwnedFd, destination: PathBuf, options: Vec<String>) -> Result<(), RootfsHookError> {
     if options.iter().all(|o| mount_propagation::propagation_flags(o).is_some()) {
-        mount_propagation::apply(&LinuxSyscall, root, &mount_propagation::MountPropagation { destination, flags: options })
+        mount_propagation::apply(&LinuxSyscall, root, &mount_propagation::MountPropagation { destination, flags: options })?;
     } else if options.iter().all(|o| mount_symfollow::is_symfollow(o)) {
-        mount_symfollow::apply(&LinuxSyscall, root, &destination, &options)
+        mount_symfollow::apply(&LinuxSyscall, root, &destination, &options)?;
     } else if options.iter().all(|o| mount_copyup::is_copyup(o)) {
-        mount_copyup::apply(root, &destination)
+        mount_copyup::apply(root, &destination)?;
     } else if options.iter().all(|o| mount_sb_flags::is_sb_flag(o)) {
-        mount_sb_flags::apply(&LinuxSyscall, root, &destination, &options)
+        mount_sb_flags::apply(&LinuxSyscall, root, &destination, &options)?;
     } else {
-        cgroup_mount_flags::apply(root, &destination, &options)
+        cgroup_mount_flags::apply(root, &destination, &options)?;
     }
+    Ok(())
 }
 
 /// Takes the options `which` picks out of each mount's options, as
@@ -94,13 +117,15 @@ pub fn take_options(mounts: &mut [oci_spec::runtime::Mount], which: fn(&str) -> 
 
 /// Parses [`hook`]'s arguments: the rootfs, opened `O_PATH`, and
 /// each (destination, options).
-fn parse_rootfs_hook_args(args: Vec<OsString>) -> Result<(OwnedFd, Vec<(PathBuf, Vec<String>)>), String> {
-    let (rootfs, pairs) = args.split_first().ok_or("missing rootfs argument")?;
+fn parse_rootfs_hook_args(args: Vec<OsString>) -> Result<Entries, RootfsHookError> {
+    let (rootfs, pairs) = args.split_first().ok_or(RootfsHookError::NoRootfs)?;
     if pairs.len() % 2 != 0 {
-        return Err("arguments must be destination/options pairs".into());
+        return Err(RootfsHookError::NotPairs);
     }
-    let root = crate::sys::in_root::open(None, Path::new(rootfs), libc::O_PATH)
-        .map_err(|e| format!("open rootfs {rootfs:?}: {e}"))?;
+    let root = crate::sys::in_root::open(None, Path::new(rootfs), libc::O_PATH).map_err(|e| RootfsHookError::OpenRootfs {
+        rootfs: rootfs.clone(),
+        errno: Errno::from_raw(e.raw_os_error().unwrap_or(0)),
+    })?;
     let entries = pairs
         .chunks(2)
         .map(|pair| {
@@ -109,4 +134,19 @@ fn parse_rootfs_hook_args(args: Vec<OsString>) -> Result<(OwnedFd, Vec<(PathBuf,
         })
         .collect();
     Ok((root, entries))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_are_checked_before_the_rootfs_is_opened() {
+        assert!(matches!(parse_rootfs_hook_args(Vec::new()), Err(RootfsHookError::NoRootfs)));
+        let odd = vec![OsString::from("/"), OsString::from("/d")];
+        assert!(matches!(parse_rootfs_hook_args(odd), Err(RootfsHookError::NotPairs)));
+        let missing = vec![OsString::from("/nonexistent/rustpod-rootfs")];
+        let err = parse_rootfs_hook_args(missing).err().expect("a missing rootfs is refused");
+        assert_eq!(err.to_string(), r#"open rootfs "/nonexistent/rustpod-rootfs": ENOENT: No such file or directory"#);
+    }
 }

@@ -13,6 +13,7 @@ use std::path::Path;
 use nix::mount::MsFlags;
 use nix::sys::statvfs::FsFlags;
 
+use crate::engine::mount::step_error::StepError;
 use crate::sys::syscall::Syscall;
 
 /// Each option with its flag and whether it sets (true) or clears it.
@@ -31,19 +32,18 @@ pub fn is_sb_flag(option: &str) -> bool {
 
 /// Remounts the filesystem at `dest` (resolved inside the rootfs) with
 /// `options` applied in order over the flags it has.
-pub fn apply(sys: &dyn Syscall, root: &OwnedFd, dest: &Path, options: &[String]) -> Result<(), String> {
-    let target = sys.open_in_root(root, dest, libc::O_PATH).map_err(|e| format!("open {}: {e}", dest.display()))?;
-    let current = sys.mount_flags_of(&target).map_err(|e| format!("fstatvfs {}: {e}", dest.display()))?;
+pub fn apply(sys: &dyn Syscall, root: &OwnedFd, dest: &Path, options: &[String]) -> Result<(), StepError> {
+    let target = sys.open_in_root(root, dest, libc::O_PATH).map_err(|e| StepError::open(dest, &e))?;
+    let current = sys.mount_flags_of(&target).map_err(|errno| StepError::call("fstatvfs", dest, &options.join(","), errno))?;
     let mut flags = MsFlags::MS_REMOUNT | kept_flags(current);
     for option in options {
         let (_, flag, set) = OPTIONS
             .iter()
             .find(|(name, _, _)| name == option)
-            .ok_or_else(|| format!("{}: {option:?} is not a superblock flag", dest.display()))?;
+            .ok_or_else(|| StepError::NotOurs { dest: dest.to_path_buf(), option: option.clone(), kind: "superblock flag" })?;
         flags.set(*flag, *set);
     }
-    sys.mount_flags(&target, flags)
-        .map_err(|e| format!("remount {} ({}): {e}", dest.display(), options.join(",")))
+    sys.mount_flags(&target, flags).map_err(|errno| StepError::call("mount(MS_REMOUNT)", dest, &options.join(","), errno))
 }
 
 /// A remount sets the mount's flags anew: those it has, as mount(2) flags
@@ -73,7 +73,7 @@ mod tests {
     use super::*;
     use crate::sys::syscall::{Call, Recording};
 
-    fn remount_flags(current: FsFlags, options: &[&str]) -> Result<Vec<Call>, String> {
+    fn remount_flags(current: FsFlags, options: &[&str]) -> Result<Vec<Call>, StepError> {
         let sys = Recording::with_mount_flags(current);
         let root: OwnedFd = std::fs::File::open("/").unwrap().into();
         let options: Vec<String> = options.iter().map(|o| o.to_string()).collect();
@@ -106,6 +106,6 @@ mod tests {
     #[test]
     fn refuses_an_option_that_is_no_superblock_flag_before_remounting() {
         let err = remount_flags(FsFlags::empty(), &["lazytime", "rw"]).unwrap_err();
-        assert_eq!(err, r#"/tmp: "rw" is not a superblock flag"#);
+        assert_eq!(err.to_string(), r#"/tmp: "rw" is not a superblock flag"#);
     }
 }

@@ -8,6 +8,7 @@
 use std::os::fd::OwnedFd;
 use std::path::Path;
 
+use crate::engine::mount::step_error::StepError;
 use crate::sys::syscall::Syscall;
 
 /// The options this module applies.
@@ -20,13 +21,13 @@ pub fn is_symfollow(option: &str) -> bool {
 /// Sets or clears MOUNT_ATTR_NOSYMFOLLOW on the mount at `dest`, resolved
 /// inside the rootfs so a symlink cannot point it at the host; the last
 /// option given wins, as with mount(2) flags.
-pub fn apply(sys: &dyn Syscall, root: &OwnedFd, dest: &Path, options: &[String]) -> Result<(), String> {
+pub fn apply(sys: &dyn Syscall, root: &OwnedFd, dest: &Path, options: &[String]) -> Result<(), StepError> {
     let Some(last) = options.last() else { return Ok(()) };
-    let target = sys.open_in_root(root, dest, libc::O_PATH).map_err(|e| format!("open {}: {e}", dest.display()))?;
+    let target = sys.open_in_root(root, dest, libc::O_PATH).map_err(|e| StepError::open(dest, &e))?;
     let attr = libc::MOUNT_ATTR_NOSYMFOLLOW;
     let (set, clear) = if last == "nosymfollow" { (attr, 0) } else { (0, attr) };
     sys.mount_setattr(&target, set, clear, 0)
-        .map_err(|e| format!("mount_setattr {} ({last}): {e}", dest.display()))
+        .map_err(|errno| StepError::call("mount_setattr", dest, last, errno))
 }
 
 #[cfg(test)]

@@ -12,18 +12,32 @@ use std::sync::OnceLock;
 /// socket-activation variables it adds), kept in the init for its exec.
 static ENVIRONMENT: OnceLock<HashMap<String, String>> = OnceLock::new();
 
+/// Why the kept environment cannot be handed to the exec; each message is
+/// the one line the container's init fails with.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum EnvironError {
+    #[error("setup_envs: the environment was already set")]
+    AlreadySet,
+    #[error("exec: setup_envs was not called before exec")]
+    NotSet,
+    #[error("exec: an environment variable contains a NUL byte: {0}")]
+    Nul(#[from] std::ffi::NulError),
+}
+
 /// Keeps `envs` for `for_exec`; the init calls this once, before its exec.
-pub fn keep(envs: HashMap<String, String>) -> Result<(), String> {
-    ENVIRONMENT.set(envs).map_err(|_| "setup_envs: the environment was already set".to_string())
+pub fn keep(envs: HashMap<String, String>) -> Result<(), EnvironError> {
+    ENVIRONMENT.set(envs).map_err(|_| EnvironError::AlreadySet)
 }
 
 /// The kept environment as execve(2)'s `envp`, in `spec_env`'s order.
-pub fn for_exec(spec_env: &[String]) -> Result<Vec<CString>, String> {
-    let kept = ENVIRONMENT.get().ok_or("exec: setup_envs was not called before exec")?;
-    ordered(spec_env, kept)
-        .into_iter()
-        .map(|pair| CString::new(pair).map_err(|e| format!("exec: an environment variable contains a NUL byte: {e}")))
-        .collect()
+pub fn for_exec(spec_env: &[String]) -> Result<Vec<CString>, EnvironError> {
+    let kept = ENVIRONMENT.get().ok_or(EnvironError::NotSet)?;
+    as_envp(ordered(spec_env, kept))
+}
+
+/// `pairs` as C strings; a NUL byte inside one is refused.
+fn as_envp(pairs: Vec<String>) -> Result<Vec<CString>, EnvironError> {
+    pairs.into_iter().map(|pair| Ok(CString::new(pair)?)).collect()
 }
 
 /// `KEY=value` for each key of `vars`: first in the order of each key's last
@@ -71,5 +85,13 @@ mod tests {
     fn values_with_equals_signs_are_whole() {
         let spec: Vec<String> = ["X=a=b"].map(String::from).into();
         assert_eq!(ordered(&spec, &vars(&[("X", "a=b")])), ["X=a=b"]);
+    }
+
+    #[test]
+    fn a_nul_byte_is_refused_in_one_line() {
+        let err = as_envp(vec!["A=1".into(), "B=x\0y".into()]).unwrap_err();
+        assert!(matches!(err, EnvironError::Nul(_)));
+        assert_eq!(err.to_string(), "exec: an environment variable contains a NUL byte: nul byte found in provided data at position: 3");
+        assert_eq!(as_envp(vec!["A=1".into()]).unwrap(), vec![CString::new("A=1").unwrap()]);
     }
 }

@@ -90,7 +90,7 @@ impl Executor for RuncWordsExecutor {
     fn setup_envs(&self, envs: HashMap<String, String>) -> Result<(), ExecutorSetEnvsError> {
         // SAFETY: the init is single-threaded here (a cloned child before its exec).
         std::env::vars_os().for_each(|(key, _)| unsafe { std::env::remove_var(key) });
-        environ::keep(envs).map_err(ExecutorSetEnvsError::Other)
+        environ::keep(envs).map_err(|e| ExecutorSetEnvsError::Other(e.to_string()))
     }
 
     fn exec(&self, spec: &Spec) -> Result<(), ExecutorError> {
@@ -99,7 +99,7 @@ impl Executor for RuncWordsExecutor {
         let argv = args.iter().map(|a| c(a)).collect::<Result<Vec<_>, _>>()?;
         let file = c(&path.to_string_lossy())?;
         let spec_env = spec.process().as_ref().and_then(|p| p.env().as_deref()).unwrap_or_default();
-        let envp = environ::for_exec(spec_env).map_err(ExecutorError::Other)?;
+        let envp = environ::for_exec(spec_env).map_err(|e| ExecutorError::Other(e.to_string()))?;
         let err = nix::unistd::execve(&file, &argv, &envp).unwrap_err();
         Err(ExecutorError::Other(format!("exec: {:?}: {}", args[0], err.desc().to_lowercase())))
     }

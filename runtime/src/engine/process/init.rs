@@ -18,6 +18,7 @@ use oci_spec::runtime::Spec;
 
 use crate::engine::container_dir::ContainerDir;
 use crate::engine::process::process_io::ProcessIo;
+use crate::engine::process::rootfs_failure::{self, Capture};
 use crate::error::{Error, Result};
 
 /// How the init is to be run, besides its spec.
@@ -92,13 +93,14 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
     let cgroup_config = args.cgroup_config.clone();
     // Held across the fork only: the init must not inherit our caller's CPUs.
     let all_cpus = crate::engine::process::cpu_affinity::all_cpus_for_children()?;
-    let spawned = libcontainer::process::container_main_process::container_main_process(&args);
+    let capture = Capture::new().map_err(|e| Error::sys("pipe2 for the init's rootfs errors", e))?;
+    let spawned = capture.during(|| libcontainer::process::container_main_process::container_main_process(&args));
     drop(all_cpus);
     let pid = match spawned {
         Ok(pid) => pid,
         Err(e) => {
             remove_cgroup(cgroup_config);
-            return Err(engine_err("create")(&e));
+            return Err(with_rootfs_detail(engine_err("create")(&e), capture));
         }
     };
     container
@@ -108,6 +110,18 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
         .save()
         .map_err(|e| engine_err("record the state of")(&e))?;
     Ok(container)
+}
+
+/// The engine's bare "failed to prepare rootfs", completed with what the
+/// init said about it (the mount, the call and the errno).
+fn with_rootfs_detail(err: Error, capture: Capture) -> Error {
+    const BARE: &str = "unable to start container process: failed to prepare rootfs";
+    match (err, capture.said()) {
+        (Error::Engine { op, id, reason }, Some(said)) if reason == BARE => {
+            Error::Engine { op, id, reason: format!("{reason}: {}", rootfs_failure::describe(&said)) }
+        }
+        (err, _) => err,
+    }
 }
 
 /// After a failed init, as the engine's builder does: its cgroup goes, with

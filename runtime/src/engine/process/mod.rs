@@ -13,6 +13,7 @@ pub mod home_env;
 pub mod init;
 pub mod notify;
 pub mod process_io;
+pub mod rootfs_failure;
 pub mod sealed_exe;
 pub mod tenant;
 pub mod wait;

@@ -176,7 +176,7 @@ pub fn spawn(
     // then applies `process.execCPUAffinity` over it); and, as runc's exec,
     // the container's name=systemd cgroup.
     let all_cpus = crate::engine::process::cpu_affinity::all_cpus_for_children()?;
-    let named = crate::engine::cgroup::named::join_for(&dir.id, &args.spec, container.systemd())?;
+    let named = crate::engine::cgroup::named::join_for(&crate::engine::cgroup::fs::hierarchies(), &dir.id, &args.spec, container.systemd())?;
     let spawned = libcontainer::process::container_main_process::container_main_process(&args);
     drop(named);
     drop(all_cpus);
