@@ -37,9 +37,9 @@ SUITE=${RUSTPOD_GUEST_SUITE:-sid}
 # udev loads the virtio modules (the disk's in the initramfs, 9p's after it). The kernel brings
 # the initramfs generator sid prefers (dracut: naming initramfs-tools too makes them conflict).
 GUEST_PKGS=(systemd systemd-sysv udev dbus linux-image-amd64 busybox-static iproute2 util-linux jq kmod procps
-	containerd runc crun criu)
+	containerd runc crun criu docker.io docker-cli podman)
 # What the summary and the .versions file show.
-SHOWN_PKGS=(linux-image-amd64 systemd containerd runc crun criu libc6)
+SHOWN_PKGS=(linux-image-amd64 systemd containerd runc crun criu docker.io podman libc6)
 HOST_PKGS=(qemu-system-x86 debootstrap e2fsprogs)
 CACHE=/var/tmp/rustpod-guest-sid
 MAX_AGE=${RUSTPOD_GUEST_MAX_AGE:-7}
@@ -98,8 +98,11 @@ configure_root() {
 	printf '127.0.0.1 localhost rustpod-guest\n' >"$root/etc/hosts"
 	: >"$root/etc/fstab"
 	mkdir -p "$root/mnt/rustpod-out"
-	# The tests start their own containerds; the distro's must not run.
-	ln -sfn /dev/null "$root/etc/systemd/system/containerd.service"
+	# The tests start their own containerds and dockerds; the distro's must not run.
+	local unit
+	for unit in containerd.service docker.service docker.socket; do
+		ln -sfn /dev/null "$root/etc/systemd/system/$unit"
+	done
 	# Account every controller, as kubelet's slices make systemd do on a node.
 	mkdir -p "$root/etc/systemd/system.conf.d"
 	cat >"$root/etc/systemd/system.conf.d/rustpod.conf" <<-'EOF'
@@ -129,7 +132,6 @@ configure_root() {
 	EOF
 	ln -sfn ../rustpod-guest-tests.service "$root/etc/systemd/system/multi-user.target.wants/rustpod-guest-tests.service"
 	# Nothing that waits for a network, a clock or a login the guest does not have.
-	local unit
 	for unit in serial-getty@.service getty@.service systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer \
 		fstrim.timer man-db.timer systemd-networkd-wait-online.service; do
 		ln -sfn /dev/null "$root/etc/systemd/system/$unit"
@@ -267,7 +269,8 @@ main() {
 	mkdir -p "$CACHE"
 	if ! base=$(cached_base); then
 		base=$CACHE/debian-$SUITE-$(image_key)
-		find "$CACHE" -maxdepth 1 -name 'debian-*' -delete
+		# Another package list's image stays until it is stale: another checkout may use it.
+		find "$CACHE" -maxdepth 1 -name 'debian-*' -mtime +"$MAX_AGE" -delete
 		build_image "$base"
 	fi
 	t_img=$(now)

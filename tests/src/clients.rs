@@ -52,14 +52,13 @@ pub fn unmount_under(dir: &str) {
     }
 }
 
-/// `/sys/fs/cgroup/<hierarchy>/<parent>` and its children, children first, where they exist.
+/// `/sys/fs/cgroup/<parent>` (pure v2) or `/sys/fs/cgroup/<hierarchy>/<parent>` (v1 and
+/// hybrid) and its children, children first, where they exist.
 pub fn cgroup_tree(parent: &str) -> Vec<PathBuf> {
-    let Ok(hierarchies) = fs::read_dir(CGROUP_FS) else {
-        return vec![];
-    };
-    let mut found = vec![];
     let relative = parent.trim_start_matches('/');
-    for top in hierarchies.flatten().map(|h| h.path().join(relative)) {
+    let hierarchies = fs::read_dir(CGROUP_FS).into_iter().flatten().flatten().map(|h| h.path());
+    let mut found = vec![];
+    for top in std::iter::once(PathBuf::from(CGROUP_FS)).chain(hierarchies).map(|h| h.join(relative)) {
         let children = fs::read_dir(&top).into_iter().flatten().flatten();
         found.extend(children.map(|c| c.path()).filter(|c| c.is_dir()));
         if top.is_dir() {

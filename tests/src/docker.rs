@@ -1,5 +1,6 @@
-//! A private dockerd per test (apt's docker.io 20.10) on a private containerd, with rustpod added
-//! as a runtime; on Drop: remove containers, stop both daemons by pid, unmount, remove their dirs.
+//! A private dockerd per test (apt's docker.io 20.10 on the host, sid's 28.5 in the sid guest)
+//! on a private containerd, with rustpod added as a runtime; on Drop: remove containers, stop
+//! both daemons by pid, unmount, remove their dirs.
 
 use crate::clients::{cgroup_tree, remove_cgroup_tree, unmount_under, OciRuntime};
 use crate::containerd::{self, script};
@@ -90,6 +91,9 @@ impl Dockerd {
             flag("containerd", self.dir.join_str("ctd/containerd.sock")),
             flag("storage-driver", driver.to_string()),
             flag("cgroup-parent", self.cgroup_parent.clone()),
+            // dockerd 28 picks systemd's driver where systemd is PID 1 (the sid guest), which
+            // wants a slice as the parent; the cgroupfs parent keeps each test's cgroups its own.
+            "--exec-opt=native.cgroupdriver=cgroupfs".into(),
             flag(
                 "add-runtime",
                 format!("{RUSTPOD}={}", env::rustpod_bin().display()),

@@ -1,5 +1,6 @@
-//! Rootful podman (apt's 4.3) with a private --root/--runroot/--tmpdir and a `--rootfs` dir, so
-//! that it touches no host storage; on Drop: remove containers, kill leftovers, unmount, remove.
+//! Rootful podman (apt's 4.3 on the host, sid's 5.8 in the sid guest) with a private
+//! --root/--runroot/--tmpdir and a `--rootfs` dir, so that it touches no host storage; on Drop:
+//! remove containers, kill leftovers, unmount, remove.
 
 use crate::clients::{cgroup_tree, remove_cgroup_tree, unmount_under, OciRuntime};
 use crate::process::{self, Output};
@@ -145,17 +146,24 @@ impl Podman {
 
     /// Where `rt` keeps container `id`'s state: podman passes no --root, so the runtime's default.
     pub fn runtime_state(&self, rt: OciRuntime, id: &str) -> PathBuf {
-        // RUSTPOD_BIN=runc validates the suite against runc itself.
+        // RUSTPOD_BIN=runc validates the suite against runc itself; RUNC_BIN=crun keeps crun's.
         let root = match rt {
             OciRuntime::Rustpod if !env::testing_runc_itself() => "/run/rustpod",
+            _ if rt.bin().file_name().is_some_and(|name| name == "crun") => "/run/crun",
             _ => "/run/runc",
         };
         Path::new(root).join(id)
     }
 
-    /// A file in the scratch dir (for `--cidfile`), as a string.
-    pub fn scratch_file(&self, name: &str) -> String {
-        self.dir.join_str(name)
+    /// The id of the container `name`, from podman's event log: it outlives `run --rm`,
+    /// where podman 5 also removes the `--cidfile`.
+    pub fn id_from_events(&self, rt: OciRuntime, name: &str) -> String {
+        let filter = format!("container={name}");
+        let events = self.podman(rt, &["events", "--stream=false", "--filter", &filter, "--format", "{{.ID}}"]).ok();
+        let ids: std::collections::BTreeSet<String> =
+            events.stdout.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_string).collect();
+        assert_eq!(ids.len(), 1, "one container named {name} in podman's events: {}", events.stdout);
+        ids.into_iter().next().unwrap_or_default()
     }
 
     /// The cgroup dirs left under this podman's `--cgroup-parent`, in every hierarchy.

@@ -1,4 +1,5 @@
-//! Rootful podman 4.3 (apt's) driving rustpod as `--runtime $RUSTPOD_BIN`, with runc as the
+//! Rootful podman (apt's 4.3; sid's 5.8 in the sid guest) driving rustpod as `--runtime
+//! $RUSTPOD_BIN`, with runc ($RUNC_BIN: runc 1.3.6 or crun 1.28 in the guest) as the
 //! control in the same test: output, exit codes of failed execs, exec, stop, nothing left.
 
 use rustpod_tests::clients::{assert_exits_like_runc, OciRuntime};
@@ -125,9 +126,9 @@ fn podman_stop_like_runc() {
 fn podman_run_rm_leaves_no_runtime_state() {
     let podman = podman_or_skip!();
     for rt in OciRuntime::BOTH {
-        let cidfile = podman.scratch_file(&format!("cid-{rt:?}"));
-        podman.run_rm(rt, &["--cidfile", &cidfile], &["true"]).ok();
-        let id = std::fs::read_to_string(&cidfile).expect("read --cidfile");
+        let name = rustpod_tests::scratch::unique_name("pdm-rm");
+        podman.run_rm(rt, &["--name", &name], &["true"]).ok();
+        let id = podman.id_from_events(rt, &name);
         let state = podman.runtime_state(rt, &id);
         assert!(
             !state.exists(),
