@@ -74,18 +74,12 @@ pub(crate) fn dump(dir: &ContainerDir, engine: &mut Container, opts: &Checkpoint
         request.freeze_cgroup = Some(freezer.display().to_string());
     }
     criu::dump_external_namespaces(&mut request, &spec)?;
-    if let Some(server) = &opts.page_server {
-        let info = Criu_page_server_info { address: Some(server.address.clone()), port: Some(server.port), ..Default::default() };
-        request.ps = protobuf::MessageField::some(info);
-    }
-    track_memory(&mut request, opts);
+    migration_options(&mut request, opts);
     // As runc: a pre-dump needs neither the mounts nor the stdio record.
     if !opts.pre_dump {
         criu::dump_mounts(&mut request, &spec, pid);
         write_descriptors(&opts.criu.image_path.join(DESCRIPTORS_FILE), pid)?;
     }
-    // A lazy dump says when its pages are ready through criu's notifications.
-    request.notify_scripts = Some(opts.criu.lazy_pages);
     let kind = if opts.pre_dump { Criu_req_type::PRE_DUMP } else { Criu_req_type::DUMP };
     send(opts, kind, request)
 }
@@ -117,15 +111,22 @@ fn report_ready(status: Option<&std::fs::File>) {
     }
 }
 
-/// A pre-dump and a dump on a parent's images have criu track memory
-/// (soft-dirty bits), as runc sets `track_mem` for both.
-fn track_memory(request: &mut Criu_opts, opts: &CheckpointOptions) {
+/// What a migration's flags add, as runc sets them: a pre-dump and a dump
+/// on a parent's images have criu track memory (soft-dirty bits); the page
+/// server; a lazy dump says when its pages are ready through criu's
+/// notifications.
+fn migration_options(request: &mut Criu_opts, opts: &CheckpointOptions) {
     if let Some(parent) = &opts.parent_path {
         request.parent_img = Some(parent.display().to_string());
     }
     if opts.pre_dump || opts.parent_path.is_some() {
         request.track_mem = Some(true);
     }
+    if let Some(server) = &opts.page_server {
+        let info = Criu_page_server_info { address: Some(server.address.clone()), port: Some(server.port), ..Default::default() };
+        request.ps = protobuf::MessageField::some(info);
+    }
+    request.notify_scripts = Some(opts.criu.lazy_pages);
 }
 
 /// runc's first refusal of a `--parent-path`, before anything is made.
