@@ -96,7 +96,7 @@ fn checkpoint_leaves_it_running(handler: &str) {
     assert_eq!(config["id"], id.as_str(), "handler {handler}: config.dump {config}");
     let spec = json_file(&dir.join("spec.dump"));
     let args = spec["process"]["args"].to_string();
-    assert!(args.contains("echo $i > /tmp/n"), "handler {handler}: spec.dump's args {args}");
+    assert!(args.contains("echo $i >> /tmp/n"), "handler {handler}: spec.dump's args {args}");
 
     // Left running: the same process, still counting.
     assert_eq!(cri.state(&id), ContainerState::ContainerRunning, "handler {handler}");
