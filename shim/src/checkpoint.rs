@@ -64,8 +64,10 @@ pub fn options(path: &str, options: &MessageField<Any>) -> Result<rustpod::Check
             shell_job: runc.terminal,
             file_locks: runc.file_locks,
             manage_cgroups_mode: (!runc.cgroups_mode.is_empty()).then(|| runc.cgroups_mode.clone()),
+            lazy_pages: false,
         },
         leave_running: !runc.exit,
+        ..Default::default()
     })
 }
 

@@ -1,8 +1,10 @@
 // checkpoint and restore with criu, each scenario on runc ($RUNC_BIN) and then on the runtime
 // under test: a counter checkpointed, restored and counting on from where it was (contest's
-// checkpoint_restore shape, with a host bind mount it writes through), --leave-running, and the
-// refusals (a container that is not running, a missing image path, criu missing or failing its
-// `criu check`) that leave nothing behind; through containerd 2.x the same on each shim path,
+// checkpoint_restore shape, with a host bind mount it writes through), --leave-running, runc's
+// iterative migration (--pre-dump, then a dump with --parent-path, restored), a dump to a criu
+// page server, lazy migration (--lazy-pages), and the refusals (a
+// container that is not running, a missing image path, a bad --parent-path, criu missing or
+// failing its `criu check`) that leave nothing behind; through containerd 2.x the same on each shim path,
 // restores included. The round trips need a criu that passes `criu check` (the sid guest's
 // 4.2.1 on kernel 7.2); where it does not (this host: criu missing, or Debian 12's 3.17.1
 // failing on kernel 6.18) they skip loudly; `features` claims checkpointing as runc does.
@@ -130,8 +132,13 @@ impl Counter {
     /// `checkpoint` into `<images>/img`; as runc's checkpoint destroys it, the container is gone
     /// and its tree with it, and the images hold descriptors.json.
     fn checkpoint_away(self, rt: &Runtime, name: &str) -> Checkpointed {
+        self.checkpoint_away_with(rt, name, &[])
+    }
+
+    /// `checkpoint_away` with more `flags` (a `--parent-path`).
+    fn checkpoint_away_with(self, rt: &Runtime, name: &str, flags: &[&str]) -> Checkpointed {
         let old_pid = rt.pid(&self.id);
-        let image_path = self.checkpoint(rt, &[]);
+        let image_path = self.checkpoint(rt, flags);
         assert!(rt.try_status(&self.id).is_none(), "{name}: state must fail after checkpoint: the container is gone");
         assert!(
             wait::eventually(|| !Path::new(&format!("/proc/{old_pid}")).exists()),
@@ -192,25 +199,141 @@ fn counter_continues_after_checkpoint_and_restore() {
     skip_if!(round_trip_blocker());
     let _turn = criu_turn();
     each_runtime(|rt, name| {
-        let Checkpointed { data, images, bundle, id, image_path, at_checkpoint } = Counter::start(rt).checkpoint_away(rt, name);
-
-        let pid_file = images.join_str("restored.pid");
-        let restore = ["restore", "--detach", "--image-path", &image_path, "--pid-file", &pid_file, "--bundle", bundle.path(), &id];
-        let (ok, what) = detached(&rt, &restore);
-        assert!(ok, "{name}: {what}");
-        assert_eq!(rt.status(&id), "running", "{name}: restored container's state");
-        let new_pid = rt.pid(&id);
-        assert!(new_pid > 0, "{name}: restored state has no pid");
-        let written = std::fs::read_to_string(&pid_file).unwrap_or_default();
-        assert_eq!(written.trim(), new_pid.to_string(), "{name}: --pid-file holds the restored init");
-        // The restored shell's own memory: its first new value follows the last one; a
-        // restarted shell would write 1, 2, 3… (far below: it counted to 20 first).
-        let first = wait::wait_for("the restored counter to write", || read_count(&data).filter(|c| *c != at_checkpoint));
-        assert!(first > at_checkpoint, "{name}: the counter restarted: {first} after {at_checkpoint}");
-        wait_count_at_least(&data, first + 3);
-
-        kill_and_delete(&rt, &id, &bundle);
+        restore_and_count_on(rt, name, Counter::start(rt).checkpoint_away(rt, name));
     });
+}
+
+/// `restore --detach --pid-file` of a checkpointed counter: it runs with a new pid (the one in
+/// the pid file) and counts on from where it was; then it is killed and deleted.
+fn restore_and_count_on(rt: &Runtime, name: &str, checkpointed: Checkpointed) {
+    let Checkpointed { data, images, bundle, id, image_path, at_checkpoint } = checkpointed;
+    let pid_file = images.join_str("restored.pid");
+    let restore = ["restore", "--detach", "--image-path", &image_path, "--pid-file", &pid_file, "--bundle", bundle.path(), &id];
+    let (ok, what) = detached(rt, &restore);
+    assert!(ok, "{name}: {what}");
+    assert_eq!(rt.status(&id), "running", "{name}: restored container's state");
+    let new_pid = rt.pid(&id);
+    assert!(new_pid > 0, "{name}: restored state has no pid");
+    let written = std::fs::read_to_string(&pid_file).unwrap_or_default();
+    assert_eq!(written.trim(), new_pid.to_string(), "{name}: --pid-file holds the restored init");
+    // The restored shell's own memory: its first new value follows the last one; a
+    // restarted shell would write 1, 2, 3… (far below: it counted to 20 first).
+    let first = wait::wait_for("the restored counter to write", || read_count(&data).filter(|c| *c != at_checkpoint));
+    assert!(first > at_checkpoint, "{name}: the counter restarted: {first} after {at_checkpoint}");
+    wait_count_at_least(&data, first + 3);
+    kill_and_delete(rt, &id, &bundle);
+}
+
+/// The bytes of criu's page images (`pages-*.img`) in `dir`.
+fn page_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("read directory {}: {e}", dir.display()))
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("pages-"))
+        .map(|e| e.metadata().map(|m| m.len()).unwrap_or(0))
+        .sum()
+}
+
+/// `checkpoint --pre-dump` into `<images>/<dir>` (with more `flags`), which must succeed, and
+/// leaves the container running: the same init, counting on; a pre-dump records memory only
+/// (no descriptors.json, as runc).
+fn pre_dump(rt: &Runtime, name: &str, counter: &Counter, dir: &str, flags: &[&str]) {
+    let pid = rt.pid(&counter.id);
+    let path = counter.images.join_str(dir);
+    checkpoint(rt, &[&["--pre-dump", "--image-path", &path][..], flags].concat(), &path, &counter.id);
+    assert_eq!(rt.status(&counter.id), "running", "{name}: a pre-dump leaves the container running");
+    assert_eq!(rt.pid(&counter.id), pid, "{name}: a pre-dump keeps the same init");
+    let now = read_count(&counter.data).expect("the counter wrote /data/count");
+    wait_count_at_least(&counter.data, now + 2);
+    assert!(page_bytes(Path::new(&path)) > 0, "{name}: the pre-dump wrote no page images in {path}");
+    assert!(!Path::new(&path).join("descriptors.json").exists(), "{name}: a pre-dump writes no descriptors.json");
+}
+
+/// runc's iterative migration: `checkpoint --pre-dump` into `parent` (the container runs on),
+/// then `checkpoint --parent-path ../parent` into `img`: criu links `img/parent` to it and,
+/// tracking memory since the pre-dump, writes fewer pages than the pre-dump did (a dump that
+/// did not track memory would write them all again); `restore` from `img` (criu reading the
+/// unchanged pages from the parent) and the counter goes on from where it was.
+#[test]
+fn pre_dump_then_dump_on_its_parent_restores_the_counter() {
+    skip_if!(round_trip_blocker());
+    let _turn = criu_turn();
+    each_runtime(|rt, name| {
+        let counter = Counter::start(rt);
+        pre_dump(rt, name, &counter, "parent", &[]);
+        let parent = counter.images.join("parent");
+        let checkpointed = counter.checkpoint_away_with(rt, name, &["--parent-path", "../parent"]);
+        let img = Path::new(&checkpointed.image_path);
+        let link = std::fs::read_link(img.join("parent")).unwrap_or_else(|e| panic!("{name}: {}/parent: {e}", img.display()));
+        assert_eq!(link, Path::new("../parent"), "{name}: criu links the dump to its parent");
+        let (dumped, pre_dumped) = (page_bytes(img), page_bytes(&parent));
+        assert!(dumped < pre_dumped, "{name}: the dump on a parent wrote {dumped} bytes of pages, the pre-dump {pre_dumped}");
+        restore_and_count_on(rt, name, checkpointed);
+    });
+}
+
+/// A pre-dump leaves the container running, and so does a second one on the first (criu's
+/// chain of pre-dumps, `--pre-dump --parent-path ../pre1`); the container is then killed and
+/// deleted as any.
+#[test]
+fn pre_dumps_leave_the_container_running() {
+    skip_if!(round_trip_blocker());
+    let _turn = criu_turn();
+    each_runtime(|rt, name| {
+        let counter = Counter::start(rt);
+        pre_dump(rt, name, &counter, "pre1", &[]);
+        pre_dump(rt, name, &counter, "pre2", &["--parent-path", "../pre1"]);
+        let link = counter.images.join("pre2").join("parent");
+        assert_eq!(std::fs::read_link(&link).ok().as_deref(), Some(Path::new("../pre1")), "{name}: {}", link.display());
+        kill_and_delete(rt, &counter.id, &counter.bundle);
+    });
+}
+
+/// A `--parent-path` that is absolute, missing or not a directory is refused in one line
+/// naming the flag, as runc refuses it, before criu runs: the container runs on with the same
+/// init. Ours also leaves no image directory behind (runc has made it by then).
+#[test]
+fn a_bad_parent_path_is_refused_and_the_container_runs_on() {
+    skip_if!(round_trip_blocker());
+    each_runtime(|rt, name| {
+        let (bundle, images, id) = sleeping(rt);
+        std::fs::write(images.join("a-file"), "").expect("write a file");
+        let image_path = images.join_str("img");
+        let absolute = images.join_str("a-dir");
+        for (parent, words) in [
+            (absolute.as_str(), &["--parent-path must be relative"][..]),
+            ("../no-such-parent", &["invalid --parent-path", "no such file or directory"]),
+            ("../a-file", &["invalid --parent-path", "not a directory"]),
+        ] {
+            assert_checkpoint_refused(rt, name, &id, &image_path, &["--parent-path", parent], words);
+        }
+        kill_and_delete(rt, &id, &bundle);
+    });
+}
+
+/// A running `sleep 1000`: its bundle, a scratch directory for images, its id.
+fn sleeping(rt: &Runtime) -> (Bundle, ScratchDir, String) {
+    let bundle = Bundle::new(&["sleep", "1000"]);
+    let id = rt.new_id("cr");
+    rt.start_container(&id, &bundle);
+    (bundle, ScratchDir::new("cr-images"), id)
+}
+
+/// `checkpoint ARGS --image-path IMAGE_PATH ID` is refused in one line saying each of `words`
+/// (in any case), the container running on with the same init; ours leaves no image directory.
+fn assert_checkpoint_refused(rt: &Runtime, name: &str, id: &str, image_path: &str, args: &[&str], words: &[&str]) {
+    let pid = rt.pid(id);
+    let out = rt.cmd(&[&["checkpoint"][..], args, &["--image-path", image_path, id]].concat()).failed();
+    let what = format!("{name}: {args:?}: {}", out.describe());
+    assert_eq!(out.stderr_lines().len(), 1, "{what}: one line");
+    for word in words {
+        assert!(out.stderr.to_lowercase().contains(&word.to_lowercase()), "{what}: says {word:?}");
+    }
+    assert_eq!(rt.status(id), "running", "{what}: the container runs on");
+    assert_eq!(rt.pid(id), pid, "{what}: the same init");
+    if !env::is_runc(rt.bin()) {
+        assert!(!Path::new(image_path).exists(), "{what}: no image directory left");
+    }
 }
 
 /// `restore` in the foreground waits for the restored container: SIGKILL of its init ends the
@@ -388,8 +511,8 @@ fn checkpoint_and_restore_without_a_working_criu_fail_and_leave_the_container() 
     }
 }
 
-/// Flags criu's RPC here cannot carry are refused naming the flag, never ignored; the
-/// container runs on.
+/// Flags we do not carry to criu (and `--status-fd` without the `--lazy-pages` it reports on)
+/// are refused naming the flag, never ignored; the container runs on.
 #[test]
 fn unsupported_checkpoint_flags_are_refused() {
     skip_if!(rustpod_tests::needs::containers());
@@ -403,11 +526,10 @@ fn unsupported_checkpoint_flags_are_refused() {
     rt.start_container(&id, &bundle);
     let image_path = images.join_str("img");
     for flags in [
-        &["--pre-dump"][..],
-        &["--parent-path", "../parent"],
-        &["--page-server", "127.0.0.1:9999"],
-        &["--lazy-pages"],
-        &["--manage-cgroups-mode", "bogus"],
+        &["--manage-cgroups-mode", "bogus"][..],
+        &["--status-fd", "1"],
+        &["--auto-dedup"],
+        &["--empty-ns", "network"],
     ] {
         let args = [&["checkpoint"][..], flags, &["--image-path", &image_path, &id]].concat();
         let out = rt.cmd(&args).failed();
@@ -417,6 +539,179 @@ fn unsupported_checkpoint_flags_are_refused() {
         assert!(!Path::new(&image_path).exists(), "{flags:?}: nothing made");
     }
     kill_and_delete(&rt, &id, &bundle);
+}
+
+/// A `criu page-server` on the loopback writing into a directory: started as a daemon (it
+/// listens before `-d` returns), it serves one dump and leaves; killed by its pid if still there.
+struct CriuPageServer {
+    pid: i32,
+}
+
+impl CriuPageServer {
+    fn start(dir: &Path, port: u16) -> Self {
+        let pid_file = dir.join("page-server.pid");
+        let status = Command::new("criu")
+            .args(["page-server", "--address", "127.0.0.1", "--port", &port.to_string(), "-d", "-v4", "-o", "page-server.log"])
+            .arg("--images-dir")
+            .arg(dir)
+            .arg("--pidfile")
+            .arg(&pid_file)
+            .status()
+            .expect("run criu page-server");
+        assert!(status.success(), "criu page-server -d exited {status}");
+        let pid = std::fs::read_to_string(&pid_file).ok().and_then(|p| p.trim().parse().ok());
+        CriuPageServer { pid: pid.unwrap_or_else(|| panic!("criu page-server wrote no pid in {}", pid_file.display())) }
+    }
+
+    fn gone(&self) -> bool {
+        !Path::new(&format!("/proc/{}", self.pid)).exists()
+    }
+}
+
+impl Drop for CriuPageServer {
+    fn drop(&mut self) {
+        if !self.gone() {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+/// `checkpoint --page-server 127.0.0.1:PORT` with a `criu page-server` listening there: the
+/// memory pages go to the page server's directory and none to the image directory; with the
+/// server's images put beside the dump's, `restore` brings the counter back counting on.
+#[test]
+fn page_server_takes_the_pages_and_restore_uses_them() {
+    skip_if!(round_trip_blocker());
+    let _turn = criu_turn();
+    each_runtime(|rt, name| {
+        let counter = Counter::start(rt);
+        let served = counter.images.join("served");
+        std::fs::create_dir(&served).expect("make the page server's directory");
+        let port = free_port();
+        let server = CriuPageServer::start(&served, port);
+        let checkpointed = counter.checkpoint_away_with(rt, name, &["--page-server", &format!("127.0.0.1:{port}")]);
+        assert!(wait::eventually(|| server.gone()), "{name}: the page server {} did not leave after the dump", server.pid);
+        let img = Path::new(&checkpointed.image_path);
+        assert_eq!(page_bytes(img), 0, "{name}: pages written to the image directory despite --page-server");
+        assert!(page_bytes(&served) > 0, "{name}: the page server got no pages");
+        for entry in std::fs::read_dir(&served).expect("read the page server's directory").flatten() {
+            if entry.file_name().to_string_lossy().ends_with(".img") {
+                std::fs::copy(entry.path(), img.join(entry.file_name())).expect("copy a served image");
+            }
+        }
+        restore_and_count_on(rt, name, checkpointed);
+    });
+}
+
+/// A child process killed (by its pid) and reaped when dropped, if it has not ended.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+        }
+        let _ = self.0.wait();
+    }
+}
+
+impl Reaped {
+    /// Its exit, waited for (bounded).
+    fn exit(&mut self, what: &str) -> std::process::ExitStatus {
+        wait::wait_for(what, || self.0.try_wait().ok().flatten())
+    }
+}
+
+/// Why criu cannot migrate lazily here: runc's test asks `criu check --feature uffd-noncoop`.
+fn lazy_pages_blocker() -> Option<String> {
+    let out = Command::new("criu").args(["check", "--feature", "uffd-noncoop"]).output().ok()?;
+    (!out.status.success()).then(|| format!("criu check --feature uffd-noncoop: {}", String::from_utf8_lossy(&out.stdout).trim()))
+}
+
+/// runc's lazy migration: `checkpoint --lazy-pages --page-server 127.0.0.1:PORT --status-fd 1`
+/// writes byte 0 to its stdout once the images are there and then serves the pages; `criu
+/// lazy-pages` fetches them for a `restore --lazy-pages` under a new id (the old tree is only
+/// gone once the last page went); the checkpoint then ends, the old init gone (ours destroys
+/// the container too), and the restored counter goes on from where it was.
+#[test]
+fn lazy_pages_migrate_the_counter() {
+    skip_if!(round_trip_blocker());
+    skip_if!(lazy_pages_blocker());
+    let _turn = criu_turn();
+    each_runtime(|rt, name| {
+        let Counter { data, images, bundle, id } = Counter::start(rt);
+        let (image_path, work_path) = (images.join_str("img"), images.join_str("work"));
+        let port = free_port().to_string();
+        let server = format!("127.0.0.1:{port}");
+        let cpt = ["--root", rt.root(), "checkpoint", "--lazy-pages", "--page-server", &server, "--status-fd", "1"];
+        let rest = ["--manage-cgroups-mode", "ignore", "--image-path", &image_path, "--work-path", &work_path, &id];
+        let mut checkpoint = Command::new(rt.bin());
+        let errors = images.join("checkpoint.stderr");
+        let errors_file = std::fs::File::create(&errors).expect("create the checkpoint's stderr file");
+        checkpoint.args(cpt).args(rest).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(errors_file);
+        let old_pid = rt.pid(&id);
+        let mut checkpoint = Reaped(checkpoint.spawn().expect("spawn the checkpoint"));
+        let mut status = checkpoint.0.stdout.take().expect("the checkpoint's stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut byte = [1u8];
+            let _ = tx.send(std::io::Read::read(&mut status, &mut byte).map(|n| (n, byte[0])).ok());
+        });
+        let ready = wait::wait_for(&format!("{name}: the status fd"), || rx.try_recv().ok());
+        assert_eq!(ready, Some((1, 0)), "{name}: --status-fd gets byte 0 when the pages are ready");
+        assert!(Path::new(&image_path).join("inventory.img").exists(), "{name}: the images are written by then");
+        let at_checkpoint = read_count(&data).expect("the counter wrote /data/count");
+
+        let mut lazy = Command::new("criu");
+        lazy.args(["lazy-pages", "--page-server", "--address", "127.0.0.1", "--port", &port, "-v4", "-o", "lazy-pages.log", "-D", &image_path]);
+        let mut lazy = Reaped(lazy.stdin(Stdio::null()).spawn().expect("spawn criu lazy-pages"));
+        let socket = Path::new(&image_path).join("lazy-pages.socket");
+        wait::wait_for(&format!("{name}: criu lazy-pages to listen"), || socket.exists().then_some(()));
+        let restored = rt.new_id("cr");
+        bundle.prepare(&restored);
+        // criu leaves cgroups alone at restore too: the old container's cgroup (still there
+        // until the last page went) must not get the restored tree.
+        let restore = ["restore", "--detach", "--lazy-pages", "--manage-cgroups-mode", "ignore", "--image-path", &image_path];
+        let (ok, what) = detached(rt, &[&restore[..], &["--bundle", bundle.path(), &restored]].concat());
+        assert!(ok, "{name}: {what}");
+        let ended = checkpoint.exit(&format!("{name}: the lazy checkpoint to end"));
+        let said = std::fs::read_to_string(&errors).unwrap_or_default();
+        assert!(ended.success(), "{name}: the lazy checkpoint failed: {said}");
+        assert!(lazy.exit(&format!("{name}: criu lazy-pages to end")).success(), "{name}: criu lazy-pages failed");
+        let old_init = format!("/proc/{old_pid}");
+        assert!(wait::eventually(|| !Path::new(&old_init).exists()), "{name}: the migrated init {old_pid} must be gone");
+        if !env::is_runc(rt.bin()) {
+            assert!(rt.try_status(&id).is_none(), "{name}: the checkpoint destroys the migrated container: {said}");
+        }
+        // runc 1.3.6 may still list it (its destroy can find the tree not yet gone): remove it.
+        // (Its bundle is the restored one's now: only its state and cgroup can be looked for.)
+        let _ = rt.cmd(&["delete", "--force", &id]);
+        let gone = || rt.try_status(&id).is_none() && rustpod_tests::cgroup::dirs(&id).is_empty();
+        assert!(wait::eventually(gone), "{name}: the migrated container's state or cgroup is left: {:?}", rustpod_tests::cgroup::dirs(&id));
+        let first = wait::wait_for(&format!("{name}: the restored counter to write"), || read_count(&data).filter(|c| *c != at_checkpoint));
+        assert!(first > at_checkpoint, "{name}: the counter restarted: {first} after {at_checkpoint}");
+        wait_count_at_least(&data, first + 3);
+        kill_and_delete(rt, &restored, &bundle);
+    });
+}
+
+/// A malformed `--page-server` is refused in runc's words before anything else, the container
+/// running on; ours makes no image directory.
+#[test]
+fn a_malformed_page_server_is_refused_in_runcs_words() {
+    skip_if!(rustpod_tests::needs::containers());
+    each_runtime(|rt, name| {
+        let (bundle, images, id) = sleeping(rt);
+        let image_path = images.join_str("img");
+        for (value, words) in [
+            ("no-port", "Use --page-server ADDRESS:PORT to specify page server"),
+            (":27", "Use --page-server ADDRESS:PORT to specify page server"),
+            ("127.0.0.1:port", "Invalid port number"),
+        ] {
+            assert_checkpoint_refused(rt, name, &id, &image_path, &["--page-server", value], &[words]);
+        }
+        kill_and_delete(rt, &id, &bundle);
+    });
 }
 
 /// The counter in the container's own /tmp (containerd's snapshot), read through the init's root.

@@ -142,11 +142,11 @@ impl Container {
         crate::ops::checkpoint::dump(&self.dir, &mut self.engine, opts)
     }
 
-    /// `dump`, then without `leave_running` the container is gone, as
-    /// runc's checkpoint destroys it (the CLI's way).
+    /// `dump`, then without `leave_running` (or `pre_dump`) the container
+    /// is gone, as runc's checkpoint destroys it (the CLI's way).
     pub fn checkpoint(mut self, opts: &crate::ops::checkpoint::CheckpointOptions) -> Result<()> {
         self.dump(opts)?;
-        if opts.leave_running {
+        if opts.leave_running || opts.pre_dump {
             return Ok(());
         }
         self.engine.set_status(libcontainer::container::ContainerStatus::Stopped);

@@ -22,7 +22,7 @@ pub use crate::engine::process::console::ConsoleSocket;
 pub use crate::engine::process::process_io::Stdio;
 pub use crate::engine::process::wait::wait_readable;
 pub use crate::engine::state::State;
-pub use crate::ops::checkpoint::CheckpointOptions;
+pub use crate::ops::checkpoint::{CheckpointOptions, PageServer};
 pub use crate::ops::create::CreateOptions;
 pub use crate::ops::exec::{ExecOptions, ProcessArgs};
 pub use crate::ops::restore::RestoreOptions;

@@ -1,7 +1,8 @@
-//! What checkpoint and restore share in talking to criu (through
-//! rust-criu's RPC over `criu swrk`): whether criu works on this host, the
-//! options both take, the mounts criu must treat as external (as runc
-//! declares them), and errors that name criu's log.
+//! What checkpoint and restore share in talking to criu (its RPC over
+//! `criu swrk`: rust-criu's client for restore, a request of our own,
+//! `criu_swrk`, for the dumps): whether criu works on this host, the options
+//! both take, the mounts criu must treat as external (as runc declares
+//! them), and errors that name criu's log.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -9,6 +10,7 @@ use std::process::Command;
 
 use libcgroups::common::CgroupSetup;
 use oci_spec::runtime::{LinuxNamespaceType, Spec};
+use rust_criu::rust_criu_protobuf::rpc::{Criu_cg_mode, Criu_opts, Ext_mount_map};
 use rust_criu::{CgMode, Criu};
 
 use crate::error::{Error, Result};
@@ -30,6 +32,10 @@ pub struct CriuOptions {
     pub file_locks: bool,
     /// `soft`, `full`, `strict` or `ignore`; criu's default when unset.
     pub manage_cgroups_mode: Option<String>,
+    /// runc's `--lazy-pages`: the dump serves the memory pages from its page
+    /// server until `criu lazy-pages` has fetched them for a restore that
+    /// takes them on demand (userfaultfd).
+    pub lazy_pages: bool,
 }
 
 impl CriuOptions {
@@ -67,32 +73,53 @@ pub fn require_usable(op: &'static str, criu_path: &str) -> Result<()> {
     check(criu_path).map_err(|reason| Error::Invalid(format!("{op}: criu cannot run here: {reason}")))
 }
 
-/// A criu client with what both requests carry: the cgroup mode, criu's
-/// log (level 4, as runc) and the fd flags runc sets.
+/// What both requests carry, as runc sets it: the cgroup mode, criu's log
+/// (level 4) and the flags. A dump's request (ours) takes them as is; the
+/// restore's rust-criu client copies them (`client`).
+pub fn request_options(opts: &CriuOptions, log_file: &str) -> Result<Criu_opts> {
+    let mode = opts.manage_cgroups_mode.as_deref().map(cgroups_mode).transpose()?;
+    Ok(Criu_opts {
+        log_file: Some(log_file.to_string()),
+        log_level: Some(4),
+        manage_cgroups: Some(true),
+        manage_cgroups_mode: mode.map(Into::into),
+        tcp_established: Some(opts.tcp_established),
+        ext_unix_sk: Some(opts.ext_unix_sk),
+        shell_job: Some(opts.shell_job),
+        file_locks: Some(opts.file_locks),
+        orphan_pts_master: Some(true),
+        lazy_pages: Some(opts.lazy_pages),
+        ..Default::default()
+    })
+}
+
+/// A rust-criu client carrying `request_options`.
 pub fn client(opts: &CriuOptions, log_file: &str) -> Result<Criu> {
+    let shared = request_options(opts, log_file)?;
     let mut criu = Criu::new_with_criu_path(opts.criu_path.clone())
         .map_err(|e| Error::Invalid(format!("criu {}: {e}", opts.criu_path)))?;
-    criu.set_log_file(log_file.to_string());
-    criu.set_log_level(4);
-    criu.set_manage_cgroups(true);
-    if let Some(mode) = &opts.manage_cgroups_mode {
-        criu.cgroups_mode(cgroups_mode(mode)?);
+    criu.set_log_file(shared.log_file().to_string());
+    criu.set_log_level(shared.log_level());
+    criu.set_manage_cgroups(shared.manage_cgroups());
+    if shared.has_manage_cgroups_mode() {
+        criu.cgroups_mode(CgMode::from(shared.manage_cgroups_mode() as i32));
     }
-    criu.set_tcp_established(opts.tcp_established);
-    criu.set_ext_unix_sk(opts.ext_unix_sk);
-    criu.set_shell_job(opts.shell_job);
-    criu.set_file_locks(opts.file_locks);
-    criu.set_orphan_pts_master(true);
+    criu.set_tcp_established(shared.tcp_established());
+    criu.set_ext_unix_sk(shared.ext_unix_sk());
+    criu.set_shell_job(shared.shell_job());
+    criu.set_file_locks(shared.file_locks());
+    criu.set_orphan_pts_master(shared.orphan_pts_master());
+    criu.set_lazy_pages(shared.lazy_pages());
     Ok(criu)
 }
 
 /// runc's `--manage-cgroups-mode` words.
-pub fn cgroups_mode(mode: &str) -> Result<CgMode> {
+pub fn cgroups_mode(mode: &str) -> Result<Criu_cg_mode> {
     match mode {
-        "soft" => Ok(CgMode::SOFT),
-        "full" => Ok(CgMode::FULL),
-        "strict" => Ok(CgMode::STRICT),
-        "ignore" => Ok(CgMode::IGNORE),
+        "soft" => Ok(Criu_cg_mode::SOFT),
+        "full" => Ok(Criu_cg_mode::FULL),
+        "strict" => Ok(Criu_cg_mode::STRICT),
+        "ignore" => Ok(Criu_cg_mode::IGNORE),
         _ => Err(Error::Invalid(format!(
             "--manage-cgroups-mode {mode:?}: invalid manage cgroups mode (want soft, full, strict or ignore)"
         ))),
@@ -113,7 +140,7 @@ pub fn open_dir(op: &'static str, path: &Path, create: bool) -> Result<std::fs::
 
 /// A failed criu request, in one line: criu's first error from its log
 /// (the cause; the last is only "Dumping FAILED."), and where the log is.
-pub fn failed(op: &'static str, err: &rust_criu::CriuError, log: &Path) -> Error {
+pub fn failed(op: &'static str, err: &dyn std::fmt::Display, log: &Path) -> Error {
     let first = std::fs::read_to_string(log).ok().and_then(|text| {
         text.lines()
             .find(|l| l.contains("Error") && !l.contains("FAILED."))
@@ -130,18 +157,20 @@ pub fn failed(op: &'static str, err: &rust_criu::CriuError, log: &Path) -> Error
 /// in the container, as runc declares them: bind mounts, cgroup v1
 /// hierarchies without a cgroup namespace, masked files (host /dev/null)
 /// and devices.
-pub fn dump_mounts(criu: &mut Criu, spec: &Spec, init_pid: i32) {
-    for (key, _) in bind_mounts(spec) {
-        criu.set_external_mount(key.clone(), key);
-    }
-    for (key, _) in cgroup_v1_mounts(spec) {
-        criu.set_external_mount(key.clone(), key);
-    }
-    for path in masked_files(spec, init_pid) {
-        criu.set_external_mount(path, "/dev/null".into());
-    }
-    for path in devices(spec) {
-        criu.set_external_mount(path.clone(), path);
+pub fn dump_mounts(opts: &mut Criu_opts, spec: &Spec, init_pid: i32) {
+    let same = |key: String| (key.clone(), key);
+    let masked = masked_files(spec, init_pid).into_iter().map(|path| (path, "/dev/null".to_string()));
+    let mounts = bind_mounts(spec)
+        .into_iter()
+        .chain(cgroup_v1_mounts(spec))
+        .map(|(key, _)| same(key))
+        .chain(masked)
+        .chain(devices(spec).into_iter().map(same));
+    for (key, val) in mounts {
+        let mut map = Ext_mount_map::new();
+        map.set_key(key);
+        map.set_val(val);
+        opts.ext_mnt.push(map);
     }
 }
 
@@ -237,12 +266,12 @@ fn joined_namespace(spec: &Spec, typ: LinuxNamespaceType) -> Option<PathBuf> {
 /// The network and pid namespaces the container joined: criu records
 /// them as external (`net[<inode>]:extRootNetNS`), as runc does, and
 /// leaves them alone.
-pub fn dump_external_namespaces(criu: &mut Criu, spec: &Spec) -> Result<()> {
+pub fn dump_external_namespaces(opts: &mut Criu_opts, spec: &Spec) -> Result<()> {
     for (typ, name) in [(LinuxNamespaceType::Network, "net"), (LinuxNamespaceType::Pid, "pid")] {
         let Some(path) = joined_namespace(spec, typ) else { continue };
         let meta = std::fs::metadata(&path).map_err(|e| Error::io("stat namespace", &path, e))?;
         use std::os::unix::fs::MetadataExt;
-        criu.add_external(format!("{name}[{}]:{}", meta.ino(), rust_criu::criu_ns_to_key(name)));
+        opts.external.push(format!("{name}[{}]:{}", meta.ino(), rust_criu::criu_ns_to_key(name)));
     }
     Ok(())
 }

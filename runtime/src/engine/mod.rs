@@ -8,6 +8,7 @@
 pub mod cgroup;
 pub mod container_dir;
 pub mod criu;
+pub mod criu_swrk;
 pub mod engine_bundle;
 pub mod hook_state;
 pub mod idmap;

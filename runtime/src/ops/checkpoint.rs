@@ -3,25 +3,54 @@
 //! namespaces declared, the cgroup's freezer used, the init's stdio
 //! recorded for restore. Without `leave_running` criu ends the tree; the
 //! CLI then destroys the container as runc does (`Container::checkpoint`),
-//! the shim leaves that to containerd's Delete.
+//! the shim leaves that to containerd's Delete. A pre-dump (runc's
+//! `--pre-dump`) writes only memory and leaves the tree running, criu
+//! tracking what changes after; a dump with `parent_path` writes only what
+//! changed since those images (runc's iterative migration); with a page
+//! server the pages go to it instead of the image directory; a lazy dump
+//! serves them until a lazy restore has fetched them. The requests
+//! are our own (`criu_swrk`): rust-criu's client cannot ask criu to track
+//! memory.
 
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use libcontainer::container::{Container, ContainerStatus};
 use oci_spec::runtime::Spec;
+use rust_criu::rust_criu_protobuf::rpc::{Criu_features, Criu_opts, Criu_page_server_info, Criu_req, Criu_req_type};
 
 use crate::engine::container_dir::ContainerDir;
 use crate::engine::criu::{self, CriuOptions, DESCRIPTORS_FILE};
+use crate::engine::criu_swrk;
 use crate::error::{Error, Result};
 
 const DUMP_LOG: &str = "dump.log";
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct CheckpointOptions {
     pub criu: CriuOptions,
     /// Keep the container running after the dump.
     pub leave_running: bool,
+    /// Dump only memory and leave the container running, criu tracking the
+    /// pages written after (runc's `--pre-dump`).
+    pub pre_dump: bool,
+    /// Earlier (pre-dump) images, relative to the image path (runc's
+    /// `--parent-path`): this dump writes only the pages changed since.
+    pub parent_path: Option<PathBuf>,
+    /// A criu page server (`criu page-server`) the memory pages go to
+    /// instead of the image directory (runc's `--page-server`).
+    pub page_server: Option<PageServer>,
+    /// With `criu.lazy_pages`: a byte 0 is written here once the pages are
+    /// ready to be fetched (runc's `--status-fd`, from criu's status-ready
+    /// notification).
+    pub status_fd: Option<std::fs::File>,
+}
+
+/// Where a criu page server listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageServer {
+    pub address: String,
+    pub port: i32,
 }
 
 pub(crate) fn dump(dir: &ContainerDir, engine: &mut Container, opts: &CheckpointOptions) -> Result<()> {
@@ -30,24 +59,157 @@ pub(crate) fn dump(dir: &ContainerDir, engine: &mut Container, opts: &Checkpoint
         .map_err(|e| Error::engine("load state of", &dir.id, &e))?;
     let pid = running_init(dir, engine)?;
     criu::require_usable("checkpoint", &opts.criu.criu_path)?;
+    check_parent_is_relative(opts.parent_path.as_deref())?;
     let spec = crate::engine::engine_bundle::parse_config(&dir.config_path())?;
-    let images = criu::open_dir("create image directory", &opts.criu.image_path, true)?;
+    let images = ImageDir::make(&opts.criu.image_path)?;
+    images.undo_on_error(check_before_criu(&images, opts))?;
     let work = criu::open_dir("create work directory", opts.criu.work_dir(), true)?;
-    write_descriptors(&opts.criu.image_path.join(DESCRIPTORS_FILE), pid)?;
-    let mut client = criu::client(&opts.criu, DUMP_LOG)?;
-    client.set_images_dir_fd(images.as_raw_fd());
-    client.set_work_dir_fd(work.as_raw_fd());
-    client.set_pid(pid);
-    client.set_root(rootfs(dir, &spec)?.display().to_string());
-    client.set_leave_running(opts.leave_running);
+    let mut request = criu::request_options(&opts.criu, DUMP_LOG)?;
+    request.images_dir_fd = Some(images.file.as_raw_fd());
+    request.work_dir_fd = Some(work.as_raw_fd());
+    request.pid = Some(pid);
+    request.root = Some(rootfs(dir, &spec)?.display().to_string());
+    request.leave_running = Some(opts.leave_running);
     if let Some(freezer) = freezer_cgroup(engine, pid) {
-        client.set_freeze_cgroup(freezer.display().to_string());
+        request.freeze_cgroup = Some(freezer.display().to_string());
     }
-    criu::dump_mounts(&mut client, &spec, pid);
-    criu::dump_external_namespaces(&mut client, &spec)?;
-    client
-        .dump()
-        .map_err(|e| criu::failed("dump", &e, &opts.criu.work_dir().join(DUMP_LOG)))
+    criu::dump_external_namespaces(&mut request, &spec)?;
+    migration_options(&mut request, opts);
+    // As runc: a pre-dump needs neither the mounts nor the stdio record.
+    if !opts.pre_dump {
+        criu::dump_mounts(&mut request, &spec, pid);
+        write_descriptors(&opts.criu.image_path.join(DESCRIPTORS_FILE), pid)?;
+    }
+    let kind = if opts.pre_dump { Criu_req_type::PRE_DUMP } else { Criu_req_type::DUMP };
+    send(opts, kind, request)
+}
+
+/// criu's DUMP or PRE_DUMP with `request`; a failure quotes criu's log.
+fn send(opts: &CheckpointOptions, kind: Criu_req_type, request: Criu_opts) -> Result<()> {
+    let mut req = Criu_req::new();
+    req.set_type(kind);
+    req.opts = protobuf::MessageField::some(request);
+    let op = if kind == Criu_req_type::PRE_DUMP { "pre-dump" } else { "dump" };
+    let mut on_notify = |script: &str| {
+        if script == "status-ready" {
+            report_ready(opts.status_fd.as_ref());
+        }
+    };
+    criu_swrk::request_notifying(&opts.criu.criu_path, &req, &mut on_notify)
+        .map(drop)
+        .map_err(|e| criu::failed(op, &e, &opts.criu.work_dir().join(DUMP_LOG)))
+}
+
+/// The lazy dump's pages can be fetched: byte 0 to the status fd, as runc
+/// writes it (a reader gone is no reason to fail the dump: runc warns).
+fn report_ready(status: Option<&std::fs::File>) {
+    use std::io::Write;
+    if let Some(mut file) = status {
+        if let Err(e) = file.write_all(&[0]) {
+            tracing::warn!("write 0 to the status fd: {e}");
+        }
+    }
+}
+
+/// What a migration's flags add, as runc sets them: a pre-dump and a dump
+/// on a parent's images have criu track memory (soft-dirty bits); the page
+/// server; a lazy dump says when its pages are ready through criu's
+/// notifications.
+fn migration_options(request: &mut Criu_opts, opts: &CheckpointOptions) {
+    if let Some(parent) = &opts.parent_path {
+        request.parent_img = Some(parent.display().to_string());
+    }
+    if opts.pre_dump || opts.parent_path.is_some() {
+        request.track_mem = Some(true);
+    }
+    if let Some(server) = &opts.page_server {
+        let info = Criu_page_server_info { address: Some(server.address.clone()), port: Some(server.port), ..Default::default() };
+        request.ps = protobuf::MessageField::some(info);
+    }
+    request.notify_scripts = Some(opts.criu.lazy_pages);
+}
+
+/// runc's first refusal of a `--parent-path`, before anything is made.
+fn check_parent_is_relative(parent: Option<&Path>) -> Result<()> {
+    match parent {
+        Some(p) if p.is_absolute() => Err(Error::Invalid("--parent-path must be relative".into())),
+        _ => Ok(()),
+    }
+}
+
+/// What can be refused once the image directory is there and before criu
+/// runs: a parent that is not a directory there, a criu or kernel that
+/// cannot track memory for a pre-dump or serve lazy pages (runc's
+/// FEATURE_CHECK).
+fn check_before_criu(images: &ImageDir, opts: &CheckpointOptions) -> Result<()> {
+    if let Some(parent) = &opts.parent_path {
+        check_parent_dir(images, parent)?;
+    }
+    if opts.pre_dump {
+        require_features("--pre-dump", &opts.criu.criu_path, Criu_features { mem_track: Some(true), ..Default::default() })?;
+    }
+    if opts.criu.lazy_pages {
+        require_features("--lazy-pages", &opts.criu.criu_path, Criu_features { lazy_pages: Some(true), ..Default::default() })?;
+    }
+    Ok(())
+}
+
+/// criu's FEATURE_CHECK for what `flag` needs, refused in runc's words
+/// (Go's %v of a list) when missing.
+fn require_features(flag: &str, criu_path: &str, features: Criu_features) -> Result<()> {
+    let missing = criu_swrk::missing_features(criu_path, features)
+        .map_err(|e| Error::Invalid(format!("checkpoint {flag}: CRIU feature check failed: {e}")))?;
+    if !missing.is_empty() {
+        return Err(Error::Invalid(format!("checkpoint {flag}: criu is missing features: [{}]", missing.join(" "))));
+    }
+    Ok(())
+}
+
+/// The parent, resolved from the image directory's handle, must be a
+/// directory (runc's "invalid --parent-path").
+fn check_parent_dir(images: &ImageDir, parent: &Path) -> Result<()> {
+    use nix::sys::stat::{fstatat, SFlag};
+    let shown = images.path.join(parent);
+    let stat = fstatat(Some(images.file.as_raw_fd()), parent, nix::fcntl::AtFlags::empty())
+        .map_err(|e| Error::io("invalid --parent-path: stat", &shown, e.into()))?;
+    if SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT != SFlag::S_IFDIR {
+        return Err(Error::io("invalid --parent-path: stat", &shown, nix::errno::Errno::ENOTDIR.into()));
+    }
+    Ok(())
+}
+
+/// The image directory, open, and whether this checkpoint made it: a
+/// refusal before criu runs takes a directory it made away again.
+struct ImageDir {
+    path: PathBuf,
+    file: std::fs::File,
+    made: bool,
+}
+
+impl ImageDir {
+    fn make(path: &Path) -> Result<Self> {
+        use std::io::ErrorKind;
+        use std::os::unix::fs::DirBuilderExt;
+        let made = match std::fs::DirBuilder::new().mode(0o700).create(path) {
+            Ok(()) => true,
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => false,
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                // Its own parents are missing: made all the way down (as runc's MkdirAll).
+                criu::open_dir("create image directory", path, true)?;
+                true
+            }
+            Err(e) => return Err(Error::io("create image directory", path, e)),
+        };
+        let file = criu::open_dir("open image directory", path, false)?;
+        Ok(ImageDir { path: path.to_path_buf(), file, made })
+    }
+
+    fn undo_on_error<T>(&self, result: Result<T>) -> Result<T> {
+        if result.is_err() && self.made {
+            let _ = std::fs::remove_dir(&self.path);
+        }
+        result
+    }
 }
 
 /// The init's pid, if the container is one criu can dump (running or

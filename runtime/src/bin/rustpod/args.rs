@@ -287,7 +287,8 @@ pub struct CriuArgs {
     /// Not supported (criu's auto-dedup)
     #[arg(long = "auto-dedup", hide = true)]
     pub auto_dedup: bool,
-    /// Not supported (criu's lazy pages)
+    /// Serve (checkpoint) or fetch on demand (restore) the memory pages
+    /// through criu's userfaultfd lazy migration
     #[arg(long = "lazy-pages")]
     pub lazy_pages: bool,
 }
@@ -299,17 +300,18 @@ pub struct CheckpointArgs {
     /// Leave the container running after the checkpoint
     #[arg(long = "leave-running")]
     pub leave_running: bool,
-    /// Not supported: an iterative pre-dump
+    /// Dump memory only and leave the container running (an iterative
+    /// migration's first step)
     #[arg(long = "pre-dump")]
     pub pre_dump: bool,
-    /// Not supported: the pre-dump images this one builds on
+    /// The pre-dump images this dump builds on, relative to --image-path
     #[arg(long = "parent-path")]
     pub parent_path: Option<String>,
-    /// Not supported: a criu page server ADDRESS:PORT
+    /// ADDRESS:PORT of a criu page server the memory pages go to
     #[arg(long = "page-server")]
     pub page_server: Option<String>,
-    /// Not supported (runc's status fd for lazy pages)
-    #[arg(long = "status-fd", hide = true)]
+    /// With --lazy-pages: a byte 0 is written to this fd once the pages are ready
+    #[arg(long = "status-fd")]
     pub status_fd: Option<i32>,
     pub id: String,
 }

@@ -6,7 +6,7 @@ mod args;
 mod logging;
 
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -147,22 +147,49 @@ fn create_options(args: CreateArgs) -> CreateOptions {
     }
 }
 
-/// runc's checkpoint flags; those criu's RPC client here cannot carry are
-/// refused, naming the flag.
+/// runc's checkpoint flags; those we do not carry to criu are refused,
+/// naming the flag.
 fn checkpoint_options(criu_path: &str, args: &CheckpointArgs) -> Result<rustpod::CheckpointOptions> {
-    let unsupported = [
-        (args.pre_dump, "--pre-dump (criu's PRE_DUMP request)"),
-        (args.parent_path.is_some(), "--parent-path (it needs --pre-dump's memory tracking)"),
-        (args.page_server.is_some(), "--page-server"),
-        (args.status_fd.is_some(), "--status-fd"),
-    ];
-    if let Some((_, flag)) = unsupported.iter().find(|(set, _)| *set) {
-        bail!("checkpoint {flag}: not supported by rustpod");
-    }
+    let status_fd = match (args.status_fd, args.criu.lazy_pages) {
+        (Some(fd), true) => Some(status_fd(fd)?),
+        (Some(_), false) => bail!("checkpoint --status-fd: it says when --lazy-pages are ready; there is no --lazy-pages"),
+        (None, _) => None,
+    };
     Ok(rustpod::CheckpointOptions {
         criu: criu_options(criu_path, &args.criu, "checkpoint")?,
         leave_running: args.leave_running,
+        pre_dump: args.pre_dump,
+        parent_path: args.parent_path.as_ref().map(PathBuf::from),
+        page_server: args.page_server.as_deref().map(page_server).transpose()?.flatten(),
+        status_fd,
     })
+}
+
+/// runc's checks of `--status-fd`: open (fcntl F_GETFL) and writable; then
+/// ours to write to.
+fn status_fd(fd: i32) -> Result<std::fs::File> {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    let flags = fcntl(fd, FcntlArg::F_GETFL).map_err(|e| anyhow::anyhow!("invalid --status-fd argument {fd}: fcntl(F_GETFL): {e}"))?;
+    if OFlag::from_bits_truncate(flags) & OFlag::O_ACCMODE == OFlag::O_RDONLY {
+        bail!("invalid --status-fd argument {fd}: not writable");
+    }
+    // SAFETY: the descriptor is open (F_GETFL said so) and nothing else in this process uses it.
+    Ok(unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+}
+
+/// runc's `--page-server ADDRESS:PORT` (a bracketed IPv6 address too), in
+/// its words when malformed; as runc, an empty address or port 0 is no page
+/// server.
+fn page_server(value: &str) -> Result<Option<rustpod::PageServer>> {
+    let split = match value.strip_prefix('[') {
+        Some(rest) => rest.split_once("]:"),
+        None => value.rsplit_once(':').filter(|(host, _)| !host.contains(':')),
+    };
+    let Some((address, port)) = split.filter(|(a, p)| !a.is_empty() && !p.is_empty()) else {
+        bail!("Use --page-server ADDRESS:PORT to specify page server");
+    };
+    let port: i32 = port.parse().map_err(|_| anyhow::anyhow!("Invalid port number"))?;
+    Ok((port != 0).then(|| rustpod::PageServer { address: address.to_string(), port }))
 }
 
 fn restore_options(criu_path: &str, args: &RestoreArgs) -> Result<rustpod::RestoreOptions> {
@@ -181,7 +208,6 @@ fn restore_options(criu_path: &str, args: &RestoreArgs) -> Result<rustpod::Resto
 /// runc's.
 fn criu_options(criu_path: &str, args: &CriuArgs, op: &str) -> Result<rustpod::criu::CriuOptions> {
     let unsupported = [
-        (args.lazy_pages, "--lazy-pages"),
         (!args.empty_ns.is_empty(), "--empty-ns"),
         (args.auto_dedup, "--auto-dedup"),
     ];
@@ -204,6 +230,7 @@ fn criu_options(criu_path: &str, args: &CriuArgs, op: &str) -> Result<rustpod::c
         shell_job: args.shell_job,
         file_locks: args.file_locks,
         manage_cgroups_mode: args.manage_cgroups_mode.clone(),
+        lazy_pages: args.lazy_pages,
     })
 }
 
@@ -425,4 +452,24 @@ fn print_json_pretty<T: serde::Serialize>(value: &T) -> Result<i32> {
     serde_json::to_writer_pretty(&mut out, value)?;
     writeln!(out)?;
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::page_server;
+
+    /// runc's net.SplitHostPort: HOST:PORT, [IPV6]:PORT; port 0 is no page server.
+    #[test]
+    fn page_server_takes_runcs_address_forms() {
+        let v4 = page_server("10.0.0.1:27").unwrap().unwrap();
+        assert_eq!((v4.address.as_str(), v4.port), ("10.0.0.1", 27));
+        let v6 = page_server("[::1]:27").unwrap().unwrap();
+        assert_eq!((v6.address.as_str(), v6.port), ("::1", 27));
+        assert!(page_server("10.0.0.1:0").unwrap().is_none());
+        for bad in ["::1:27", "host", "host:", ":27"] {
+            let err = page_server(bad).unwrap_err().to_string();
+            assert_eq!(err, "Use --page-server ADDRESS:PORT to specify page server", "{bad}");
+        }
+        assert_eq!(page_server("host:x").unwrap_err().to_string(), "Invalid port number");
+    }
 }
