@@ -341,11 +341,16 @@ impl Containers {
             if inner.containers.contains_key(&req.id) {
                 return Err(Error::AlreadyExists(format!("container {}", req.id)));
             }
-            if let Some(from) = &req.restore {
-                return Ok(self.record_for_restore(&mut inner, &req, from));
-            }
             inner.creating += 1;
-            inner.spawning += 1;
+            if req.restore.is_none() {
+                inner.spawning += 1;
+            }
+        }
+        if let Some(from) = &req.restore {
+            let mounted = self.mount_rootfs(&req);
+            let mut inner = self.lock();
+            inner.creating -= 1;
+            return mounted.map(|mounted| self.record_for_restore(&mut inner, &req, from, mounted));
         }
         let result = self.create_container(&req);
         let mut inner = self.lock();
@@ -364,15 +369,26 @@ impl Containers {
         Ok(pid)
     }
 
-    /// A Create with a checkpoint, as containerd's runc shim takes it:
-    /// nothing runs yet; the container is recorded created, its init with
-    /// no pid (0 in TaskCreate), and its Start restores it.
-    fn record_for_restore(&self, inner: &mut Inner, req: &NewContainer, from: &crate::checkpoint::Restore) -> i32 {
+    /// Mounts containerd's rootfs at `<bundle>/rootfs` in a helper (idmapped
+    /// layers need a child in a user namespace); where, if anything was.
+    fn mount_rootfs(&self, req: &NewContainer) -> Result<Option<PathBuf>> {
+        let Some(target) = req.rootfs_target() else { return Ok(None) };
+        let job = Job::Mount { bundle: PathBuf::from(&req.bundle), rootfs_mounts: req.rootfs.clone() };
+        helper::run(&self.helper_request(&req.id, job, None), rustpod::Stdio::default())
+            .map_err(Error::helper(format!("create {}: mount its rootfs", req.id)))?;
+        Ok(Some(target))
+    }
+
+    /// A Create with a checkpoint, as containerd's runc shim takes it: the
+    /// rootfs is mounted (containerd applies the checkpoint's rootfs diff
+    /// there before Start) and nothing runs yet; the container is recorded
+    /// created, its init with no pid (0 in TaskCreate), and its Start
+    /// restores it.
+    fn record_for_restore(&self, inner: &mut Inner, req: &NewContainer, from: &crate::checkpoint::Restore, mounted: Option<PathBuf>) -> i32 {
         self.events.task_create(&req.id, &req.bundle, 0, &req.stdio, &from.image_path.to_string_lossy());
-        let mut c = req.record(Process::new(None, req.stdio.clone()), req.rootfs_target());
+        let mut c = req.record(Process::new(None, req.stdio.clone()), mounted);
         c.restore_job = Some(Job::Restore {
             bundle: PathBuf::from(&req.bundle),
-            rootfs_mounts: req.rootfs.clone(),
             systemd_cgroup: req.systemd_cgroup,
             from: from.clone(),
         });

@@ -245,6 +245,7 @@ fn a_create_from_a_checkpoint_is_recorded_and_deleted_without_a_process() {
     let view = shared.state("r", None).expect("state");
     assert_eq!((view.pid, view.status), (0, TaskStatus::CREATED));
     assert!(shared.lock().pids.is_empty(), "no pid to reap");
+    assert_eq!(shared.lock().creating, 0, "the Create is over: Shutdown may exit");
     let (pid, exit) = shared.delete("r", None).expect("deleted");
     assert_eq!((pid, exit.map(|e| e.code)), (0, None));
     assert!(matches!(shared.state("r", None), Err(Error::NoContainer(_))), "gone after Delete");

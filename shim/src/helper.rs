@@ -3,7 +3,8 @@
 //! shim. The shim starts its own binary under another argv[0] (posix_spawn:
 //! nothing of the shim's memory is copied) and hands it the request and the
 //! container's stdio over a socket; the helper creates the container (or
-//! starts an exec, or restores a checkpoint), answers with the pid on that
+//! starts an exec, restores a checkpoint, or mounts a restore's rootfs),
+//! answers with the pid on that
 //! socket and exits. Its
 //! grandchild, the container process, is reparented to the shim, which is a
 //! child subreaper.
@@ -28,6 +29,7 @@ use crate::mount::MountSpec;
 const CREATE_ARGV0: &str = "containerd-shim-rustpod-v1-create";
 const EXEC_ARGV0: &str = "containerd-shim-rustpod-v1-exec";
 const RESTORE_ARGV0: &str = "containerd-shim-rustpod-v1-restore";
+const MOUNT_ARGV0: &str = "containerd-shim-rustpod-v1-mount";
 /// A create that takes longer than this is given up (and the helper killed).
 const HELPER_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -48,9 +50,14 @@ pub struct Request {
 pub enum Job {
     /// Mount containerd's rootfs at `<bundle>/rootfs`, then create the container.
     Create { bundle: PathBuf, rootfs_mounts: Vec<MountSpec>, systemd_cgroup: bool },
-    /// Mount containerd's rootfs, then restore the container from `from`
-    /// with criu, the stdio passed being the restored init's.
-    Restore { bundle: PathBuf, rootfs_mounts: Vec<MountSpec>, systemd_cgroup: bool, from: crate::checkpoint::Restore },
+    /// Restore the container from `from` with criu on the rootfs a `Mount`
+    /// job mounted, the stdio passed being the restored init's.
+    Restore { bundle: PathBuf, systemd_cgroup: bool, from: crate::checkpoint::Restore },
+    /// Mount containerd's rootfs at `<bundle>/rootfs` and nothing else (the
+    /// answer's pid is 0): a Create with a checkpoint, as containerd's runc
+    /// shim mounts it then, before containerd applies the checkpoint's
+    /// rootfs diff there and Start restores.
+    Mount { bundle: PathBuf, rootfs_mounts: Vec<MountSpec> },
     /// Start this process (parsed by the shim when Exec arrived) in the container.
     Exec { process: Box<oci_spec::runtime::Process> },
 }
@@ -138,6 +145,7 @@ pub fn run(req: &Request, stdio: rustpod::Stdio) -> Result<i32, Failure> {
         Job::Create { .. } => CREATE_ARGV0,
         Job::Exec { .. } => EXEC_ARGV0,
         Job::Restore { .. } => RESTORE_ARGV0,
+        Job::Mount { .. } => MOUNT_ARGV0,
     };
     // No pre_exec closure, so the standard library uses posix_spawn.
     let mut cmd = Command::new(helper_binary());
@@ -204,7 +212,7 @@ fn read_answer(sock: &UnixStream) -> Result<Answer, HelperError> {
 /// At the top of main: if we were started as a helper, do its job and exit.
 pub fn run_if_invoked() {
     let argv0 = std::env::args_os().next().unwrap_or_default();
-    if !matches!(Path::new(&argv0).file_name().and_then(|n| n.to_str()), Some(CREATE_ARGV0 | EXEC_ARGV0 | RESTORE_ARGV0)) {
+    if !matches!(Path::new(&argv0).file_name().and_then(|n| n.to_str()), Some(CREATE_ARGV0 | EXEC_ARGV0 | RESTORE_ARGV0 | MOUNT_ARGV0)) {
         return;
     }
     // The helper enters containers: run it from a sealed copy of the binary
@@ -247,9 +255,8 @@ fn helper_main(sock: &UnixStream) -> Result<i32, Failure> {
             create(&req, stdio, bundle, rootfs_mounts, *systemd_cgroup)
         }
         Job::Exec { process } => exec(&req, stdio, process),
-        Job::Restore { bundle, rootfs_mounts, systemd_cgroup, from } => {
-            restore(&req, stdio, bundle, rootfs_mounts, *systemd_cgroup, from)
-        }
+        Job::Restore { bundle, systemd_cgroup, from } => restore(&req, stdio, bundle, *systemd_cgroup, from),
+        Job::Mount { bundle, rootfs_mounts } => on_rootfs(bundle, rootfs_mounts, || Ok(0)),
     }
 }
 
@@ -305,16 +312,17 @@ fn create(req: &Request, stdio: rustpod::Stdio, bundle: &Path, mounts: &[MountSp
 
 /// criu restores the container from `from`, detached (the shim reaps the
 /// init), its pipes the stdio passed, as containerd's runc shim runs
-/// `runc restore --detach` with its pipes as runc's stdio.
+/// `runc restore --detach` with its pipes as runc's stdio. Its rootfs is
+/// already mounted (the Create's `Mount` job) and stays so on failure: the
+/// Delete unmounts it.
 fn restore(
     req: &Request,
     stdio: rustpod::Stdio,
     bundle: &Path,
-    mounts: &[MountSpec],
     systemd_cgroup: bool,
     from: &crate::checkpoint::Restore,
 ) -> Result<i32, Failure> {
-    on_rootfs(bundle, mounts, || {
+    on_rootfs(bundle, &[], || {
         let criu = rustpod::criu::CriuOptions {
             criu_path: "criu".into(),
             image_path: from.image_path.clone(),

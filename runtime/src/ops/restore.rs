@@ -185,14 +185,19 @@ impl Drop for CriuRoot {
 
 /// The restored init in the container's cgroup, with the bundle's
 /// resources: criu puts the tree back in the cgroups it was dumped from,
-/// which are these when the bundle's cgroupsPath is unchanged.
+/// which are these when the bundle's cgroupsPath is unchanged; when it is
+/// not, the rest of the tree follows the init (`restored_tree`).
 fn join_cgroup(dir: &ContainerDir, spec: &Spec, systemd: bool, pid: i32) -> Result<()> {
     let path = YoukiConfig::from_spec(spec, &dir.id)
         .map_err(|e| Error::engine("read cgroup of", &dir.id, &e))?
         .cgroup_path;
     let manager = crate::engine::cgroup::manager::manager(path.clone(), systemd, &dir.id)?;
     let cgroup_err = |e: &dyn std::error::Error| Error::Cgroup { path: path.clone(), reason: crate::error::one_line_chain(e) };
+    let dumped = crate::engine::cgroup::restored_tree::dir_of(pid);
     manager.add_task(Pid::from_raw(pid)).map_err(|e| cgroup_err(&e))?;
+    if let Some(dumped) = &dumped {
+        crate::engine::cgroup::restored_tree::gather(pid, dumped)?;
+    }
     let resources = spec.linux().as_ref().and_then(|l| l.resources().clone());
     if let Some(resources) = &resources {
         let opt = ControllerOpt { resources, disable_oom_killer: false, oom_score_adj: None, freezer_state: None };

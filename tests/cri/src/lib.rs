@@ -11,6 +11,8 @@
 
 pub use k8s_cri::v1 as cri;
 
+pub mod registry;
+
 use cri::image_service_client::ImageServiceClient;
 use cri::runtime_service_client::RuntimeServiceClient;
 use rustpod_tests::process::{self, Output};
@@ -437,6 +439,14 @@ impl Cri {
             sandbox_config: Some(pod_config.clone()),
         };
         self.rpc(c.create_container(req)).map(|r| r.container_id)
+    }
+
+    /// ListContainers, unfiltered: every container CRI knows, whatever its state.
+    pub fn list_containers(&self) -> Vec<cri::Container> {
+        let mut c = self.runtime.clone();
+        self.rpc(c.list_containers(cri::ListContainersRequest::default()))
+            .map(|r| r.containers)
+            .unwrap_or_else(|e| panic!("ListContainers: {e}"))
     }
 
     pub fn start_container(&self, id: &str) -> Result<(), Status> {

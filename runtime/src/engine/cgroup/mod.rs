@@ -1,6 +1,7 @@
 //! The container's cgroups: libcgroups' manager for it, the host's cgroup
 //! mounts, the named v1 hierarchies, device rules on v2, the pids limit of
-//! 0, the memory check before an update, and statistics with pressure.
+//! 0, the memory check before an update, statistics with pressure, and a
+//! restored tree gathered into its container's cgroup.
 
 pub mod device_filter;
 pub mod fs;
@@ -9,4 +10,5 @@ pub mod memory_check;
 pub mod named;
 pub mod pids_zero;
 pub mod pressure;
+pub mod restored_tree;
 pub mod stats;
