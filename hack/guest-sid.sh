@@ -249,6 +249,9 @@ boot() {
 	local mounts="systemd.mount-extra=repo:$repo:9p:$opts,ro,cache=loose"
 	mounts+=" systemd.mount-extra=target:$CARGO_TARGET_DIR:9p:$opts,ro,cache=loose"
 	mounts+=" systemd.mount-extra=out:/mnt/rustpod-out:9p:$opts"
+	# tsc=reliable: under TCG the clocksource watchdog finds the TSC skewed minutes into a run and
+	# marks sched_clock unstable, a static key whose live text patch multi-threaded TCG sometimes
+	# runs stale (the int3 oops in sched_clock_cpu that two of the recorded panics show).
 	# KVM does not work on these machines (NOTES.md); -snapshot: writes go to a temp file
 	# (TMPDIR), the cached image stays as built.
 	TMPDIR=/var/tmp timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 \
@@ -256,7 +259,7 @@ boot() {
 		-display none -no-reboot -nic none -snapshot \
 		-drive "file=$base.ext4,format=raw,if=virtio,cache=unsafe" \
 		-kernel "$base.vmlinuz" -initrd "$base.initrd" \
-		-append "root=/dev/vda rootfstype=ext4 rw console=ttyS0 panic=-1 systemd.show_status=error systemd.journald.forward_to_console=1 $mounts" \
+		-append "root=/dev/vda rootfstype=ext4 rw console=ttyS0 panic=-1 tsc=reliable systemd.show_status=error systemd.journald.forward_to_console=1 $mounts" \
 		"${share[@]}" -serial "file:$out/console.log" -monitor none </dev/null || rc=$?
 	((rc != 124)) || say "the guest did not finish within $TIMEOUT s (RUSTPOD_GUEST_TIMEOUT)"
 	return "$rc"
