@@ -22,6 +22,10 @@ const ROUNDS: usize = 30;
 /// Swaps per burst: even, so that the names are back in place for the quiet gap after it.
 const BURST: u64 = 64;
 
+/// The longest quiet gap. A cap of 1024 bursts' time was too short under TCG: in one CI run the
+/// debug rustpod lost all 30 creates there (after crun's turn), with the gaps at that cap.
+const MAX_GAP: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Swaps two names in one directory with renameat2(RENAME_EXCHANGE) until dropped, in bursts
 /// each followed by a quiet gap, at first as long as the burst took: with swaps alone, a slow
 /// machine (the sid guest under TCG) saw every create of runc 1.3.6 and crun lose, and a race
@@ -56,7 +60,7 @@ impl Swapper {
                 };
                 assert_eq!(rc, 0, "renameat2: {}", std::io::Error::last_os_error());
                 if (thread_swaps.fetch_add(1, Ordering::Relaxed) + 1) % BURST == 0 {
-                    std::thread::sleep(burst.elapsed() * thread_gap.load(Ordering::Relaxed) as u32);
+                    std::thread::sleep((burst.elapsed() * thread_gap.load(Ordering::Relaxed) as u32).min(MAX_GAP));
                     burst = std::time::Instant::now();
                 }
             }
@@ -69,10 +73,10 @@ impl Swapper {
         }
     }
 
-    /// Doubles the quiet gaps, up to 1024 bursts' time.
+    /// Doubles the quiet gaps, up to MAX_GAP.
     fn rest_longer(&self) {
         let gap = self.gap.load(Ordering::Relaxed);
-        self.gap.store((gap * 2).min(1024), Ordering::Relaxed);
+        self.gap.store((gap * 2).min(1 << 20), Ordering::Relaxed);
     }
 
     fn swaps(&self) -> u64 {
