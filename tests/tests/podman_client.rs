@@ -1,5 +1,5 @@
 //! Rootful podman (apt's 4.3; sid's 5.8 in the sid guest) driving rustpod as `--runtime
-//! $RUSTPOD_BIN`, with runc ($RUNC_BIN: runc 1.3.6 or crun 1.28 in the guest) as the
+//! $RUSTPOD_BIN`, with runc ($RUNC_BIN: runc 1.3.6 in the guest; crun works too) as the
 //! control in the same test: output, exit codes of failed execs, exec, stop, nothing left.
 
 use rustpod_tests::clients::{assert_exits_like_runc, OciRuntime};
