@@ -35,7 +35,9 @@ impl Podman {
             dir: ScratchDir::new("pdm"),
         };
         // Private configs: the host's containers.conf and storage.conf must not steer the tests.
-        fs::write(podman.dir.join("containers.conf"), "").expect("write containers.conf");
+        // File locks under the private --tmpdir: podman's default shm locks are one /libpod_lock
+        // for every podman, and podman 5 instances starting at once race to create it.
+        fs::write(podman.dir.join("containers.conf"), "[engine]\nlock_type = \"file\"\n").expect("write containers.conf");
         let storage = format!(
             "[storage]\ndriver = \"vfs\"\nrunroot = \"{}\"\ngraphroot = \"{}\"\n",
             podman.dir.join_str("run"),
