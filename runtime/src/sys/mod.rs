@@ -4,6 +4,8 @@
 //! other layers but the crate's error type.
 
 pub mod atomic_file;
+pub mod children_pid_ns;
+pub mod clone3;
 pub mod in_root;
 pub mod inherited_fds;
 pub mod pid_file;

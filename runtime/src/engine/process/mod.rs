@@ -8,6 +8,7 @@ pub mod console;
 pub mod cpu_affinity;
 pub mod cwd;
 pub mod environ;
+pub mod exec_launch;
 pub mod executor;
 pub mod home_env;
 pub mod init;

@@ -16,6 +16,7 @@ use nix::unistd::Pid;
 use oci_spec::runtime::{Linux, LinuxBuilder, LinuxNamespace, LinuxNamespaceBuilder, LinuxNamespaceType, Process, Spec};
 
 use crate::engine::container_dir::ContainerDir;
+use crate::engine::process::exec_launch::{self, Route};
 use crate::engine::process::process_io::ProcessIo;
 use crate::error::{Error, Result};
 
@@ -176,11 +177,19 @@ pub fn spawn(
     // then applies `process.execCPUAffinity` over it); and, as runc's exec,
     // the container's name=systemd cgroup.
     let all_cpus = crate::engine::process::cpu_affinity::all_cpus_for_children()?;
-    let named = crate::engine::cgroup::named::join_for(&crate::engine::cgroup::fs::hierarchies(), &dir.id, &args.spec, container.systemd())?;
-    let spawned = libcontainer::process::container_main_process::container_main_process(&args);
+    let cgroups = crate::engine::cgroup::fs::hierarchies();
+    let named = crate::engine::cgroup::named::join_for(&cgroups, &dir.id, &args.spec, container.systemd())?;
+    let spawned = match exec_launch::route(&args.spec, container.systemd(), &cgroups, &args.cgroup_config.cgroup_path) {
+        Route::Direct(join) => exec_launch::spawn(&args, &join, &dir.id),
+        Route::Engine(why) => {
+            tracing::debug!("exec through the engine's intermediate process: {why}");
+            libcontainer::process::container_main_process::container_main_process(&args)
+                .map_err(|e| engine_err("exec in")(&e))
+        }
+    };
     drop(named);
     drop(all_cpus);
-    let pid = spawned.map_err(|e| engine_err("exec in")(&e))?;
+    let pid = spawned?;
     crate::engine::process::notify::notify_socket(&dir.path(), &sockets.notify)?;
     drop(errors_write);
     read_exec_error(errors_read).map_err(|reason| Error::Engine { op: "exec in", id: dir.id.clone(), reason })?;

@@ -1,0 +1,297 @@
+//! Starts an exec'd process as one child of ours, with no intermediate
+//! process. libcontainer's tenant path forks an intermediate that builds a
+//! cgroup manager (14 parses of mountinfo on v1) to write one pid, joins
+//! the pid namespace and forks again. Here the pid namespace is joined for
+//! our children before the fork, the cgroups are joined by descriptor
+//! (`CLONE_INTO_CGROUP` on v2; on v1 the child writes "0" to each
+//! `cgroup.procs` before it joins any namespace), and the child then runs
+//! the engine's own init steps, as the engine's init would.
+//!
+//! Where the kernel or the engine needs the intermediate, [`route`] says so
+//! and the engine's path runs: a time namespace (setns(2) of one needs a
+//! single-threaded caller, and reaches only its children), a seccomp
+//! notify filter (its fd goes to the listener through the engine's main
+//! process), and systemd-placed cgroups (the path is systemd's).
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+
+use libcontainer::namespaces::Namespaces;
+use libcontainer::process::args::{ContainerArgs, ContainerType};
+use libcontainer::process::channel::{self, ChannelError, InitReceiver, MainSender};
+use nix::fcntl::{open, OFlag};
+use nix::sys::stat::Mode;
+use nix::unistd::{Gid, Pid, Uid};
+use oci_spec::runtime::{LinuxNamespaceType, LinuxSeccompAction, Spec};
+
+use crate::engine::cgroup::fs::{self as cgroup_fs, Hierarchy};
+use crate::error::{Error, Result};
+use crate::sys::children_pid_ns;
+use crate::sys::clone3::{self, Forked};
+
+/// The v1 controllers whose hierarchies the engine put the container's
+/// init in (libcgroups' list: not `rdma`, nor the named ones, which
+/// `cgroup::named` joins for every fork).
+const ENGINE_CONTROLLERS: &[&str] = &[
+    "cpu", "cpuacct", "cpuset", "devices", "hugetlb", "memory", "pids", "perf_event", "blkio", "net_prio",
+    "net_cls", "freezer",
+];
+
+/// How an exec'd process gets into the container's cgroup.
+#[derive(Debug, PartialEq, Eq)]
+pub enum CgroupJoin {
+    /// Born in this cgroup2 directory.
+    Unified(PathBuf),
+    /// Writes itself into each of these `cgroup.procs` files (v1).
+    Legacy(Vec<PathBuf>),
+}
+
+/// Which path starts the process.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Route {
+    Direct(CgroupJoin),
+    /// The engine's intermediate process, and why.
+    Engine(&'static str),
+}
+
+/// Decides how to start the tenant `spec` (its engine spec) whose cgroup
+/// is `cgroup_path` (relative to each hierarchy's root), among the host's
+/// `cgroups`; `systemd` is the container's cgroup driver.
+pub fn route(spec: &Spec, systemd: bool, cgroups: &[Hierarchy], cgroup_path: &Path) -> Route {
+    let Some(linux) = spec.linux().as_ref() else { return Route::Engine("no linux section") };
+    if systemd || crate::engine::cgroup::manager::is_systemd_form(cgroup_path) {
+        return Route::Engine("systemd places the cgroup");
+    }
+    let listed = |typ| linux.namespaces().iter().flatten().any(|ns| ns.typ() == typ);
+    if listed(LinuxNamespaceType::Time) {
+        return Route::Engine("a time namespace is joined by a single-threaded intermediate");
+    }
+    if linux.seccomp().as_ref().is_some_and(|s| {
+        s.default_action() == LinuxSeccompAction::ScmpActNotify
+            || s.syscalls().iter().flatten().any(|sc| sc.action() == LinuxSeccompAction::ScmpActNotify)
+    }) {
+        return Route::Engine("a seccomp notify fd goes to the listener through the engine");
+    }
+    let relative = cgroup_path.to_string_lossy();
+    if let Some(unified) = cgroups.iter().find(|h| h.unified && h.mount_point == Path::new("/sys/fs/cgroup")) {
+        return Route::Direct(CgroupJoin::Unified(cgroup_fs::join(&unified.mount_point, &relative)));
+    }
+    let mut procs: Vec<PathBuf> = cgroups
+        .iter()
+        .filter(|h| !h.unified && ENGINE_CONTROLLERS.iter().any(|c| h.has(c)))
+        .map(|h| cgroup_fs::join(&h.mount_point, &relative).join("cgroup.procs"))
+        .collect();
+    procs.dedup();
+    if procs.is_empty() {
+        return Route::Engine("no cgroup hierarchy found in mountinfo");
+    }
+    Route::Direct(CgroupJoin::Legacy(procs))
+}
+
+/// The cgroup descriptors the parent opens: a directory for
+/// `CLONE_INTO_CGROUP`, or `cgroup.procs` files the child writes.
+enum CgroupFds {
+    Unified(OwnedFd),
+    Legacy(Vec<OwnedFd>),
+}
+
+fn open_cgroup(join: &CgroupJoin) -> Result<CgroupFds> {
+    let open_one = |path: &Path, flags: OFlag| {
+        open(path, flags | OFlag::O_CLOEXEC, Mode::empty())
+            .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })
+            .map_err(|err| Error::Cgroup { path: path.to_path_buf(), reason: format!("openat: {err}") })
+    };
+    Ok(match join {
+        CgroupJoin::Unified(dir) => CgroupFds::Unified(open_one(dir, OFlag::O_RDONLY | OFlag::O_DIRECTORY)?),
+        CgroupJoin::Legacy(files) => {
+            CgroupFds::Legacy(files.iter().map(|f| open_one(f, OFlag::O_WRONLY)).collect::<Result<_>>()?)
+        }
+    })
+}
+
+/// Forks the process `args` describes into the container and returns its
+/// pid once the engine's init steps are done (or the init's own words).
+pub fn spawn(args: &ContainerArgs, join: &CgroupJoin, id: &str) -> Result<Pid> {
+    let cgroup = open_cgroup(join)?;
+    let channel_err = |e: ChannelError| Error::engine("exec in", id, &e);
+    let (mut main_sender, mut main_receiver) = channel::main_channel().map_err(channel_err)?;
+    let (init_sender, mut init_receiver) = channel::init_channel().map_err(channel_err)?;
+    let pid_ns = match joined_path(args, LinuxNamespaceType::Pid) {
+        Some(path) => Some(children_pid_ns::enter(&path).map_err(|e| Error::Invalid(format!("exec: {e}")))?),
+        None => None,
+    };
+    let forked = match &cgroup {
+        // SAFETY: the child only runs the engine's init steps and exits or
+        // execs, as the engine's own forked children do.
+        CgroupFds::Unified(dir) => unsafe { clone3::fork_into_cgroup(dir.as_fd()) },
+        CgroupFds::Legacy(_) => unsafe { nix::unistd::fork() }.map(|f| match f {
+            nix::unistd::ForkResult::Parent { child } => Forked::Parent(child),
+            nix::unistd::ForkResult::Child => Forked::Child,
+        }),
+    };
+    match forked {
+        Ok(Forked::Child) => {
+            let mut inherited: Vec<RawFd> = pid_ns.iter().map(|ns| ns.own_fd().as_raw_fd()).collect();
+            let _ = main_receiver.close();
+            let _ = init_sender.close();
+            if let CgroupFds::Unified(dir) = &cgroup {
+                inherited.push(dir.as_raw_fd());
+            }
+            let procs: Vec<RawFd> = match &cgroup {
+                CgroupFds::Legacy(files) => files.iter().map(|f| f.as_raw_fd()).collect(),
+                CgroupFds::Unified(_) => Vec::new(),
+            };
+            child(args, &procs, &inherited, &mut main_sender, &mut init_receiver)
+        }
+        Ok(Forked::Parent(pid)) => {
+            drop(pid_ns);
+            drop(cgroup);
+            let _ = main_sender.close();
+            let _ = init_receiver.close();
+            let _ = init_sender.close();
+            let ready = main_receiver.wait_for_init_ready();
+            let _ = main_receiver.close();
+            if let Err(err) = ready {
+                reap_failed(pid);
+                return Err(Error::engine("exec in", id, &err));
+            }
+            Ok(pid)
+        }
+        Err(err) => Err(Error::sys("clone3 into the container's pid namespace and cgroup", err)),
+    }
+}
+
+/// The path of the namespace of `typ` the tenant spec joins, if any.
+fn joined_path(args: &ContainerArgs, typ: LinuxNamespaceType) -> Option<PathBuf> {
+    let linux = args.spec.linux().as_ref()?;
+    linux.namespaces().iter().flatten().find(|n| n.typ() == typ)?.path().clone()
+}
+
+/// A child whose setup failed has said so and exits; it is not returned,
+/// so it is reaped here.
+fn reap_failed(pid: Pid) {
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+    let _ = nix::sys::wait::waitpid(pid, None);
+}
+
+/// The child: cgroups, CPU affinity, user namespace and rlimits (what the
+/// engine's intermediate does), then the engine's init steps, which join
+/// the other namespaces and exec. Never returns.
+fn child(
+    args: &ContainerArgs,
+    procs: &[RawFd],
+    inherited: &[RawFd],
+    main_sender: &mut MainSender,
+    init_receiver: &mut InitReceiver,
+) -> ! {
+    for fd in inherited {
+        let _ = nix::unistd::close(*fd);
+    }
+    let result = before_init(args, procs).and_then(|()| {
+        libcontainer::process::init::process::container_init_process(args, main_sender, init_receiver)
+            .map_err(|e| e.to_string())
+    });
+    if let Err(words) = result {
+        let _ = main_sender.exec_failed(words.clone());
+        if let ContainerType::TenantContainer { exec_notify_fd } = args.container_type {
+            let _ = nix::unistd::write(unsafe { BorrowedFd::borrow_raw(exec_notify_fd) }, words.as_bytes());
+        }
+    }
+    // SAFETY: a forked child leaves without running our parent's exit hooks.
+    unsafe { libc::_exit(255) }
+}
+
+fn before_init(args: &ContainerArgs, procs: &[RawFd]) -> std::result::Result<(), String> {
+    use libcontainer::process::cpu_affinity::set_cpuset_affinity_from_string;
+    let process = args.spec.process().as_ref().ok_or("the exec spec has no process")?;
+    let affinity = process.exec_cpu_affinity().as_ref();
+    if let Some(initial) = affinity.and_then(|a| a.initial().as_deref()) {
+        set_cpuset_affinity_from_string(Pid::from_raw(0), initial).map_err(|e| format!("execCPUAffinity.initial: {e}"))?;
+    }
+    for fd in procs {
+        // SAFETY: the parent opened it and the child owns its copy.
+        let file = unsafe { OwnedFd::from_raw_fd(*fd) };
+        nix::unistd::write(&file, b"0").map_err(|e| format!("write 0 to the container's cgroup.procs: {e}"))?;
+    }
+    if let Some(last) = affinity.and_then(|a| a.cpu_affinity_final().as_deref()) {
+        set_cpuset_affinity_from_string(Pid::from_raw(0), last).map_err(|e| format!("execCPUAffinity.final: {e}"))?;
+    }
+    let linux = args.spec.linux().as_ref().ok_or("the exec spec has no linux section")?;
+    let namespaces = Namespaces::try_from(linux.namespaces().as_ref()).map_err(|e| e.to_string())?;
+    let syscall = args.syscall.create_syscall();
+    if let Some(user) = namespaces.get(LinuxNamespaceType::User).map_err(|e| e.to_string())? {
+        namespaces.unshare_or_setns(user).map_err(|e| e.to_string())?;
+        syscall.set_id(Uid::from_raw(0), Gid::from_raw(0)).map_err(|e| e.to_string())?;
+    }
+    for rlimit in process.rlimits().iter().flatten() {
+        syscall.set_rlimit(rlimit).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oci_spec::runtime::{
+        LinuxBuilder, LinuxNamespaceBuilder, LinuxSeccompBuilder, LinuxSyscallBuilder, SpecBuilder,
+    };
+
+    const HYBRID: &str = "\
+35 25 0:30 / /sys/fs/cgroup ro,nosuid shared:9 - tmpfs tmpfs ro,mode=755
+36 35 0:31 / /sys/fs/cgroup/unified rw,nosuid shared:10 - cgroup2 cgroup2 rw
+37 35 0:32 / /sys/fs/cgroup/systemd rw,nosuid shared:11 - cgroup cgroup rw,xattr,name=systemd
+40 35 0:35 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid shared:15 - cgroup cgroup rw,cpu,cpuacct
+41 35 0:36 / /sys/fs/cgroup/memory rw,nosuid shared:16 - cgroup cgroup rw,memory
+42 35 0:37 / /sys/fs/cgroup/rdma rw,nosuid shared:17 - cgroup cgroup rw,rdma
+";
+    const UNIFIED: &str = "35 25 0:30 / /sys/fs/cgroup rw,nosuid shared:9 - cgroup2 cgroup2 rw\n";
+
+    fn spec(namespaces: &[LinuxNamespaceType], notify: bool) -> Spec {
+        let namespaces: Vec<_> = namespaces
+            .iter()
+            .map(|t| LinuxNamespaceBuilder::default().typ(*t).path("/proc/9/ns/x").build().unwrap())
+            .collect();
+        let mut linux = LinuxBuilder::default().namespaces(namespaces);
+        if notify {
+            let rule = LinuxSyscallBuilder::default()
+                .names(vec!["mkdir".to_string()])
+                .action(LinuxSeccompAction::ScmpActNotify)
+                .build()
+                .unwrap();
+            linux = linux.seccomp(LinuxSeccompBuilder::default().syscalls(vec![rule]).build().unwrap());
+        }
+        SpecBuilder::default().linux(linux.build().unwrap()).build().unwrap()
+    }
+
+    #[test]
+    fn on_v1_writes_each_engine_controllers_procs_file_once() {
+        let cgroups = cgroup_fs::parse_mountinfo(HYBRID);
+        let got = route(&spec(&[LinuxNamespaceType::Pid], false), false, &cgroups, Path::new("/pods/c1"));
+        assert_eq!(
+            got,
+            Route::Direct(CgroupJoin::Legacy(vec![
+                PathBuf::from("/sys/fs/cgroup/cpu,cpuacct/pods/c1/cgroup.procs"),
+                PathBuf::from("/sys/fs/cgroup/memory/pods/c1/cgroup.procs"),
+            ]))
+        );
+    }
+
+    #[test]
+    fn on_v2_is_born_in_the_cgroup_directory() {
+        let cgroups = cgroup_fs::parse_mountinfo(UNIFIED);
+        let got = route(&spec(&[], false), false, &cgroups, Path::new("/pods/c1/probe"));
+        assert_eq!(got, Route::Direct(CgroupJoin::Unified(PathBuf::from("/sys/fs/cgroup/pods/c1/probe"))));
+    }
+
+    #[test]
+    fn keeps_the_engines_intermediate_where_it_is_needed() {
+        let cgroups = cgroup_fs::parse_mountinfo(UNIFIED);
+        let path = Path::new("/pods/c1");
+        let engine = |r: Route| matches!(r, Route::Engine(_));
+        assert!(engine(route(&spec(&[LinuxNamespaceType::Time], false), false, &cgroups, path)));
+        assert!(engine(route(&spec(&[], true), false, &cgroups, path)));
+        assert!(engine(route(&spec(&[], false), true, &cgroups, path)));
+        assert!(engine(route(&spec(&[], false), false, &cgroups, Path::new("system.slice:rp:c1"))));
+        assert!(engine(route(&spec(&[], false), false, &[], path)));
+    }
+}
