@@ -1,6 +1,7 @@
-//! clone3(2) used as fork(2), with the child born inside a cgroup v2
-//! directory (`CLONE_INTO_CGROUP`): the child is never outside the
-//! container's limits, and joining costs no write to `cgroup.procs`.
+//! clone3(2) used as fork(2): the child may be born in new namespaces
+//! (`CLONE_NEWPID`: it is their pid 1, with no process in between) and
+//! inside a cgroup v2 directory (`CLONE_INTO_CGROUP`: never outside the
+//! container's limits, and no write to `cgroup.procs`).
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 
@@ -33,17 +34,18 @@ pub enum Forked {
     Child,
 }
 
-/// Forks a child that starts in the cgroup `cgroup` is open on (a
-/// directory fd of a cgroup2 filesystem).
+/// Forks a child in new namespaces of `namespaces` (`CLONE_NEW*` flags)
+/// that starts in the cgroup `cgroup` is open on (a directory fd of a
+/// cgroup2 filesystem), if given.
 ///
 /// # Safety
 /// As for fork(2) in a process that may have threads: until it execs or
 /// exits, the child runs only what the calling code knows to be safe there.
-pub unsafe fn fork_into_cgroup(cgroup: BorrowedFd<'_>) -> nix::Result<Forked> {
+pub unsafe fn fork(namespaces: nix::sched::CloneFlags, cgroup: Option<BorrowedFd<'_>>) -> nix::Result<Forked> {
     let mut args = CloneArgs {
-        flags: CLONE_INTO_CGROUP,
+        flags: namespaces.bits() as u64 | cgroup.map_or(0, |_| CLONE_INTO_CGROUP),
         exit_signal: libc::SIGCHLD as u64,
-        cgroup: cgroup.as_raw_fd() as u64,
+        cgroup: cgroup.map_or(0, |fd| fd.as_raw_fd() as u64),
         ..Default::default()
     };
     let size = std::mem::size_of::<CloneArgs>();

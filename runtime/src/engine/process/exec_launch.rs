@@ -13,18 +13,20 @@
 //! notify filter (its fd goes to the listener through the engine's main
 //! process), and systemd-placed cgroups (the path is systemd's).
 
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use libcontainer::namespaces::Namespaces;
-use libcontainer::process::args::{ContainerArgs, ContainerType};
+use libcontainer::process::args::ContainerArgs;
 use libcontainer::process::channel::{self, ChannelError, InitReceiver, MainSender};
 use nix::fcntl::{open, OFlag};
+use nix::sched::CloneFlags;
 use nix::sys::stat::Mode;
 use nix::unistd::{Gid, Pid, Uid};
 use oci_spec::runtime::{LinuxNamespaceType, LinuxSeccompAction, Spec};
 
 use crate::engine::cgroup::fs::{self as cgroup_fs, Hierarchy};
+use crate::engine::process::child_init;
 use crate::error::{Error, Result};
 use crate::sys::children_pid_ns;
 use crate::sys::clone3::{self, Forked};
@@ -123,7 +125,8 @@ pub fn spawn(args: &ContainerArgs, join: &CgroupJoin, id: &str) -> Result<Pid> {
     let forked = match &cgroup {
         // SAFETY: the child only runs the engine's init steps and exits or
         // execs, as the engine's own forked children do.
-        CgroupFds::Unified(dir) => unsafe { clone3::fork_into_cgroup(dir.as_fd()) },
+        CgroupFds::Unified(dir) => unsafe { clone3::fork(CloneFlags::empty(), Some(dir.as_fd())) },
+        // glibc's fork(2): it also resets malloc's locks in the child.
         CgroupFds::Legacy(_) => unsafe { nix::unistd::fork() }.map(|f| match f {
             nix::unistd::ForkResult::Parent { child } => Forked::Parent(child),
             nix::unistd::ForkResult::Child => Forked::Child,
@@ -187,44 +190,55 @@ fn child(
     for fd in inherited {
         let _ = nix::unistd::close(*fd);
     }
-    let result = before_init(args, procs).and_then(|()| {
-        libcontainer::process::init::process::container_init_process(args, main_sender, init_receiver)
-            .map_err(|e| e.to_string())
-    });
-    if let Err(words) = result {
-        let _ = main_sender.exec_failed(words.clone());
-        if let ContainerType::TenantContainer { exec_notify_fd } = args.container_type {
-            let _ = nix::unistd::write(unsafe { BorrowedFd::borrow_raw(exec_notify_fd) }, words.as_bytes());
-        }
-    }
-    // SAFETY: a forked child leaves without running our parent's exit hooks.
-    unsafe { libc::_exit(255) }
+    child_init::run(args, main_sender, init_receiver, || before_init(args, procs).map_err(|e| e.to_string()))
 }
 
-fn before_init(args: &ContainerArgs, procs: &[RawFd]) -> std::result::Result<(), String> {
+/// Why the child could not get as far as the engine's init steps; its
+/// text is what the caller reports.
+#[derive(Debug, thiserror::Error)]
+enum ChildSetupError {
+    #[error("the exec spec has no {0} section")]
+    Missing(&'static str),
+    #[error("execCPUAffinity.{which}: {source}")]
+    Affinity {
+        which: &'static str,
+        source: libcontainer::process::cpu_affinity::CPUAffinityError,
+    },
+    #[error("write 0 to the container's cgroup.procs: {0}")]
+    JoinCgroup(nix::Error),
+    #[error("{0}")]
+    Namespace(#[from] libcontainer::namespaces::NamespaceError),
+    #[error("{0}")]
+    Syscall(#[from] libcontainer::syscall::SyscallError),
+}
+
+fn before_init(args: &ContainerArgs, procs: &[RawFd]) -> std::result::Result<(), ChildSetupError> {
     use libcontainer::process::cpu_affinity::set_cpuset_affinity_from_string;
-    let process = args.spec.process().as_ref().ok_or("the exec spec has no process")?;
-    let affinity = process.exec_cpu_affinity().as_ref();
-    if let Some(initial) = affinity.and_then(|a| a.initial().as_deref()) {
-        set_cpuset_affinity_from_string(Pid::from_raw(0), initial).map_err(|e| format!("execCPUAffinity.initial: {e}"))?;
+    let affinity = |which, cpus: &str| {
+        set_cpuset_affinity_from_string(Pid::from_raw(0), cpus).map_err(|source| ChildSetupError::Affinity { which, source })
+    };
+    let process = args.spec.process().as_ref().ok_or(ChildSetupError::Missing("process"))?;
+    let exec_affinity = process.exec_cpu_affinity().as_ref();
+    if let Some(initial) = exec_affinity.and_then(|a| a.initial().as_deref()) {
+        affinity("initial", initial)?;
     }
     for fd in procs {
         // SAFETY: the parent opened it and the child owns its copy.
         let file = unsafe { OwnedFd::from_raw_fd(*fd) };
-        nix::unistd::write(&file, b"0").map_err(|e| format!("write 0 to the container's cgroup.procs: {e}"))?;
+        nix::unistd::write(&file, b"0").map_err(ChildSetupError::JoinCgroup)?;
     }
-    if let Some(last) = affinity.and_then(|a| a.cpu_affinity_final().as_deref()) {
-        set_cpuset_affinity_from_string(Pid::from_raw(0), last).map_err(|e| format!("execCPUAffinity.final: {e}"))?;
+    if let Some(last) = exec_affinity.and_then(|a| a.cpu_affinity_final().as_deref()) {
+        affinity("final", last)?;
     }
-    let linux = args.spec.linux().as_ref().ok_or("the exec spec has no linux section")?;
-    let namespaces = Namespaces::try_from(linux.namespaces().as_ref()).map_err(|e| e.to_string())?;
+    let linux = args.spec.linux().as_ref().ok_or(ChildSetupError::Missing("linux"))?;
+    let namespaces = Namespaces::try_from(linux.namespaces().as_ref())?;
     let syscall = args.syscall.create_syscall();
-    if let Some(user) = namespaces.get(LinuxNamespaceType::User).map_err(|e| e.to_string())? {
-        namespaces.unshare_or_setns(user).map_err(|e| e.to_string())?;
-        syscall.set_id(Uid::from_raw(0), Gid::from_raw(0)).map_err(|e| e.to_string())?;
+    if let Some(user) = namespaces.get(LinuxNamespaceType::User)? {
+        namespaces.unshare_or_setns(user)?;
+        syscall.set_id(Uid::from_raw(0), Gid::from_raw(0))?;
     }
     for rlimit in process.rlimits().iter().flatten() {
-        syscall.set_rlimit(rlimit).map_err(|e| e.to_string())?;
+        syscall.set_rlimit(rlimit)?;
     }
     Ok(())
 }

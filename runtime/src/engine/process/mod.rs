@@ -4,6 +4,7 @@
 //! affinity), the sealed runtime binary they fork from, and waiting for them.
 
 pub mod caps_check;
+pub mod child_init;
 pub mod console;
 pub mod cpu_affinity;
 pub mod cwd;

@@ -1,0 +1,31 @@
+//! The last step of a child we forked into a container: the engine's init
+//! steps (namespaces, rootfs for an init, confinement, exec), or, if they or
+//! our own steps before them fail, the failure told to the parent in the
+//! engine's words, as the engine's intermediate process would.
+
+use std::os::fd::BorrowedFd;
+
+use libcontainer::process::args::{ContainerArgs, ContainerType};
+use libcontainer::process::channel::{InitReceiver, MainSender};
+
+/// Runs `before`, then the engine's init steps; never returns.
+pub fn run(
+    args: &ContainerArgs,
+    main_sender: &mut MainSender,
+    init_receiver: &mut InitReceiver,
+    before: impl FnOnce() -> Result<(), String>,
+) -> ! {
+    let result = before().and_then(|()| {
+        libcontainer::process::init::process::container_init_process(args, main_sender, init_receiver)
+            .map_err(|e| e.to_string())
+    });
+    if let Err(words) = result {
+        let _ = main_sender.exec_failed(words.clone());
+        if let ContainerType::TenantContainer { exec_notify_fd } = args.container_type {
+            // SAFETY: the caller's pipe, open in this child until its exec.
+            let _ = nix::unistd::write(unsafe { BorrowedFd::borrow_raw(exec_notify_fd) }, words.as_bytes());
+        }
+    }
+    // SAFETY: a forked child leaves without running its parent's exit hooks.
+    unsafe { libc::_exit(255) }
+}
