@@ -17,6 +17,7 @@ use libcontainer::user_ns::UserNamespaceConfig;
 use oci_spec::runtime::Spec;
 
 use crate::engine::container_dir::ContainerDir;
+use crate::engine::process::init_launch::{self, Route};
 use crate::engine::process::process_io::ProcessIo;
 use crate::engine::process::rootfs_failure::{self, Capture};
 use crate::error::{Error, Result};
@@ -94,13 +95,20 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
     // Held across the fork only: the init must not inherit our caller's CPUs.
     let all_cpus = crate::engine::process::cpu_affinity::all_cpus_for_children()?;
     let capture = Capture::new().map_err(|e| Error::sys("pipe2 for the init's rootfs errors", e))?;
-    let spawned = capture.during(|| libcontainer::process::container_main_process::container_main_process(&args));
+    let spawned = capture.during(|| match init_launch::route(&args.spec, args.cgroup_config.systemd_cgroup) {
+        Route::Direct => init_launch::spawn(&args, &dir.id),
+        Route::Engine(why) => {
+            tracing::debug!("create through the engine's intermediate process: {why}");
+            libcontainer::process::container_main_process::container_main_process(&args)
+                .map_err(|e| engine_err("create")(&e))
+        }
+    });
     drop(all_cpus);
     let pid = match spawned {
         Ok(pid) => pid,
         Err(e) => {
             remove_cgroup(cgroup_config);
-            return Err(with_rootfs_detail(engine_err("create")(&e), capture));
+            return Err(with_rootfs_detail(e, capture));
         }
     };
     container

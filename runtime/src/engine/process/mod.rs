@@ -13,6 +13,7 @@ pub mod exec_launch;
 pub mod executor;
 pub mod home_env;
 pub mod init;
+pub mod init_launch;
 pub mod notify;
 pub mod process_io;
 pub mod rootfs_failure;

@@ -1,0 +1,220 @@
+//! Starts a container's init as one child of ours, with no intermediate
+//! process. libcontainer forks an intermediate that joins the cgroups,
+//! unshares the pid namespace and forks the init. Here the init is cloned
+//! straight into a new pid namespace (`clone3(CLONE_NEWPID)`; a pid
+//! namespace given by path is joined for our children first), waits while
+//! we put it in its cgroup and apply the resources, and then runs the
+//! engine's init steps, as the engine's init would.
+//!
+//! [`route`] keeps the engine's intermediate where its steps are needed: a
+//! new user namespace (mapped by the parent between the intermediate's
+//! unshare and its fork), a time namespace (its offsets are written before
+//! any process is in it), a seccomp notify filter and network devices (the
+//! engine's main process serves them), and systemd-placed cgroups.
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::Path;
+
+use libcgroups::common::{CgroupManager, ControllerOpt};
+use libcontainer::process::args::ContainerArgs;
+use libcontainer::process::channel::{self, ChannelError};
+use nix::sched::CloneFlags;
+use nix::unistd::Pid;
+use oci_spec::runtime::{LinuxNamespaceType, LinuxSeccompAction, Spec};
+
+use crate::engine::process::child_init;
+use crate::error::{Error, Result};
+use crate::sys::children_pid_ns;
+use crate::sys::clone3::{self, Forked};
+
+/// Which path starts the init.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Route {
+    Direct,
+    /// The engine's intermediate process, and why.
+    Engine(&'static str),
+}
+
+/// Decides how to start the init of `spec` (its engine spec); `systemd` is
+/// the cgroup driver the engine is given.
+pub fn route(spec: &Spec, systemd: bool) -> Route {
+    let Some(linux) = spec.linux().as_ref() else { return Route::Engine("no linux section") };
+    let path = linux.cgroups_path().as_deref().unwrap_or(Path::new(""));
+    if systemd || crate::engine::cgroup::manager::is_systemd_form(path) {
+        return Route::Engine("systemd places the cgroup");
+    }
+    let listed = |typ| linux.namespaces().iter().flatten().any(|ns| ns.typ() == typ);
+    if listed(LinuxNamespaceType::User) {
+        return Route::Engine("a new user namespace is mapped between the intermediate's unshare and its fork");
+    }
+    if listed(LinuxNamespaceType::Time) {
+        return Route::Engine("a time namespace's offsets are written before a process is in it");
+    }
+    if linux.seccomp().as_ref().is_some_and(|s| {
+        s.default_action() == LinuxSeccompAction::ScmpActNotify
+            || s.syscalls().iter().flatten().any(|sc| sc.action() == LinuxSeccompAction::ScmpActNotify)
+    }) {
+        return Route::Engine("a seccomp notify fd goes to the listener through the engine");
+    }
+    if linux.net_devices().as_ref().is_some_and(|d| !d.is_empty()) {
+        return Route::Engine("network devices are moved by the engine's main process");
+    }
+    Route::Direct
+}
+
+/// Clones the init `args` describes and returns its pid once the engine's
+/// init steps are done and it waits for `start`.
+pub fn spawn(args: &ContainerArgs, id: &str) -> Result<Pid> {
+    let channel_err = |e: ChannelError| Error::engine("create", id, &e);
+    let (mut main_sender, mut main_receiver) = channel::main_channel().map_err(channel_err)?;
+    let (mut init_sender, mut init_receiver) = channel::init_channel().map_err(channel_err)?;
+    let (go_read, go_write) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| Error::sys("pipe2 for the init's start", e))?;
+    let pid_ns = pid_namespace(args);
+    let (flags, joined) = match pid_ns {
+        PidNs::New => (CloneFlags::CLONE_NEWPID, None),
+        PidNs::Join(path) => (
+            CloneFlags::empty(),
+            Some(children_pid_ns::enter(path).map_err(|e| Error::Invalid(format!("create: {e}")))?),
+        ),
+        PidNs::Host => (CloneFlags::empty(), None),
+    };
+    // SAFETY: the child only runs the engine's init steps and exits or
+    // execs, as the engine's own forked children do.
+    let forked = unsafe { clone3::fork(flags, None) };
+    match forked {
+        Ok(Forked::Child) => {
+            if let Some(ns) = &joined {
+                let _ = nix::unistd::close(ns.own_fd().as_raw_fd());
+            }
+            let _ = main_receiver.close();
+            let _ = init_sender.close();
+            drop(go_write);
+            child_init::run(args, &mut main_sender, &mut init_receiver, || before_init(args, go_read))
+        }
+        Ok(Forked::Parent(pid)) => {
+            drop(joined);
+            drop(go_read);
+            let _ = main_sender.close();
+            let _ = init_receiver.close();
+            let result = serve(args, id, pid, go_write, &mut main_receiver, &mut init_sender);
+            let _ = init_sender.close();
+            let _ = main_receiver.close();
+            if result.is_err() {
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+                let _ = nix::sys::wait::waitpid(pid, None);
+            }
+            result.map(|()| pid)
+        }
+        Err(err) => Err(Error::sys("clone3 of the container's init", err)),
+    }
+}
+
+enum PidNs<'a> {
+    New,
+    Join(&'a Path),
+    Host,
+}
+
+fn pid_namespace(args: &ContainerArgs) -> PidNs<'_> {
+    let pid = args
+        .spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.namespaces().as_ref())
+        .and_then(|ns| ns.iter().find(|n| n.typ() == LinuxNamespaceType::Pid));
+    match pid.map(|n| n.path().as_deref()) {
+        Some(Some(path)) => PidNs::Join(path),
+        Some(None) => PidNs::New,
+        None => PidNs::Host,
+    }
+}
+
+/// The parent's part, what the engine's main process does for an init:
+/// the cgroup (before the init may go on), the prestart and createRuntime
+/// hooks when it asks, then its readiness.
+fn serve(
+    args: &ContainerArgs,
+    id: &str,
+    pid: Pid,
+    go: OwnedFd,
+    main_receiver: &mut channel::MainReceiver,
+    init_sender: &mut channel::InitSender,
+) -> Result<()> {
+    let engine_err = |e: &(dyn std::error::Error + 'static)| Error::engine("create", id, e);
+    join_cgroup(args, pid)?;
+    nix::unistd::write(&go, b"g").map_err(|e| Error::sys("write to the init's start pipe", e))?;
+    drop(go);
+    if let Some(hooks) = args.spec.hooks() {
+        main_receiver.wait_for_hook_request().map_err(|e| engine_err(&e))?;
+        let state = args.container.as_ref().map(|c| &c.state);
+        for list in [hooks.prestart(), hooks.create_runtime()] {
+            libcontainer::hooks::run_hooks(list.as_ref(), state, None, Some(pid), None).map_err(|e| engine_err(&e))?;
+        }
+        init_sender.hook_done().map_err(|e| engine_err(&e))?;
+    }
+    main_receiver.wait_for_init_ready().map_err(|e| engine_err(&e))
+}
+
+/// The init into its cgroup, with the resources applied, as the engine's
+/// intermediate does it for itself.
+fn join_cgroup(args: &ContainerArgs, pid: Pid) -> Result<()> {
+    let cgroup_err = |e: &dyn std::fmt::Display| Error::Cgroup {
+        path: args.cgroup_config.cgroup_path.clone(),
+        reason: e.to_string(),
+    };
+    let manager = libcgroups::common::create_cgroup_manager(args.cgroup_config.clone()).map_err(|e| cgroup_err(&e))?;
+    manager.add_task(pid).map_err(|e| cgroup_err(&e))?;
+    if let Some(resources) = args.spec.linux().as_ref().and_then(|l| l.resources().as_ref()) {
+        let opts = ControllerOpt { resources, freezer_state: None, oom_score_adj: None, disable_oom_killer: false };
+        manager.apply(&opts).map_err(|e| cgroup_err(&e))?;
+    }
+    Ok(())
+}
+
+/// The child's steps before the engine's: wait until it is in its cgroup,
+/// then the rlimits (the intermediate's last step).
+fn before_init(args: &ContainerArgs, go: OwnedFd) -> std::result::Result<(), String> {
+    let mut byte = [0u8; 1];
+    match nix::unistd::read(go.as_fd().as_raw_fd(), &mut byte) {
+        Ok(1) => {}
+        // The parent failed and kills us: nothing to report.
+        _ => unsafe { libc::_exit(255) },
+    }
+    drop(go);
+    let syscall = args.syscall.create_syscall();
+    let rlimits = args.spec.process().as_ref().and_then(|p| p.rlimits().clone()).unwrap_or_default();
+    for rlimit in &rlimits {
+        syscall.set_rlimit(rlimit).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oci_spec::runtime::{LinuxBuilder, LinuxNamespaceBuilder, SpecBuilder};
+
+    fn spec(namespaces: &[LinuxNamespaceType], cgroups_path: &str) -> Spec {
+        let namespaces: Vec<_> =
+            namespaces.iter().map(|t| LinuxNamespaceBuilder::default().typ(*t).build().unwrap()).collect();
+        let linux = LinuxBuilder::default().namespaces(namespaces).cgroups_path(cgroups_path).build().unwrap();
+        SpecBuilder::default().linux(linux).build().unwrap()
+    }
+
+    #[test]
+    fn a_plain_container_needs_no_intermediate() {
+        use LinuxNamespaceType::*;
+        assert_eq!(route(&spec(&[Pid, Mount, Network, Ipc, Uts, Cgroup], "/pods/c1"), false), Route::Direct);
+    }
+
+    #[test]
+    fn keeps_the_engines_intermediate_where_its_steps_are_needed() {
+        use LinuxNamespaceType::*;
+        let engine = |r: Route| matches!(r, Route::Engine(_));
+        assert!(engine(route(&spec(&[Pid, User], "/pods/c1"), false)));
+        assert!(engine(route(&spec(&[Pid, Time], "/pods/c1"), false)));
+        assert!(engine(route(&spec(&[Pid], "/pods/c1"), true)));
+        assert!(engine(route(&spec(&[Pid], "system.slice:rp:c1"), false)));
+    }
+}
