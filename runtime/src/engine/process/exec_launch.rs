@@ -23,7 +23,7 @@ use nix::fcntl::{open, OFlag};
 use nix::sched::CloneFlags;
 use nix::sys::stat::Mode;
 use nix::unistd::{Gid, Pid, Uid};
-use oci_spec::runtime::{LinuxNamespaceType, LinuxSeccompAction, Spec};
+use oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 use crate::engine::cgroup::fs::{self as cgroup_fs, Hierarchy};
 use crate::engine::process::child_init;
@@ -68,10 +68,8 @@ pub fn route(spec: &Spec, systemd: bool, cgroups: &[Hierarchy], cgroup_path: &Pa
     if listed(LinuxNamespaceType::Time) {
         return Route::Engine("a time namespace is joined by a single-threaded intermediate");
     }
-    if linux.seccomp().as_ref().is_some_and(|s| {
-        s.default_action() == LinuxSeccompAction::ScmpActNotify
-            || s.syscalls().iter().flatten().any(|sc| sc.action() == LinuxSeccompAction::ScmpActNotify)
-    }) {
+    // The engine's own test for serving the listener.
+    if linux.seccomp().as_ref().is_some_and(libcontainer::seccomp::is_notify) {
         return Route::Engine("a seccomp notify fd goes to the listener through the engine");
     }
     let relative = cgroup_path.to_string_lossy();
@@ -247,7 +245,7 @@ fn before_init(args: &ContainerArgs, procs: &[RawFd]) -> std::result::Result<(),
 mod tests {
     use super::*;
     use oci_spec::runtime::{
-        LinuxBuilder, LinuxNamespaceBuilder, LinuxSeccompBuilder, LinuxSyscallBuilder, SpecBuilder,
+        LinuxBuilder, LinuxNamespaceBuilder, LinuxSeccompAction, LinuxSeccompBuilder, LinuxSyscallBuilder, SpecBuilder,
     };
 
     const HYBRID: &str = "\

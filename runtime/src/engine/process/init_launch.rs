@@ -20,7 +20,7 @@ use libcontainer::process::args::ContainerArgs;
 use libcontainer::process::channel::{self, ChannelError};
 use nix::sched::CloneFlags;
 use nix::unistd::Pid;
-use oci_spec::runtime::{LinuxNamespaceType, LinuxSeccompAction, Spec};
+use oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 use crate::engine::process::child_init;
 use crate::error::{Error, Result};
@@ -50,10 +50,8 @@ pub fn route(spec: &Spec, systemd: bool) -> Route {
     if listed(LinuxNamespaceType::Time) {
         return Route::Engine("a time namespace's offsets are written before a process is in it");
     }
-    if linux.seccomp().as_ref().is_some_and(|s| {
-        s.default_action() == LinuxSeccompAction::ScmpActNotify
-            || s.syscalls().iter().flatten().any(|sc| sc.action() == LinuxSeccompAction::ScmpActNotify)
-    }) {
+    // The engine's own test for serving the listener.
+    if linux.seccomp().as_ref().is_some_and(libcontainer::seccomp::is_notify) {
         return Route::Engine("a seccomp notify fd goes to the listener through the engine");
     }
     if linux.net_devices().as_ref().is_some_and(|d| !d.is_empty()) {
