@@ -772,8 +772,9 @@ impl Containers {
 /// unstarted) still ends every Wait on it, as containerd's runc shim does;
 /// its status is the runtime's "could not run" 255. No exit event goes out.
 fn release_waiters(p: &Process) {
-    if p.exited().is_none() {
-        p.exit.set(ExitStatus { code: 255, at: SystemTime::now() });
+    match p.exited() {
+        None => p.exit.set(ExitStatus { code: 255, at: SystemTime::now() }),
+        Some(_) => p.exit.release(),
     }
 }
 

@@ -156,8 +156,11 @@ fn an_exit_during_a_start_waits_for_the_start_then_goes_out_once() {
     p.pid = INIT_PID;
     p.apply(Event::Start, "container c").expect("start");
     assert!(!p.set_exited(exit(9)), "no exit event before the start event");
+    // ctr's `task delete --force` waits, then asks the state: it must say stopped by then.
+    assert!(p.exit.wait_timeout(Duration::ZERO).is_none(), "a Wait returned while the start was in flight");
     p.finish_start(true);
     assert_eq!(p.state(), State::Stopped);
+    assert_eq!(p.exit.wait_timeout(Duration::ZERO).map(|e| e.code), Some(9));
     flush_exit(&mut p, "c", &events);
     flush_exit(&mut p, "c", &events);
     assert_eq!(events.queued().iter().filter(|e| e.topic == "/tasks/exit").count(), 1);

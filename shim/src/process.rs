@@ -14,30 +14,62 @@ pub struct ExitStatus {
     pub at: SystemTime,
 }
 
-/// The exit status, once known, for any number of waiters.
+/// The exit status, once known, for any number of waiters. An exit may be
+/// held: known, but not yet told to waiters, while a Start is in flight,
+/// so that a Wait never returns before State can say "stopped" (as in
+/// containerd's runc shim, where the exit waits for Start's lock).
 #[derive(Default)]
 pub struct ExitCell {
-    exit: Mutex<Option<ExitStatus>>,
+    slot: Mutex<Slot>,
     cond: Condvar,
 }
 
+#[derive(Default)]
+struct Slot {
+    exit: Option<ExitStatus>,
+    held: bool,
+}
+
+impl Slot {
+    fn told(&self) -> Option<ExitStatus> {
+        self.exit.filter(|_| !self.held)
+    }
+}
+
 impl ExitCell {
+    /// Records the exit (the first one counts) and tells every waiter.
     pub fn set(&self, exit: ExitStatus) {
-        let mut slot = self.exit.lock().unwrap();
-        if slot.is_none() {
-            *slot = Some(exit);
-        }
+        let mut slot = self.slot.lock().unwrap();
+        slot.exit.get_or_insert(exit);
+        slot.held = false;
         self.cond.notify_all();
     }
 
+    /// Records the exit without telling the waiters until [`release`](Self::release).
+    pub fn hold(&self, exit: ExitStatus) {
+        let mut slot = self.slot.lock().unwrap();
+        if slot.exit.is_none() {
+            slot.exit = Some(exit);
+            slot.held = true;
+        }
+    }
+
+    /// Tells the waiters a held exit.
+    pub fn release(&self) {
+        let mut slot = self.slot.lock().unwrap();
+        slot.held = false;
+        self.cond.notify_all();
+    }
+
+    /// The exit, held or not.
     pub fn get(&self) -> Option<ExitStatus> {
-        *self.exit.lock().unwrap()
+        self.slot.lock().unwrap().exit
     }
 
     pub fn wait(&self) -> ExitStatus {
-        let mut slot = self.exit.lock().unwrap();
+        let mut slot = self.slot.lock().unwrap();
         loop {
-            if let Some(exit) = *slot {
+            if let Some(exit) = slot.told() {
                 return exit;
             }
             slot = self.cond.wait(slot).unwrap();
@@ -45,9 +77,9 @@ impl ExitCell {
     }
 
     pub fn wait_timeout(&self, timeout: Duration) -> Option<ExitStatus> {
-        let slot = self.exit.lock().unwrap();
-        let (slot, _) = self.cond.wait_timeout_while(slot, timeout, |s| s.is_none()).unwrap();
-        *slot
+        let slot = self.slot.lock().unwrap();
+        let (slot, _) = self.cond.wait_timeout_while(slot, timeout, |s| s.told().is_none()).unwrap();
+        slot.told()
     }
 }
 
@@ -166,6 +198,7 @@ impl Process {
         self.state = self.state.on(event).unwrap_or(self.state);
         if self.exit.get().is_some() {
             self.state = self.state.on(Event::Exit).unwrap_or(self.state);
+            self.exit.release();
         }
     }
 
@@ -176,7 +209,11 @@ impl Process {
     /// Records the exit; returns true if the exit event may go out now
     /// (false while a start is in flight: that start will send it).
     pub fn set_exited(&mut self, exit: ExitStatus) -> bool {
-        self.exit.set(exit);
+        if self.state == State::Starting {
+            self.exit.hold(exit);
+        } else {
+            self.exit.set(exit);
+        }
         if let Some(io) = &self.io {
             io.on_exit();
         }
