@@ -333,3 +333,21 @@ fn exec_through_containerd_runs_under_the_seccomp_filter() {
         assert_eq!(out.ok().stdout, "Seccomp:\t2\n", "{id}: an exec'd process runs without the filter");
     }
 }
+
+/// A container at its `pids.max`: whether an exec'd process still gets in is the kernel's
+/// answer to how the runtime joins the cgroup. A v1 join is a migration, which `pids.max` does
+/// not count; on v2 the process is forked into the cgroup (`CLONE_INTO_CGROUP`), which it does.
+/// Either way rustpod must answer as runc does, and the container must run on.
+#[test]
+fn exec_at_the_pids_limit_is_answered_as_runc_answers() {
+    skip_if!(blocker());
+    let mut bundle = checker::bundle_running(SLEEP);
+    bundle.set("/linux/resources/pids", json!({"limit": 1}));
+    let (got_in, still_running) = same_as_runc("exec at pids.max", |rt| {
+        let id = started(rt, &bundle);
+        let got_in = rt.exec(&id, &["true"]).success();
+        (got_in, rt.status(&id) == "running")
+    });
+    assert!(still_running, "the container stopped after an exec at its pids limit");
+    eprintln!("an exec at pids.max got in: {got_in} (as runc)");
+}

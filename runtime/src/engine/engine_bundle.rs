@@ -19,8 +19,9 @@ pub struct Bundle {
     pub path: PathBuf,
     pub spec: Spec,
     pub rootfs: PathBuf,
-    /// `linux.resources.pids.limit` is an explicit 0 (see `spec_support`).
-    pub pids_limit_zero: bool,
+    /// `linux.resources.pids.limit` allows the init alone: an explicit 0
+    /// or 1 (see `spec_support`), which `pids_zero` writes after create.
+    pub pids_init_only: bool,
 }
 
 /// Loads and validates `<bundle>/config.json`.
@@ -34,8 +35,8 @@ pub fn load(bundle: &Path) -> Result<Bundle> {
     crate::engine::validate::check_in_rootfs(&config, &spec, &rootfs)?;
     check_process(&config, &spec)?;
     crate::engine::process::cwd::check_in_rootfs(&config, &spec, &rootfs)?;
-    let pids_limit_zero = crate::engine::spec_support::pids_limit_is_zero(&raw);
-    Ok(Bundle { path, spec, rootfs, pids_limit_zero })
+    let pids_init_only = crate::engine::spec_support::pids_limit_is_init_only(&raw);
+    Ok(Bundle { path, spec, rootfs, pids_init_only })
 }
 
 /// Parses a config.json, naming the file and the JSON path of a bad field.
@@ -189,14 +190,15 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
     Ok(spec)
 }
 
-/// A pids limit of 0 (explicit, or how oci-spec reads a missing one) goes to
-/// the engine as no limit: libcgroups writes "1" for it on cgroup v2 before
-/// its intermediate process forks the init, which then fails ("failed to
-/// launch init process"). `pids_zero` sets an explicit 0 once the init exists.
+/// A pids limit of 0 (explicit, or how oci-spec reads a missing one) or 1
+/// goes to the engine as no limit: in a cgroup that holds the init alone,
+/// nothing the engine or our createContainer steps fork before the
+/// container starts could run ("failed to run hooks"). `pids_zero` writes
+/// the limit once the init exists, before `start`.
 fn unlimited_pids_for_the_engine(linux: &mut oci_spec::runtime::Linux) {
     let Some(resources) = linux.resources_mut() else { return };
     if let Some(pids) = resources.pids_mut() {
-        if pids.limit() == 0 {
+        if (0..=1).contains(&pids.limit()) {
             pids.set_limit(-1);
         }
     }
@@ -428,7 +430,7 @@ mod tests {
         });
         merge(&mut base, config);
         let spec = parse_spec_bytes(base.to_string().as_bytes()).expect("test spec parses");
-        Bundle { path: PathBuf::from("/b"), spec, rootfs: PathBuf::from("/nonexistent-rootfs"), pids_limit_zero: false }
+        Bundle { path: PathBuf::from("/b"), spec, rootfs: PathBuf::from("/nonexistent-rootfs"), pids_init_only: false }
     }
 
     fn merge(base: &mut serde_json::Value, over: serde_json::Value) {

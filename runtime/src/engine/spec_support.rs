@@ -36,12 +36,13 @@ fn check_mount(mount: &Mount) -> Result<(), String> {
     Ok(())
 }
 
-/// `linux.resources.pids.limit` is given as 0. runtime-spec 1.3 (and runc
-/// ≥ 1.4) make 0 a real limit (no new task), -1 "max" and an absent limit
-/// "leave it"; oci-spec 0.10 reads an absent limit as 0 and libcgroups
-/// writes "max" for both, so the raw JSON tells them apart.
-pub fn pids_limit_is_zero(raw: &serde_json::Value) -> bool {
-    raw.pointer("/linux/resources/pids/limit").and_then(serde_json::Value::as_i64) == Some(0)
+/// `linux.resources.pids.limit` is given as 0 or 1: the init alone.
+/// runtime-spec 1.3 (and runc ≥ 1.4) make 0 a real limit (no new task),
+/// -1 "max" and an absent limit "leave it"; oci-spec 0.10 reads an absent
+/// limit as 0 and libcgroups writes "max" for both, so the raw JSON tells
+/// them apart.
+pub fn pids_limit_is_init_only(raw: &serde_json::Value) -> bool {
+    matches!(raw.pointer("/linux/resources/pids/limit").and_then(serde_json::Value::as_i64), Some(0 | 1))
 }
 
 /// Renames, in the config's JSON, the runtime-spec names oci-spec 0.10
@@ -94,9 +95,11 @@ mod tests {
 
     #[test]
     fn only_an_explicit_zero_is_a_zero_pids_limit() {
-        assert!(pids_limit_is_zero(&json!({"linux": {"resources": {"pids": {"limit": 0}}}})));
-        assert!(!pids_limit_is_zero(&json!({"linux": {"resources": {"pids": {}}}})));
-        assert!(!pids_limit_is_zero(&json!({"linux": {"resources": {"pids": {"limit": -1}}}})));
+        assert!(pids_limit_is_init_only(&json!({"linux": {"resources": {"pids": {"limit": 0}}}})));
+        assert!(pids_limit_is_init_only(&json!({"linux": {"resources": {"pids": {"limit": 1}}}})));
+        assert!(!pids_limit_is_init_only(&json!({"linux": {"resources": {"pids": {}}}})));
+        assert!(!pids_limit_is_init_only(&json!({"linux": {"resources": {"pids": {"limit": -1}}}})));
+        assert!(!pids_limit_is_init_only(&json!({"linux": {"resources": {"pids": {"limit": 2}}}})));
     }
 
     /// oci-spec 0.10 keeps every runtime-spec 1.3 field of a full config

@@ -125,7 +125,7 @@ fn build(
     // Before `start` lets the user's program run; a failure fails create.
     let pid = container.pid().ok_or_else(|| Error::Invalid(format!("create {}: the engine gave no init pid", dir.id)))?;
     crate::engine::cgroup::device_filter::apply(&bundle.spec, pid.as_raw())?;
-    if bundle.pids_limit_zero {
+    if bundle.pids_init_only {
         crate::engine::cgroup::pids_zero::apply(cgroups, pid.as_raw())?;
     }
     debug_pause("engine-created");

@@ -1,8 +1,8 @@
-//! `linux.resources.pids.limit: 0` as runc ≥ 1.4 applies it: pids.max 1 (the
-//! init alone, so no new task; systemd cannot set 0, and runc writes 1 with
-//! either driver). The engine gets no limit for it (its intermediate process
-//! and the init could not both be in a cgroup of 1), so once the init exists,
-//! and before `start`, we write it.
+//! `linux.resources.pids.limit: 0` as runc ≥ 1.4 applies it, and 1: pids.max
+//! 1 (the init alone, so no new task; systemd cannot set 0, and runc writes
+//! 1 with either driver). The engine gets no limit for them (nothing forked
+//! before `start`, our createContainer steps included, could run in a
+//! cgroup of 1), so once the init exists, and before `start`, we write it.
 
 use std::path::PathBuf;
 
@@ -27,5 +27,5 @@ fn pids_dir_of(cgroups: &[Hierarchy], pid: i32) -> Result<PathBuf> {
         return crate::engine::cgroup::device_filter::cgroup_dir_of(pid);
     }
     crate::engine::cgroup::fs::v1_dir_of(cgroups, pid, "pids")
-        .ok_or_else(|| Error::Invalid(format!("linux.resources.pids.limit 0: process {pid} is in no v1 pids cgroup")))
+        .ok_or_else(|| Error::Invalid(format!("linux.resources.pids.limit: process {pid} is in no v1 pids cgroup")))
 }
