@@ -18,7 +18,13 @@ use rustpod_tests::{env, json, skip, skip_if, wait, Bundle, Runtime};
 /// Counts in memory and appends each value to the bind-mounted /data: a restarted shell would
 /// start again from 1, a restored one goes on. Appending, not `>`: a checkpoint taken between
 /// `>`'s truncate and its write would leave no value to compare with.
-const COUNTER: &[&str] = &["sh", "-c", "i=0; while true; do i=$((i+1)); echo $i >> /data/count; sleep 0.1; done"];
+/// It also holds 1 MiB it never writes again (`b`): the few pages the loop dirties are then far
+/// fewer than all it has, so a dump that tracks memory since a pre-dump writes visibly less.
+const COUNTER: &[&str] = &[
+    "sh",
+    "-c",
+    "b=$(head -c 1048576 /dev/zero | tr '\\0' x); i=0; while true; do i=$((i+1)); echo $i >> /data/count; sleep 0.1; done",
+];
 
 /// The counter's last complete value in `text` (a line not yet ended may be half written).
 fn last_count(text: &str) -> Option<u64> {
