@@ -158,7 +158,7 @@ pub fn spawn(args: &ContainerArgs, join: &CgroupJoin, id: &str) -> Result<Pid> {
             }
             Ok(pid)
         }
-        Err(err) => Err(Error::sys("clone3 into the container's pid namespace and cgroup", err)),
+        Err(err) => Err(Error::sys("fork into the container's pid namespace and cgroup", err)),
     }
 }
 
