@@ -7,6 +7,7 @@ use std::os::fd::BorrowedFd;
 
 use libcontainer::process::args::{ContainerArgs, ContainerType};
 use libcontainer::process::channel::{InitReceiver, MainSender};
+use nix::unistd::Pid;
 
 /// Runs `before`, then the engine's init steps; never returns.
 pub fn run(
@@ -28,4 +29,11 @@ pub fn run(
     }
     // SAFETY: a forked child leaves without running its parent's exit hooks.
     unsafe { libc::_exit(255) }
+}
+
+/// A child that failed its setup, or whose parent failed serving it: it
+/// is not returned to the caller, so it is killed and reaped here.
+pub fn kill_and_reap(pid: Pid) {
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+    let _ = nix::sys::wait::waitpid(pid, None);
 }

@@ -153,7 +153,7 @@ pub fn spawn(args: &ContainerArgs, join: &CgroupJoin, id: &str) -> Result<Pid> {
             let ready = main_receiver.wait_for_init_ready();
             let _ = main_receiver.close();
             if let Err(err) = ready {
-                reap_failed(pid);
+                child_init::kill_and_reap(pid);
                 return Err(Error::engine("exec in", id, &err));
             }
             Ok(pid)
@@ -166,13 +166,6 @@ pub fn spawn(args: &ContainerArgs, join: &CgroupJoin, id: &str) -> Result<Pid> {
 fn joined_path(args: &ContainerArgs, typ: LinuxNamespaceType) -> Option<PathBuf> {
     let linux = args.spec.linux().as_ref()?;
     linux.namespaces().iter().flatten().find(|n| n.typ() == typ)?.path().clone()
-}
-
-/// A child whose setup failed has said so and exits; it is not returned,
-/// so it is reaped here.
-fn reap_failed(pid: Pid) {
-    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-    let _ = nix::sys::wait::waitpid(pid, None);
 }
 
 /// The child: cgroups, CPU affinity, user namespace and rlimits (what the

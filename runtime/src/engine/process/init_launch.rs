@@ -99,8 +99,7 @@ pub fn spawn(args: &ContainerArgs, id: &str) -> Result<Pid> {
             let _ = init_sender.close();
             let _ = main_receiver.close();
             if result.is_err() {
-                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-                let _ = nix::sys::wait::waitpid(pid, None);
+                child_init::kill_and_reap(pid);
             }
             result.map(|()| pid)
         }
