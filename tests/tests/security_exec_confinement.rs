@@ -335,19 +335,22 @@ fn exec_through_containerd_runs_under_the_seccomp_filter() {
 }
 
 /// A container at its `pids.max`: whether an exec'd process still gets in is the kernel's
-/// answer to how the runtime joins the cgroup. A v1 join is a migration, which `pids.max` does
-/// not count; on v2 the process is forked into the cgroup (`CLONE_INTO_CGROUP`), which it does.
-/// Either way rustpod must answer as runc does, and the container must run on.
+/// answer to how the runtime joins the cgroup. On v2 runc 1.3 and rustpod fork the process into
+/// the cgroup (`CLONE_INTO_CGROUP`), which the limit counts, so the answers must agree. On v1
+/// every join is a migration, which `pids.max` does not count, and runc 1.1.5's answer depends
+/// on a race in its own setup (its nsexec may fork again after joining): measured here, 2 of 8
+/// execs refused. There only the container running on is compared.
 #[test]
 fn exec_at_the_pids_limit_is_answered_as_runc_answers() {
     skip_if!(blocker());
     let mut bundle = checker::bundle_running(SLEEP);
     bundle.set("/linux/resources/pids", json!({"limit": 1}));
+    let deterministic = rustpod_tests::cgroup::unified();
     let (got_in, still_running) = same_as_runc("exec at pids.max", |rt| {
         let id = started(rt, &bundle);
         let got_in = rt.exec(&id, &["true"]).success();
-        (got_in, rt.status(&id) == "running")
+        (deterministic.then_some(got_in), rt.status(&id) == "running")
     });
     assert!(still_running, "the container stopped after an exec at its pids limit");
-    eprintln!("an exec at pids.max got in: {got_in} (as runc)");
+    eprintln!("an exec at pids.max got in: {got_in:?} (as runc; None: not compared on cgroup v1)");
 }
