@@ -29,9 +29,19 @@ pub struct Container {
     /// The helper job that restores its init, from a Create with a
     /// checkpoint until a Start restores it (its init has no pid till then).
     pub restore_job: Option<crate::helper::Job>,
+    /// Its OOM watch, flushed before each of its exits is published.
+    pub oom: Option<Arc<crate::oom::OomWatch>>,
 }
 
 impl Container {
+    /// Publishes any OOM kill not yet published: before an exit, so that
+    /// containerd's clients see why the process died.
+    pub fn flush_oom(&self) {
+        if let Some(watch) = &self.oom {
+            watch.flush();
+        }
+    }
+
     /// The init for None, else that exec.
     pub fn process(&self, exec_id: Option<&str>) -> Option<&Process> {
         match exec_id {

@@ -219,7 +219,9 @@ impl Inner {
     }
 
     fn process_exited(&mut self, cid: &str, eid: Option<&str>, exit: ExitStatus, events: &Publisher) {
-        let Some(p) = self.containers.get_mut(cid).and_then(|c| c.process_mut(eid)) else { return };
+        let Some(c) = self.containers.get_mut(cid) else { return };
+        c.flush_oom();
+        let Some(p) = c.process_mut(eid) else { return };
         if p.set_exited(exit) {
             p.exit_published = true;
             events.task_exit(cid, eid, p.pid, exit);
@@ -285,6 +287,7 @@ impl NewContainer {
             metrics: None,
             io_owner: self.io_owner,
             restore_job: None,
+            oom: None,
         }
     }
 }
@@ -561,6 +564,7 @@ impl Containers {
         if result.is_ok() {
             self.events.task_start(id, pid);
         }
+        c.flush_oom();
         flush_exit(&mut c.init, id, &self.events);
         result?;
         Ok(pid)
@@ -760,10 +764,21 @@ impl Containers {
 
 impl Containers {
     fn watch_oom(self: &Arc<Self>, id: &str, pid: i32) {
-        let shared = Arc::clone(self);
+        // Weak: the container keeps its watch, and the registry keeps the container.
+        let shared = Arc::downgrade(self);
         let cid = id.to_string();
-        if let Err(e) = crate::oom::watch(pid, move || shared.events.oom(&cid)) {
-            log::warn!("container {id}: no OOM events: {e}");
+        let on_oom = move || {
+            if let Some(shared) = shared.upgrade() {
+                shared.events.oom(&cid);
+            }
+        };
+        match crate::oom::watch(pid, on_oom) {
+            Ok(watch) => {
+                if let Some(c) = self.lock().containers.get_mut(id) {
+                    c.oom = Some(watch);
+                }
+            }
+            Err(e) => log::warn!("container {id}: no OOM events: {e}"),
         }
     }
 }

@@ -36,6 +36,7 @@ fn container(init: Process) -> Container {
         metrics: None,
         io_owner: None,
         restore_job: None,
+        oom: None,
     }
 }
 
