@@ -179,16 +179,16 @@ fn send_request(sock: &UnixStream, req: &Request, stdio: rustpod::Stdio) -> Resu
     sock.shutdown(Shutdown::Write).map_err(HelperError::Send)
 }
 
-/// The binary a helper starts from: ours, opened once through a read-only
-/// mount that is already detached (so the helper need not re-execute itself
-/// to be safe from CVE-2019-5736); else our own binary, which then
-/// re-executes from a sealed copy. The kernel resolves `/proc/self/fd/N`
-/// before it closes the close-on-exec descriptor.
+/// The binary a helper starts from: ours, sealed once (a detached read-only
+/// overlay, else a memfd copy), so the helper need not re-execute itself to
+/// be safe from CVE-2019-5736; else our own binary, which then re-executes
+/// from a sealed one. The kernel resolves `/proc/self/fd/N` before it closes
+/// the close-on-exec descriptor.
 fn helper_binary() -> PathBuf {
-    static READ_ONLY_EXE: OnceLock<Option<OwnedFd>> = OnceLock::new();
-    let fd = READ_ONLY_EXE.get_or_init(|| {
-        rustpod::sealed_exe::read_only_exe()
-            .map_err(|e| log::warn!("read-only mount of the shim binary: {e}; helpers start from a sealed copy"))
+    static SEALED_EXE: OnceLock<Option<OwnedFd>> = OnceLock::new();
+    let fd = SEALED_EXE.get_or_init(|| {
+        rustpod::sealed_exe::open()
+            .map_err(|e| log::warn!("seal the shim binary: {e}; each helper seals its own"))
             .ok()
     });
     match fd {

@@ -7,9 +7,12 @@
 // Each attack runs on runc first (`$RUNC_BIN`: runc 1.1.5 on the host, runc 1.3.6 and crun 1.28
 // in the sid guest) and then on the runtime under test, checked the same way on both.
 
+use nix::mount::MsFlags;
 use rustpod_tests::checker::{self, Report};
+use rustpod_tests::host_mount::HostMounts;
 use rustpod_tests::scratch::ScratchDir;
-use rustpod_tests::{json, needs, skip_if, wait, Bundle, Fixture, Output, Runtime, Value, SLEEP};
+use rustpod_tests::shim::{self, ShimContainerd};
+use rustpod_tests::{env, json, needs, process, skip_if, wait, Bundle, Fixture, Output, Runtime, Value, SLEEP};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -185,6 +188,11 @@ const ALL_CAPS: &str = "CHOWN DAC_OVERRIDE DAC_READ_SEARCH FOWNER FSETID KILL SE
 /// Every capability this process may hand out (its bounding set; e.g. CAP_SYS_RESOURCE can be
 /// missing), in bounding, effective and permitted (no inheritable, no ambient).
 fn all_capabilities(bundle: &mut Bundle) {
+    bundle.set("/process/capabilities", every_capability());
+}
+
+/// `process.capabilities` with every capability this host's bounding set has.
+fn every_capability() -> Value {
     let status = fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
     let bounding = u64::from_str_radix(status_field(&status, "CapBnd"), 16).expect("CapBnd hex");
     let caps: Vec<String> = ALL_CAPS
@@ -194,10 +202,7 @@ fn all_capabilities(bundle: &mut Bundle) {
         .map(|(_, name)| format!("CAP_{name}"))
         .collect();
     let caps = json!(caps);
-    bundle.set(
-        "/process/capabilities",
-        json!({"bounding": caps, "effective": caps, "permitted": caps}),
-    );
+    json!({"bounding": caps, "effective": caps, "permitted": caps})
 }
 
 #[test]
@@ -290,7 +295,7 @@ while :; do
     { [ "$pid" = 1 ] || [ "$pid" = $$ ]; } && continue
     if command exec 7< "$p/exe"; then
       t=$(readlink /proc/self/fd/7)
-      case "$t" in /bin/busybox) ;; *) echo "OPENED $pid $t" >> /tmp/attack.log ;; esac
+      case "$t" in /bin/busybox) ;; *) echo "OPENED $pid $t $(stat -L -c %d:%i /proc/self/fd/7)" >> /tmp/attack.log ;; esac
     fi
     echo PWNED >> "$p/exe" && echo "WROTE $p/exe" >> /tmp/attack.log
   done
@@ -311,6 +316,31 @@ fn mounts_of(binary: &Path) -> Vec<String> {
         .collect()
 }
 
+/// Why a container holding the inode of `bin` (run as `run_bin`) is not a finding, if it is not.
+/// A write open of an inode takes write access on it before a read-only mount refuses it, and an
+/// execve of the binary in that moment fails with ETXTBSY; a filesystem read-only as a whole
+/// refuses the open first.
+fn inode_exemption(bin: &Path, run_bin: &Path) -> Option<&'static str> {
+    if env::runc_before(bin, (1, 2, 0)) {
+        return Some("runc before 1.2 runs from a read-only bind mount of its binary (RUNC_DIFFERENCES.md)");
+    }
+    if env::is_crun(bin) {
+        return Some("crun 1.28 runs from a read-only bind mount of its binary (RUNC_DIFFERENCES.md)");
+    }
+    let super_options = process::run(Path::new("findmnt"), &["-n", "-o", "FS-OPTIONS", "-T", &run_bin.to_string_lossy()], b"");
+    if super_options.stdout.trim().split(',').any(|o| o == "ro") {
+        return Some("the binary is on a filesystem that is read-only as a whole");
+    }
+    None
+}
+
+/// `dev:ino` as busybox's `stat -c %d:%i` prints it.
+fn inode_of(path: &Path) -> String {
+    use std::os::linux::fs::MetadataExt;
+    let meta = fs::metadata(path).expect("stat the runtime binary");
+    format!("{}:{}", meta.st_dev(), meta.st_ino())
+}
+
 fn checksum(path: &Path) -> u64 {
     use std::hash::{Hash, Hasher};
     let data = fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
@@ -326,11 +356,13 @@ fn rounds(rootfs: &str) -> u64 {
         .unwrap_or(0)
 }
 
-// CVE-2019-5736: rustpod re-executes create/run/exec from its binary opened through a read-only
-// bind mount that is detached at once (runtime/src/engine/process/sealed_exe.rs), so /proc/<pid>/exe of a
-// runtime process in the container reaches only a read-only mount, and none stays mounted.
-// Before that fix this test failed: the binary's checksum changed. runc (and crun) run from a
-// sealed copy of their binary; the same attack runs on a copy of each.
+// CVE-2019-5736: rustpod re-executes create/run/exec from its binary opened through a detached
+// read-only overlay of its directory (runtime/src/engine/process/sealed_exe.rs), so /proc/<pid>/exe
+// of a runtime process in the container is an overlay inode, and nothing stays mounted. Before the
+// first fix the binary's checksum changed. With a read-only bind mount instead of the overlay, the
+// container held the binary's own inode: its open for writing took write access on it for a moment
+// before EROFS, and an exec of the binary on the host then failed with ETXTBSY (sid guest, CI). runc
+// runs from such an overlay, crun from a sealed copy; the same attack runs on a copy of each.
 #[test]
 fn cve_2019_5736_container_cannot_overwrite_runtime_binary_during_exec() {
     skip_if!(needs::containers());
@@ -340,35 +372,121 @@ fn cve_2019_5736_container_cannot_overwrite_runtime_binary_during_exec() {
 }
 
 /// The CVE-2019-5736 attack on a copy of `rt`'s binary: the container loops over every other
-/// process's /proc/<pid>/exe while 20 execs run in it.
+/// process's /proc/<pid>/exe while 20 execs run in it. The container must not get hold of the
+/// binary's own inode either (see `inode_exemption`).
 fn exe_attack(rt: &Runtime) {
-    let who = who(rt);
     let copy_dir = ScratchDir::new("bin");
     let bin = copy_dir.join("runtime-copy");
     fs::copy(rt.bin(), &bin).expect("copy the runtime binary");
-    let before = checksum(&bin);
-    let mut fx = Fixture::on(Runtime::with_bin(bin.clone()), &["sh", "-c", EXE_ATTACK]);
+    exe_attack_on(&who(rt), &bin, 20, inode_exemption(rt.bin(), &bin));
+}
+
+/// The attack with `bin` as the runtime, during `execs` execs.
+fn exe_attack_on(who: &str, bin: &Path, execs: usize, exemption: Option<&str>) {
+    let before = checksum(bin);
+    let mut fx = Fixture::on(Runtime::with_bin(bin.to_path_buf()), &["sh", "-c", EXE_ATTACK]);
     all_capabilities(&mut fx.bundle);
     fx.bundle.set("/root/readonly", Value::Bool(false));
     fx.rt.start_container(&fx.id, &fx.bundle);
     let rootfs = fx.bundle.rootfs();
-    for _ in 0..20 {
-        let seen = rounds(&rootfs);
+    exec_during_attack(&rootfs, execs, |_| {
         fx.exec(&["true"]).ok();
-        // Let the loop finish two more rounds after each exec, so it tries the grabbed fd.
-        wait::wait_for("the attack loop to go on", || {
-            (rounds(&rootfs) > seen + 1).then_some(())
-        });
-    }
+    });
     fx.rt.kill(&fx.id, "KILL");
     fx.rt.wait_status(&fx.id, "stopped");
-    let log = fs::read_to_string(Path::new(&rootfs).join("tmp/attack.log")).unwrap_or_default();
+    assert_attack_failed(who, &rootfs, bin, before, exemption);
+}
+
+/// A binary on a read-only bind mount of a writable filesystem (as a host may mount /usr) must
+/// be re-executed all the same: the mount refuses a write open only after the open took write
+/// access on the inode. rustpod ran such a binary as it was until this test.
+#[test]
+fn cve_2019_5736_binary_on_a_read_only_bind_mount() {
+    skip_if!(needs::containers());
+    let mounts = HostMounts::new("ro-bin");
+    let dir = mounts.mkdir("bin");
+    let runtimes = Runtime::runc_and_under_test();
+    let copies: Vec<_> = runtimes
+        .iter()
+        .enumerate()
+        .map(|(n, rt)| {
+            let copy = dir.join(format!("runtime-{n}"));
+            fs::copy(rt.bin(), &copy).expect("copy the runtime binary");
+            copy
+        })
+        .collect();
+    mounts.bind_self(&dir);
+    let read_only = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
+    nix::mount::mount(None::<&str>, &dir, None::<&str>, read_only, None::<&str>).expect("make the bind mount read-only");
+    for (rt, copy) in runtimes.iter().zip(&copies) {
+        exe_attack_on(&format!("{} (read-only bind mount)", who(rt)), copy, 8, inode_exemption(rt.bin(), copy));
+    }
+}
+
+/// The same attack through containerd: its runc shim driving runc and rustpod, and our shim
+/// (whose helpers enter the container). Each runs the real binary, whose inode is checked.
+#[test]
+fn cve_2019_5736_through_containerd_shims() {
+    skip_if!(shim::blocker());
+    let ctd = ShimContainerd::start();
+    let dir = ScratchDir::new("exe-attack");
+    for (path, flags) in shim::paths() {
+        let bin = match path {
+            "runc-shim-runc" => env::runc_bin(),
+            "runc-shim-rustpod" => env::rustpod_bin(),
+            _ => shim::shim_bin(),
+        };
+        let exemption = inode_exemption(&bin, &bin);
+        let before = checksum(&bin);
+        let bundle = Bundle::new(&["sh", "-c", EXE_ATTACK]);
+        let id = format!("{path}-exe");
+        let mut spec = ctd.oci_spec(&id, &bundle.rootfs());
+        spec["process"]["args"] = json!(["sh", "-c", EXE_ATTACK]);
+        spec["process"]["capabilities"] = every_capability();
+        spec["root"]["readonly"] = json!(false);
+        let config = dir.join_str(&format!("{id}.json"));
+        fs::write(&config, spec.to_string()).expect("write the spec");
+        ctd.run_config(&config, &flags, &id).ok();
+        ctd.wait_task(&id, "RUNNING");
+        let rootfs = bundle.rootfs();
+        exec_during_attack(&rootfs, 8, |n| {
+            ctd.ctr(&["task", "exec", "--exec-id", &format!("x{n}"), &id, "true"]).ok();
+        });
+        ctd.ctr(&["task", "kill", "-s", "SIGKILL", &id]).ok();
+        ctd.wait_task(&id, "STOPPED");
+        ctd.delete_task(&id);
+        assert_attack_failed(path, &rootfs, &bin, before, exemption);
+    }
+}
+
+/// Runs `count` execs through `exec` during the attack, letting it go on two rounds after each.
+fn exec_during_attack(rootfs: &str, count: usize, mut exec: impl FnMut(usize)) {
+    for n in 0..count {
+        let seen = rounds(rootfs);
+        exec(n);
+        // Let the loop finish two more rounds after each exec, so it tries the grabbed fd.
+        wait::wait_for("the attack loop to go on", || (rounds(rootfs) > seen + 1).then_some(()));
+    }
+}
+
+/// The attack in `rootfs` left `bin` as it was (`before` its checksum), wrote no runtime exe,
+/// left no mount of it and, but for an `exemption`, never held its inode.
+fn assert_attack_failed(who: &str, rootfs: &str, bin: &Path, before: u64, exemption: Option<&str>) {
+    let log = fs::read_to_string(Path::new(rootfs).join("tmp/attack.log")).unwrap_or_default();
     eprintln!("{who}: attack log:\n{log}");
-    assert_eq!(
-        checksum(&bin),
-        before,
-        "{who}: CVE-2019-5736: the container overwrote the runtime binary:\n{log}"
-    );
+    assert_eq!(checksum(bin), before, "{who}: CVE-2019-5736: the container overwrote the runtime binary:\n{log}");
     assert!(!log.contains("WROTE"), "{who}: the container wrote a runtime exe:\n{log}");
-    assert_eq!(mounts_of(&bin), Vec::<String>::new(), "{who}: mounts of the runtime binary are left");
+    assert_eq!(mounts_of(bin), Vec::<String>::new(), "{who}: mounts of the runtime binary are left");
+    if let Some(why) = exemption {
+        eprintln!("{who}: the inode the container held is not checked: {why}");
+        return;
+    }
+    let own_inode = inode_of(bin);
+    let held: Vec<&str> = log.lines().filter(|line| line.split_whitespace().nth(3) == Some(own_inode.as_str())).collect();
+    assert!(
+        held.is_empty(),
+        "{who}: the container opened the runtime binary's own inode {own_inode} {} times: {:?}",
+        held.len(),
+        &held[..held.len().min(3)]
+    );
 }

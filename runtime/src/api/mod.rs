@@ -63,7 +63,7 @@ pub mod self_exec {
 
 /// Re-executing from a sealed copy of our binary (CVE-2019-5736).
 pub mod sealed_exe {
-    pub use crate::engine::process::sealed_exe::{is_sealed, read_only_exe, reexec};
+    pub use crate::engine::process::sealed_exe::{is_sealed, open, reexec};
 }
 
 /// Signal names as runc takes them.

@@ -1,26 +1,34 @@
 //! CVE-2019-5736: a container must not be able to rewrite the runtime binary
 //! through /proc/<pid>/exe of a runtime process that entered it. Before any
 //! step that forks into a container we re-execute from our binary opened
-//! through a read-only bind mount that is detached as soon as it is open:
-//! the new process's /proc/<pid>/exe is on a read-only mount that no path
-//! reaches, so opens for writing fail with EROFS, and nothing stays mounted.
-//! Where that mount cannot be made we fall back to a sealed memfd copy,
-//! which costs a copy of the binary per call.
+//! through a private read-only overlayfs that was never attached anywhere:
+//! the new process's /proc/<pid>/exe is an overlay inode, so an open for
+//! writing fails with EROFS and never touches the real binary's inode.
+//! A read-only bind mount is not enough: an open for writing takes write
+//! access on the shared inode before the mount refuses it, and an execve of
+//! the binary on the host that falls in that moment fails with ETXTBSY.
+//! Where no overlay can be made we fall back to a sealed memfd copy, which
+//! costs a copy of the binary per call.
 
-use std::ffi::CString;
+use std::ffi::{CString, OsStr};
 use std::fs::{self, File};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use nix::fcntl::{openat, OFlag};
+use nix::sys::stat::Mode;
+use nix::sys::statfs::{statfs, OVERLAYFS_SUPER_MAGIC};
 use nix::sys::statvfs::{statvfs, FsFlags};
 
 use crate::error::{Error, Result};
+use crate::sys::new_mount;
+use crate::sys::read_only_fs::on_read_only_superblock;
 
-/// Where the transient mount points of our binary are made.
-pub const SEALED_DIR: &str = "/run/rustpod-exe";
+/// An empty directory: the overlay's second lower layer (overlayfs is
+/// read-only only with two lower layers and no upper one).
+pub const EMPTY_LAYER: &str = "/run/rustpod-exe";
 
 /// The memfd name; /proc/self/exe reads `/memfd:<NAME> (deleted)`.
 const MEMFD_NAME: &str = "rustpod-sealed";
@@ -28,51 +36,76 @@ const MEMFD_NAME: &str = "rustpod-sealed";
 /// kernels reject unknown flags, so we retry without it).
 const MFD_EXEC: libc::c_uint = 0x0010;
 
-/// True if this process's binary cannot be written through /proc/self/exe:
-/// it is on a read-only mount, or it is our sealed copy.
+/// True if a container cannot take write access on this process's binary
+/// through /proc/self/exe: it is our sealed copy, on a read-only overlay
+/// (such as `open` makes, whose inodes no other process runs from; runc
+/// checks the same), or on a filesystem that is read-only as a whole. A
+/// read-only mount of a writable filesystem is not enough.
 pub fn is_sealed() -> bool {
-    let sealed_copy = fs::read_link("/proc/self/exe")
-        .is_ok_and(|exe| exe.as_os_str().as_bytes().starts_with(format!("/memfd:{MEMFD_NAME}").as_bytes()));
-    sealed_copy || statvfs("/proc/self/exe").is_ok_and(|v| v.flags().contains(FsFlags::ST_RDONLY))
+    let exe = Path::new("/proc/self/exe");
+    let sealed_copy = fs::read_link(exe)
+        .is_ok_and(|target| target.as_os_str().as_bytes().starts_with(format!("/memfd:{MEMFD_NAME}").as_bytes()));
+    if sealed_copy {
+        return true;
+    }
+    if !statvfs(exe).is_ok_and(|v| v.flags().contains(FsFlags::ST_RDONLY)) {
+        return false;
+    }
+    statfs(exe).is_ok_and(|fs| fs.filesystem_type() == OVERLAYFS_SUPER_MAGIC) || on_read_only_superblock(exe)
 }
 
-/// Re-executes this process, same argv and environment, from a read-only
-/// mount of its binary (or a sealed copy). Returns only on failure.
+/// Re-executes this process, same argv and environment, from a sealed
+/// binary (see `open`). Returns only on failure.
 pub fn reexec() -> Error {
-    let target = read_only_exe().or_else(|err| {
-        tracing::debug!("read-only mount of the binary: {err}; using a sealed copy");
-        sealed_copy()
-    });
-    match target {
+    match open() {
         Ok(fd) => exec_fd(&fd),
         Err(err) => err,
     }
 }
 
-/// Our binary, opened through a read-only bind mount that is detached right
-/// after the open: the descriptor keeps the mount alive, nothing else does.
-pub fn read_only_exe() -> Result<OwnedFd> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let dir = Path::new(SEALED_DIR);
-    fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let point = dir.join(format!("exe-{}-{n}", std::process::id()));
-    File::create(&point).map_err(|e| Error::io("create", &point, e))?;
-    let opened = bind_read_only(&point).and_then(|()| {
-        File::open(&point).map(OwnedFd::from).map_err(|e| Error::io("open", &point, e))
-    });
-    let _ = umount2(&point, MntFlags::MNT_DETACH);
-    let _ = fs::remove_file(&point);
-    opened
+/// Our binary, sealed: through a private overlay, else as a memfd copy.
+pub fn open() -> Result<OwnedFd> {
+    overlay_exe().or_else(|err| {
+        tracing::debug!("overlay of the binary's directory: {err}; using a sealed copy");
+        sealed_copy()
+    })
 }
 
-/// Bind-mounts /proc/self/exe onto `point` and makes that mount read-only.
-fn bind_read_only(point: &Path) -> Result<()> {
-    let none: Option<&str> = None;
-    mount(Some("/proc/self/exe"), point, none, MsFlags::MS_BIND, none)
-        .map_err(|e| Error::sys("bind-mount the runtime binary", e))?;
-    let ro = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
-    mount(none, point, none, ro, none).map_err(|e| Error::sys("make the runtime binary's mount read-only", e))
+/// Our binary, opened through a detached read-only overlayfs whose lower
+/// layers are its directory and an empty one.
+fn overlay_exe() -> Result<OwnedFd> {
+    let exe = fs::read_link("/proc/self/exe").map_err(|e| Error::io("readlink", "/proc/self/exe", e))?;
+    let (Some(dir), Some(name)) = (exe.parent(), exe.file_name()) else {
+        return Err(Error::Invalid(format!("our binary {} has no directory", exe.display())));
+    };
+    let empty = Path::new(EMPTY_LAYER);
+    fs::DirBuilder::new().mode(0o700).recursive(true).create(empty).map_err(|e| Error::io("mkdir", empty, e))?;
+    // Our directory first, so that nothing in the empty one can hide the binary.
+    let lowers = [escape_lower(dir.as_os_str()), escape_lower(empty.as_os_str())].join(&b':');
+    let ctx = new_mount::fsopen("overlay").map_err(|e| Error::io("fsopen", "overlay", e))?;
+    new_mount::fsconfig_set_string(&ctx, "lowerdir", OsStr::from_bytes(&lowers))
+        .map_err(|e| Error::io("fsconfig lowerdir", OsStr::from_bytes(&lowers), e))?;
+    // We need no unique inode numbers; xino would only log warnings when the layers' filesystems differ.
+    let _ = new_mount::fsconfig_set_string(&ctx, "xino", OsStr::new("off"));
+    new_mount::fsconfig_create(&ctx).map_err(|e| Error::io("fsconfig create overlay over", dir, e))?;
+    let attrs = libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NODEV | libc::MOUNT_ATTR_NOSUID;
+    let mnt = new_mount::fsmount(&ctx, attrs).map_err(|e| Error::io("fsmount overlay over", dir, e))?;
+    let fd = openat(Some(mnt.as_raw_fd()), name, OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC, Mode::empty())
+        .map_err(|e| Error::io("openat in the overlay", name, e.into()))?;
+    // SAFETY: openat just returned this descriptor to us.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// overlayfs splits lowerdir at ':' and takes '\' as its escape.
+fn escape_lower(path: &OsStr) -> Vec<u8> {
+    let mut out = Vec::with_capacity(path.len());
+    for &b in path.as_bytes() {
+        if b == b':' || b == b'\\' {
+            out.push(b'\\');
+        }
+        out.push(b);
+    }
+    out
 }
 
 /// A sealed memfd holding a copy of our binary (the shim keeps one and
@@ -129,4 +162,15 @@ fn exec_fd(fd: &OwnedFd) -> Error {
         );
     }
     Error::io("execveat", MEMFD_NAME, std::io::Error::last_os_error())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lower_dirs_escape_colons_and_backslashes() {
+        assert_eq!(escape_lower(OsStr::new("/usr/local/bin")), b"/usr/local/bin");
+        assert_eq!(escape_lower(OsStr::new("/opt/a:b\\c")), b"/opt/a\\:b\\\\c");
+    }
 }
