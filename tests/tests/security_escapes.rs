@@ -304,8 +304,8 @@ while :; do
 done
 "#;
 
-/// Mounts of `binary` (by their root in mountinfo): the runtime mounts its binary read-only
-/// under /run/rustpod-exe for a moment before each re-exec, and must leave none.
+/// Mounts of `binary` (by their root in mountinfo): whatever a runtime mounts to seal its binary
+/// (runc 1.1.5 a read-only bind mount, rustpod a detached overlay) must not stay.
 fn mounts_of(binary: &Path) -> Vec<String> {
     let binary = binary.to_string_lossy();
     fs::read_to_string("/proc/self/mountinfo")
