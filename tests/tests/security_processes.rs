@@ -323,11 +323,36 @@ fn container_signals_are_runcs_through_the_cli() {
             let facts: Vec<String> = out.stdout.lines().filter(|l| l.starts_with("Sig")).map(String::from).collect();
             seen.push((rt.bin().display().to_string(), facts));
         }
-        let (_, reference) = &seen[0];
+        let (oracle, reference) = &seen[0];
+        let reference = settled(oracle, reference);
         for (bin, facts) in &seen {
+            let facts = if bin == oracle { settled(bin, facts) } else { facts.clone() };
             assert_eq!(facts, reference, "{bin}, caller's (signal, ignored) {caller:?}: the container's blocked or ignored signals differ from runc's");
         }
     }
+}
+
+/// SIGHUP and SIGINT bits of `SigIgn`.
+const HUP_INT: u64 = (1 << (libc::SIGHUP - 1)) | (1 << (libc::SIGINT - 1));
+
+/// `facts` of `bin` without what runc ≥ 1.2 leaves to timing: Go keeps a SIGHUP or SIGINT its
+/// caller left ignored ignored until `signal.Notify` takes it over, so runc 1.3.6's container got
+/// both ignored once (sid guest, CI run 17: SigIgn 0x3, SIGQUIT at its default) where it gets
+/// them at their default in every other run: its init was forked before runc's Notify ran. The
+/// default, as runc 1.1.5 gives it, is what rustpod gives (tests/RUNC_DIFFERENCES.md).
+fn settled(bin: &str, facts: &[String]) -> Vec<String> {
+    let path = Path::new(bin);
+    let racy = env::is_runc(path) && !env::is_crun(path) && !env::runc_before(path, (1, 2, 0));
+    facts
+        .iter()
+        .map(|line| match line.strip_prefix("SigIgn:\t") {
+            Some(hex) if racy => {
+                let mask = u64::from_str_radix(hex.trim(), 16).expect("SigIgn is hex");
+                format!("SigIgn:\t{:016x}", mask & !HUP_INT)
+            }
+            _ => line.clone(),
+        })
+        .collect()
 }
 
 /// containerd gets 32 and 33 as the harness's glibc leaves them: ignored on Debian 12 (2.36),
