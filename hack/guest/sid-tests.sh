@@ -18,7 +18,12 @@ echo "guest booted to its test unit in $(cut -d' ' -f1 /proc/uptime) s" >>"$out/
 done_files=0 passed=0 failed=0 status=0
 if [[ -s $out/progress ]]; then
 	read -r done_files passed failed status < <(awk '{n=$1; p+=$2; f+=$3; if ($4) s=1} END {print n+0, p+0, f+0, s+0}' "$out/progress")
-	echo "(the guest booted again after a kernel panic; going on after file $done_files)" >>"$out/summary"
+	# After a panic, or after the one-vCPU boot that ran the panicking file alone.
+	if [[ -f $out/one-file ]]; then
+		echo "(the guest booted again on one vCPU after a kernel panic; running file $((done_files + 1)) alone)" >>"$out/summary"
+	else
+		echo "(the guest booted again; going on after file $done_files)" >>"$out/summary"
+	fi
 else
 	: >"$RUSTPOD_SKIP_LOG"
 	echo "guest: kernel $(uname -r); $(systemctl --version | head -n1); /sys/fs/cgroup is $(stat -fc %T /sys/fs/cgroup)" \
