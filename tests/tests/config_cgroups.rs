@@ -230,3 +230,92 @@ fn systemd_form_never_becomes_a_cgroupfs_directory() {
         assert!(!colon_dir.exists(), "{} was created", colon_dir.display());
     }
 }
+
+/// Limit files of the v1 controllers, compared between runc and the runtime under test.
+const V1_LIMIT_FILES: [(&str, &str); 13] = [
+    ("memory", "memory.limit_in_bytes"),
+    ("memory", "memory.memsw.limit_in_bytes"),
+    ("memory", "memory.soft_limit_in_bytes"),
+    ("memory", "memory.swappiness"),
+    ("memory", "memory.oom_control"),
+    ("cpu", "cpu.shares"),
+    ("cpu", "cpu.cfs_quota_us"),
+    ("cpu", "cpu.cfs_period_us"),
+    ("cpuset", "cpuset.cpus"),
+    ("cpuset", "cpuset.mems"),
+    ("pids", "pids.max"),
+    ("devices", "devices.list"),
+    ("freezer", "freezer.state"),
+];
+
+/// rustpod sets a new container's v1 cgroups up itself (issue 22, item 3: one mountinfo read,
+/// not libcgroups' 12): every limit file must read as runc leaves it, for the resources kubelet,
+/// docker and podman set, `disableOOMKiller` and a deny-all device list with exceptions included.
+#[test]
+fn v1_limits_match_runcs_file_by_file() {
+    skip_if!(v1_blocker());
+    skip_if!(needs::cgroup_v1("freezer"));
+    let runc = rustpod_tests::env::runc_bin();
+    skip_if!(needs::program(&runc));
+    if rustpod_tests::env::testing_runc_itself() {
+        skip!("runc is the runtime under test: nothing to compare with");
+    }
+    if !Path::new("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes").exists() {
+        skip!("memory.memsw.limit_in_bytes: the kernel has no swap accounting (swapaccount=0)");
+    }
+    let resources = json!({
+        "memory": {"limit": 64 * MIB, "swap": 96 * MIB, "reservation": 32 * MIB, "swappiness": 10,
+                   "disableOOMKiller": true},
+        "cpu": {"shares": 512, "quota": 20000, "period": 50000, "cpus": "0", "mems": "0"},
+        "pids": {"limit": 64},
+        "devices": [
+            {"allow": false, "access": "rwm"},
+            {"allow": true, "type": "c", "major": 1, "minor": 3, "access": "rw"},
+            {"allow": true, "type": "b", "major": 7, "access": "r"},
+            {"allow": false, "type": "c", "major": 1, "minor": 5, "access": "w"}
+        ]
+    });
+    let read_all = |rt: &Runtime| -> Vec<(String, String)> {
+        let mut bundle = checker::bundle_running(SLEEP);
+        bundle.set("/linux/resources", resources.clone());
+        let id = rt.new_id("cgv1");
+        rt.start_container(&id, &bundle);
+        V1_LIMIT_FILES.iter().map(|(c, f)| (format!("{c}/{f}"), v1_file(c, &id, f))).collect()
+    };
+    // devices.list holds a set, in the order each runtime wrote it.
+    let sorted = |mut files: Vec<(String, String)>| {
+        for (_, content) in files.iter_mut() {
+            let mut lines: Vec<&str> = content.lines().collect();
+            lines.sort();
+            *content = lines.join("\n");
+        }
+        files
+    };
+    let ours = sorted(read_all(&Runtime::under_test()));
+    let runcs = sorted(read_all(&Runtime::runc()));
+    for ((file, got), (_, want)) in ours.iter().zip(&runcs) {
+        assert_eq!(got, want, "{file}: the runtime under test wrote {got:?}, runc {want:?}");
+    }
+}
+
+/// The kernel clamps cpu.shares silently; runc reads it back and fails `create` naming the bound.
+/// So must rustpod, leaving nothing behind.
+#[test]
+fn cpu_shares_out_of_range_fail_create_as_runc() {
+    skip_if!(needs::cgroup_v1("cpu"));
+    let runc = rustpod_tests::env::runc_bin();
+    skip_if!(needs::program(&runc));
+    for rt in [Runtime::under_test(), Runtime::runc()] {
+        let mut fx = Fixture::on(rt, SLEEP);
+        fx.bundle.set("/linux/resources", json!({"cpu": {"shares": 1}}));
+        let out = fx.rt.try_create(&fx.id, &fx.bundle, &[]);
+        let bin = fx.rt.bin().display().to_string();
+        assert!(!out.status.success(), "{bin}: create with cpu.shares 1 succeeded");
+        assert!(
+            out.stderr.contains("the minimum allowed cpu-shares is 2"),
+            "{bin}: {}",
+            out.stderr.trim_end()
+        );
+        fx.assert_nothing_left();
+    }
+}

@@ -130,6 +130,16 @@ const CASES: &[Case] = &[
         names: &["linux.resources.pids.limit"],
     },
     Case {
+        name: "memory swappiness above 100 (runc fails mid-create on v1)",
+        breaks: |fx| set(fx, "/linux/resources/memory", json!({"swappiness": 101})),
+        names: &["linux.resources.memory.swappiness"],
+    },
+    Case {
+        name: "hugetlb page size that is no power of two (runc fails mid-create on ENOENT)",
+        breaks: |fx| set(fx, "/linux/resources/hugepageLimits", json!([{"pageSize": "3MB", "limit": 0}])),
+        names: &["linux.resources.hugepageLimits[0].pageSize"],
+    },
+    Case {
         name: "negative cpu shares (unsigned field)",
         breaks: |fx| set(fx, "/linux/resources/cpu", json!({"shares": -2})),
         names: &["linux.resources.cpu.shares"],

@@ -94,10 +94,12 @@ fn starter_spec_matches_runc_field_by_field() {
 }
 
 /// Host devices a CAP_MKNOD process makes in a nodev-less tmpfs and opens: `name type major
-/// minor`. fuse and loop0 are outside runc's default allow-list; the rest are in it.
-const DEVICES: [&str; 8] = [
+/// minor`. fuse, loop0 and the host's console are outside runc's default allow-list; the rest
+/// are in it (libcgroups' and crun's lists allow the console too).
+const DEVICES: [&str; 9] = [
     "fuse c 10 229",
     "loop0 b 7 0",
+    "console c 5 1",
     "null c 1 3",
     "zero c 1 5",
     "full c 1 7",
@@ -140,7 +142,7 @@ fn without_device_rules_only_runc_default_allow_list_opens() {
         });
         let starter = device_results(&rt, |_| {});
         assert_eq!(without, starter, "{}: no rules and runc's deny-all differ", name(&rt));
-        for denied in ["fuse", "loop0"] {
+        for denied in ["fuse", "loop0", "console"] {
             assert!(without.contains(&format!("{denied} refused")), "{}: {without}", name(&rt));
         }
         assert!(without.contains("null opened") && without.contains("tun opened"), "{}: {without}", name(&rt));

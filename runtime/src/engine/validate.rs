@@ -36,6 +36,7 @@ pub fn check(config: &Path, spec: &Spec) -> Result<()> {
     seccomp_flags(linux).map_err(bad)?;
     seccomp_archs(linux).map_err(bad)?;
     memory(linux).map_err(bad)?;
+    hugepage_limits(linux).map_err(bad)?;
     pids(linux).map_err(bad)
 }
 
@@ -381,6 +382,29 @@ fn memory(linux: &oci_spec::runtime::Linux) -> Check {
             ));
         }
     }
+    match memory.swappiness() {
+        Some(s) if s > 100 => Err(format!(
+            "linux.resources.memory.swappiness {s}: invalid memory swappiness value (valid range is 0-100)"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A hugetlb page size names the kernel's files: a power of two and a
+/// unit (`2MB`, `1GB`); anything else would fail mid-create on ENOENT.
+fn hugepage_limits(linux: &oci_spec::runtime::Linux) -> Check {
+    let limits = linux.resources().as_ref().and_then(|r| r.hugepage_limits().clone()).unwrap_or_default();
+    for (i, limit) in limits.iter().enumerate() {
+        let size = limit.page_size();
+        let digits: String = size.chars().take_while(char::is_ascii_digit).collect();
+        let unit = &size[digits.len()..];
+        let power_of_two = digits.parse::<u64>().is_ok_and(u64::is_power_of_two);
+        if !power_of_two || !["KB", "MB", "GB"].contains(&unit) {
+            return Err(format!(
+                "linux.resources.hugepageLimits[{i}].pageSize {size:?}: want a power of two and KB, MB or GB, as 2MB"
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -493,6 +517,24 @@ mod tests {
         assert!(user_mapped(&linux(0), &user(0, 65536, &[])).unwrap_err().ends_with("no mapping found for gid 65536"));
         let no_userns: oci_spec::runtime::Linux = serde_json::from_value(serde_json::json!({})).unwrap();
         assert!(user_mapped(&no_userns, &user(5, 5, &[])).is_ok());
+    }
+
+    #[test]
+    fn swappiness_and_hugepage_sizes_are_checked_before_anything_exists() {
+        let linux = |resources: serde_json::Value| -> oci_spec::runtime::Linux {
+            serde_json::from_value(serde_json::json!({"resources": resources})).unwrap()
+        };
+        assert!(memory(&linux(serde_json::json!({"memory": {"swappiness": 100}}))).is_ok());
+        let err = memory(&linux(serde_json::json!({"memory": {"swappiness": 101}}))).unwrap_err();
+        assert!(err.starts_with("linux.resources.memory.swappiness 101"), "{err}");
+        for ok in ["2MB", "1GB", "64KB"] {
+            assert!(hugepage_limits(&linux(serde_json::json!({"hugepageLimits": [{"pageSize": ok, "limit": 1}]}))).is_ok());
+        }
+        for bad in ["3MB", "MB", "2", "2TB"] {
+            let err = hugepage_limits(&linux(serde_json::json!({"hugepageLimits": [{"pageSize": bad, "limit": 1}]})))
+                .unwrap_err();
+            assert!(err.starts_with("linux.resources.hugepageLimits[0].pageSize"), "{err}");
+        }
     }
 
     #[test]

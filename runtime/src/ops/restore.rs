@@ -200,8 +200,14 @@ fn join_cgroup(dir: &ContainerDir, spec: &Spec, systemd: bool, pid: i32) -> Resu
     }
     let resources = spec.linux().as_ref().and_then(|l| l.resources().clone());
     if let Some(resources) = &resources {
-        let opt = ControllerOpt { resources, disable_oom_killer: false, oom_score_adj: None, freezer_state: None };
+        let disable_oom_killer = resources.memory().as_ref().and_then(|m| m.disable_oom_killer()).unwrap_or(false);
+        let opt = ControllerOpt { resources, disable_oom_killer, oom_score_adj: None, freezer_state: None };
         manager.apply(&opt).map_err(|e| cgroup_err(&e))?;
+    }
+    let cgroups = crate::engine::cgroup::fs::hierarchies();
+    if !crate::engine::cgroup::fs::is_unified(&cgroups) {
+        // libcgroups' own device list allows the host's console.
+        crate::engine::cgroup::v1_setup::take_back_console(&cgroups, resources.as_ref(), Pid::from_raw(pid))?;
     }
     Ok(())
 }

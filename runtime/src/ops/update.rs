@@ -43,8 +43,16 @@ pub(crate) fn update(dir: &ContainerDir, container: &Container, base: Option<Lin
         memory_check::check_before_update(base.as_ref(), flags.memory, flags.memory_swap, pid.as_raw())?;
     }
     write_resources(dir, container, base, flags)?;
+    let cgroups = crate::engine::cgroup::fs::hierarchies();
+    if let (false, Some(pid)) = (crate::engine::cgroup::fs::is_unified(&cgroups), container.pid()) {
+        // libcgroups' v1 manager has just rewritten its own default device
+        // list, which allows the host's console; the container's rules do not.
+        let spec = crate::engine::engine_bundle::parse_config(&dir.config_path())?;
+        let resources = spec.linux().as_ref().and_then(|l| l.resources().as_ref());
+        crate::engine::cgroup::v1_setup::take_back_console(&cgroups, resources, pid)?;
+    }
     match (flags.pids_limit.or(base_pids), container.pid()) {
-        (Some(0), Some(pid)) => pids_zero::apply(&crate::engine::cgroup::fs::hierarchies(), pid.as_raw()),
+        (Some(0), Some(pid)) => pids_zero::apply(&cgroups, pid.as_raw()),
         _ => Ok(()),
     }
 }
@@ -73,8 +81,8 @@ fn write_resources(dir: &ContainerDir, container: &Container, base: Option<Linux
 /// open every device of the host to a running container. containerd's CRI
 /// resends the container's own list with every update, so it is dropped with
 /// a warning rather than refused. (On v1 the engine still rewrites its default
-/// allow rules, which create wrote already; on v2 the device program is ours,
-/// attached once by create.)
+/// allow rules, and `update` then denies the host's console again, as create
+/// did; on v2 the device program is ours, attached once by create.)
 fn without_devices(id: &str, mut res: LinuxResources) -> LinuxResources {
     if res.devices().as_ref().is_some_and(|d| !d.is_empty()) {
         tracing::warn!("update {id}: linux.resources.devices ignored: device rules are fixed at create, as runc does");

@@ -10,6 +10,7 @@ use nix::fcntl::{open, OFlag};
 use nix::sys::stat::Mode;
 use oci_spec::runtime::{LinuxDeviceCgroup, LinuxDeviceType, Spec};
 
+use crate::engine::cgroup::device_rules;
 use crate::error::{Error, Result};
 
 /// Access bits as the kernel passes them (`BPF_DEVCG_ACC_*`).
@@ -57,6 +58,19 @@ impl Filter {
         Ok(filter)
     }
 
+    /// Whether reading and writing the char device `major:minor` is allowed.
+    pub fn allows_char(&self, major: i64, minor: i64) -> bool {
+        let access = READ | WRITE;
+        let matches = |ex: &&Exception| {
+            ex.kind.is_none_or(|k| k == CHAR) && ex.major.is_none_or(|m| m == major) && ex.minor.is_none_or(|m| m == minor)
+        };
+        if self.default_allow {
+            !self.exceptions.iter().filter(matches).any(|ex| ex.access & access != 0)
+        } else {
+            self.exceptions.iter().filter(matches).any(|ex| ex.access & access == access)
+        }
+    }
+
     fn apply(&mut self, rule: &LinuxDeviceCgroup) -> Result<()> {
         let kind = match rule.typ().unwrap_or(LinuxDeviceType::A) {
             LinuxDeviceType::A => {
@@ -101,45 +115,6 @@ fn parse_access(access: &str) -> Result<u8> {
             "linux.resources.devices: invalid access {access:?} (want a combination of r, w, m)"
         ))),
     })
-}
-
-/// The rules a container gets: its own, then the devices every container
-/// may use, in the order libcgroups writes them on v1 (whose lists are
-/// private to it), so v1 and v2 hosts allow the same devices.
-pub fn container_rules(spec: &Spec) -> Vec<LinuxDeviceCgroup> {
-    let own = spec
-        .linux()
-        .as_ref()
-        .and_then(|l| l.resources().as_ref())
-        .and_then(|r| r.devices().clone())
-        .unwrap_or_default();
-    let allow = |typ, major: Option<i64>, minor: Option<i64>, access: &str| {
-        let mut rule = LinuxDeviceCgroup::default();
-        rule.set_allow(true);
-        rule.set_typ(Some(typ));
-        rule.set_major(major);
-        rule.set_minor(minor);
-        rule.set_access(Some(access.to_string()));
-        rule
-    };
-    use LinuxDeviceType::{B, C};
-    let defaults = [
-        // null, zero, full, tty, urandom, random
-        allow(C, Some(1), Some(3), "rwm"),
-        allow(C, Some(1), Some(5), "rwm"),
-        allow(C, Some(1), Some(7), "rwm"),
-        allow(C, Some(5), Some(0), "rwm"),
-        allow(C, Some(1), Some(9), "rwm"),
-        allow(C, Some(1), Some(8), "rwm"),
-        // mknod of anything; console, pts, ptmx, tun
-        allow(C, None, None, "m"),
-        allow(B, None, None, "m"),
-        allow(C, Some(5), Some(1), "rwm"),
-        allow(C, Some(136), None, "rwm"),
-        allow(C, Some(5), Some(2), "rwm"),
-        allow(C, Some(10), Some(200), "rwm"),
-    ];
-    own.into_iter().chain(defaults).collect()
 }
 
 /// One eBPF instruction (`struct bpf_insn`).
@@ -330,7 +305,8 @@ pub fn apply(spec: &Spec, pid: i32) -> Result<()> {
     ) {
         return Ok(());
     }
-    let filter = Filter::from_rules(&container_rules(spec))?;
+    let resources = spec.linux().as_ref().and_then(|l| l.resources().as_ref());
+    let filter = Filter::from_rules(&device_rules::container_rules(resources))?;
     let cgroup = cgroup_dir_of(pid)?;
     let dir = open(
         &cgroup,

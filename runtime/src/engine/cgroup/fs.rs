@@ -53,6 +53,12 @@ pub fn parse_mountinfo(info: &str) -> Vec<Hierarchy> {
         .collect()
 }
 
+/// Whether the host is cgroup v2 only: /sys/fs/cgroup itself is cgroup2
+/// (libcgroups' "unified" setup; a hybrid host has it at `unified/`).
+pub fn is_unified(cgroups: &[Hierarchy]) -> bool {
+    cgroups.iter().any(|h| h.unified && h.mount_point == Path::new("/sys/fs/cgroup"))
+}
+
 /// The path of `controller`'s line in a /proc/PID/cgroup text (v1), or
 /// of the `0::` line when `controller` is None (v2).
 pub fn path_in(proc_cgroup: &str, controller: Option<&str>) -> Option<String> {

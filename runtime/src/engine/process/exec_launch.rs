@@ -31,13 +31,6 @@ use crate::error::{Error, Result};
 use crate::sys::children_pid_ns;
 use crate::sys::clone3::{self, Forked};
 
-/// The v1 controllers whose hierarchies the engine put the container's
-/// init in (libcgroups' list: not `rdma`, nor the named ones, which
-/// `cgroup::named` joins for every fork).
-const ENGINE_CONTROLLERS: &[&str] = &[
-    "cpu", "cpuacct", "cpuset", "devices", "hugetlb", "memory", "pids", "perf_event", "blkio", "net_prio",
-    "net_cls", "freezer",
-];
 
 /// How an exec'd process gets into the container's cgroup.
 #[derive(Debug, PartialEq, Eq)]
@@ -78,7 +71,7 @@ pub fn route(spec: &Spec, systemd: bool, cgroups: &[Hierarchy], cgroup_path: &Pa
     }
     let mut procs: Vec<PathBuf> = cgroups
         .iter()
-        .filter(|h| !h.unified && ENGINE_CONTROLLERS.iter().any(|c| h.has(c)))
+        .filter(|h| !h.unified && crate::engine::cgroup::v1_setup::CONTROLLERS.iter().any(|c| h.has(c)))
         .map(|h| cgroup_fs::join(&h.mount_point, &relative).join("cgroup.procs"))
         .collect();
     procs.dedup();

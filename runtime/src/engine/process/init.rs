@@ -24,10 +24,12 @@ use crate::error::{Error, Result};
 
 /// How the init is to be run, besides its spec.
 #[derive(Debug, Default)]
-pub struct InitOptions {
+pub struct InitOptions<'a> {
     pub io: ProcessIo,
     pub systemd_cgroup: bool,
     pub no_pivot: bool,
+    /// The host's cgroup hierarchies, as the command read them.
+    pub cgroups: &'a [crate::engine::cgroup::fs::Hierarchy],
 }
 
 /// Starts `spec`'s init for `dir` (whose directory the caller made) and
@@ -92,11 +94,12 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
         spec: Rc::new(spec),
     };
     let cgroup_config = args.cgroup_config.clone();
+    let cgroups = opts.cgroups;
     // Held across the fork only: the init must not inherit our caller's CPUs.
     let all_cpus = crate::engine::process::cpu_affinity::all_cpus_for_children()?;
     let capture = Capture::new().map_err(|e| Error::sys("pipe2 for the init's rootfs errors", e))?;
     let spawned = capture.during(|| match init_launch::route(&args.spec, args.cgroup_config.systemd_cgroup) {
-        Route::Direct => init_launch::spawn(&args, &dir.id),
+        Route::Direct => init_launch::spawn(&args, &dir.id, cgroups),
         Route::Engine(why) => {
             tracing::debug!("create through the engine's intermediate process: {why}");
             libcontainer::process::container_main_process::container_main_process(&args)

@@ -22,6 +22,8 @@ use nix::sched::CloneFlags;
 use nix::unistd::Pid;
 use oci_spec::runtime::{LinuxNamespaceType, Spec};
 
+use crate::engine::cgroup::fs::Hierarchy;
+use crate::engine::cgroup::v1_setup;
 use crate::engine::process::child_init;
 use crate::error::{Error, Result};
 use crate::sys::children_pid_ns;
@@ -62,7 +64,7 @@ pub fn route(spec: &Spec, systemd: bool) -> Route {
 
 /// Clones the init `args` describes and returns its pid once the engine's
 /// init steps are done and it waits for `start`.
-pub fn spawn(args: &ContainerArgs, id: &str) -> Result<Pid> {
+pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy]) -> Result<Pid> {
     let channel_err = |e: ChannelError| Error::engine("create", id, &e);
     let (mut main_sender, mut main_receiver) = channel::main_channel().map_err(channel_err)?;
     let (mut init_sender, mut init_receiver) = channel::init_channel().map_err(channel_err)?;
@@ -95,7 +97,7 @@ pub fn spawn(args: &ContainerArgs, id: &str) -> Result<Pid> {
             drop(go_read);
             let _ = main_sender.close();
             let _ = init_receiver.close();
-            let result = serve(args, id, pid, go_write, &mut main_receiver, &mut init_sender);
+            let result = serve(args, cgroups, id, pid, go_write, &mut main_receiver, &mut init_sender);
             let _ = init_sender.close();
             let _ = main_receiver.close();
             if result.is_err() {
@@ -132,6 +134,7 @@ fn pid_namespace(args: &ContainerArgs) -> PidNs<'_> {
 /// hooks when it asks, then its readiness.
 fn serve(
     args: &ContainerArgs,
+    cgroups: &[Hierarchy],
     id: &str,
     pid: Pid,
     go: OwnedFd,
@@ -139,7 +142,7 @@ fn serve(
     init_sender: &mut channel::InitSender,
 ) -> Result<()> {
     let engine_err = |e: &(dyn std::error::Error + 'static)| Error::engine("create", id, e);
-    join_cgroup(args, pid)?;
+    join_cgroup(args, cgroups, pid)?;
     nix::unistd::write(&go, b"g").map_err(|e| Error::sys("write to the init's start pipe", e))?;
     drop(go);
     if let Some(hooks) = args.spec.hooks() {
@@ -154,16 +157,20 @@ fn serve(
 }
 
 /// The init into its cgroup, with the resources applied, as the engine's
-/// intermediate does it for itself.
-fn join_cgroup(args: &ContainerArgs, pid: Pid) -> Result<()> {
-    let cgroup_err = |e: &dyn std::fmt::Display| Error::Cgroup {
-        path: args.cgroup_config.cgroup_path.clone(),
-        reason: e.to_string(),
-    };
+/// intermediate does it for itself: on v1 from the command's hierarchies
+/// (`v1_setup`), else through libcgroups' manager.
+fn join_cgroup(args: &ContainerArgs, cgroups: &[Hierarchy], pid: Pid) -> Result<()> {
+    let resources = args.spec.linux().as_ref().and_then(|l| l.resources().as_ref());
+    let path = &args.cgroup_config.cgroup_path;
+    if v1_setup::applies(cgroups, resources) {
+        return v1_setup::join_and_limit(cgroups, path, pid, resources);
+    }
+    let cgroup_err = |e: &dyn std::fmt::Display| Error::Cgroup { path: path.clone(), reason: e.to_string() };
     let manager = libcgroups::common::create_cgroup_manager(args.cgroup_config.clone()).map_err(|e| cgroup_err(&e))?;
     manager.add_task(pid).map_err(|e| cgroup_err(&e))?;
-    if let Some(resources) = args.spec.linux().as_ref().and_then(|l| l.resources().as_ref()) {
-        let opts = ControllerOpt { resources, freezer_state: None, oom_score_adj: None, disable_oom_killer: false };
+    if let Some(resources) = resources {
+        let disable_oom_killer = resources.memory().as_ref().and_then(|m| m.disable_oom_killer()).unwrap_or(false);
+        let opts = ControllerOpt { resources, freezer_state: None, oom_score_adj: None, disable_oom_killer };
         manager.apply(&opts).map_err(|e| cgroup_err(&e))?;
     }
     Ok(())
