@@ -3,7 +3,8 @@
 # every test file of OUT/tests.list with the test binary the host built (OUT/binaries) and the
 # environment in OUT/env; writes per-file logs, OUT/summary, OUT/skips and OUT/status (0 when
 # nothing failed). OUT/progress records each finished file, so that a boot after a kernel panic
-# (hack/guest-sid.sh) goes on from the file that was running. Usage: sid-tests.sh OUT
+# (hack/guest-sid.sh) goes on from the file that was running, and a boot on one vCPU runs the
+# files marked ONE_VCPU=1. Usage: sid-tests.sh OUT
 set -uo pipefail
 out=$1
 set -a
@@ -21,6 +22,8 @@ if [[ -s $out/progress ]]; then
 	# After a panic, or after the one-vCPU boot that ran the panicking file alone.
 	if [[ -f $out/one-file ]]; then
 		echo "(the guest booted again on one vCPU after a kernel panic; running file $((done_files + 1)) alone)" >>"$out/summary"
+	elif (($(nproc) == 1)); then
+		echo "(the guest booted again on one vCPU for the files marked ONE_VCPU=1, from file $((done_files + 1)))" >>"$out/summary"
 	else
 		echo "(the guest booted again; going on after file $done_files)" >>"$out/summary"
 	fi
@@ -54,6 +57,12 @@ while read -r line; do
 	while [[ $line =~ ^([A-Z_]+=[^ ]*)\ +(.*)$ ]]; do
 		envs+=("${BASH_REMATCH[1]}") line=${BASH_REMATCH[2]}
 	done
+	# Files marked ONE_VCPU=1 (the list's last) run on one vCPU: guest-sid.sh boots again.
+	if [[ " ${envs[*]} " == *" ONE_VCPU=1 "* ]] && (($(nproc) > 1)); then
+		touch "$out/wants-one-vcpu"
+		sync
+		exit 0
+	fi
 	read -r pkg test filters <<<"$line"
 	name=$test${envs[*]:+ (${envs[*]})}
 	bin=$(awk -v t="$test" '$1 == t {print $2; exit}' "$out/binaries")
