@@ -37,10 +37,21 @@ def why_cli(F, floor=False):
     inter = f", intermediate {n(rp, 'intermediate')}" if n(rp, "intermediate") else ""
     return (head + f"`run`: {tot(rp)} syscalls to crun's {tot(cr)}. Init {n(rp, 'init')} (crun {n(cr, 'init')}): "
             f"libcontainer's rootfs steps, each /proc access checked by pathrs ({init.get('statx_fstatfs', 0)} statx+fstatfs). "
-            f"CLI {n(rp, 'cli')} (crun {n(cr, 'cli')}): it builds libcgroups 0.7's v1 manager to apply the resources, "
-            f"which opens /proc/self/mountinfo and /proc/self/cgroup per controller ({_g(cli, 'opens', 'mountinfo') or 0} "
-            f"and {_g(cli, 'opens', 'cgroup') or 0} times) into a private map. Hooks' re-execs {n(rp, 'reexec')}{inter}. "
-            "Left: #22 items 2 and 3, rootfs and cgroup steps of our own (one /proc handle; v1 paths resolved once)")
+            + cli_words(n(rp, 'cli'), n(cr, 'cli'), _g(cli, 'opens', 'mountinfo') or 0, _g(cli, 'opens', 'cgroup') or 0)
+            + f" Hooks' re-execs {n(rp, 'reexec')}{inter}. "
+            + ("Left: #22 item 2, rootfs steps of our own (one /proc handle)" if (_g(cli, 'opens', 'mountinfo') or 0) <= 1
+               else "Left: #22 items 2 and 3, rootfs and cgroup steps of our own (one /proc handle; v1 paths resolved once)"))
+
+
+def cli_words(calls, crun_calls, mountinfo, cgroup):
+    """The CLI's share of a `run`: libcgroups' lookups while it set the cgroups up, or our one read."""
+    if mountinfo <= 1:
+        return (f"CLI {calls} (crun {crun_calls}): it sets the cgroups up from one mountinfo read "
+                f"({mountinfo} /proc/self/mountinfo and {cgroup} /proc/self/cgroup opens); the rest is the state "
+                "files, the bundle's checks and the sealed binary.")
+    return (f"CLI {calls} (crun {crun_calls}): it builds libcgroups 0.7's v1 manager to apply the resources, "
+            f"which opens /proc/self/mountinfo and /proc/self/cgroup per controller ({mountinfo} "
+            f"and {cgroup} times) into a private map.")
 
 
 def why_exec(F):
@@ -84,7 +95,7 @@ def why_memlimit(F):
             f"({rp['kmem_peak_kib']} KiB peak) against crun's {cr['kmem_kib']} ({cr['kmem_peak_kib']}), {rp['anon_kib']} KiB anon "
             f"against {cr['anon_kib']}, and {rp['cache_kib']} KiB page cache against {cr['cache_kib']}: "
             + ("not the static binary's pages (already in the page cache, charged to whoever read them first) but kernel memory used "
-               "while libcontainer's intermediate and init run in the cgroup; which kernel objects: not analysed"
+               "while the init runs libcontainer's steps in the cgroup; which kernel objects: not analysed"
                if rp["cache_kib"] <= cr["cache_kib"] else "page cache is part of it; not analysed further"))
 
 
