@@ -7,14 +7,14 @@
 //! spec with any other leaves the whole step to libcgroups ([`applies`]).
 
 use std::io::{ErrorKind, Read, Write as _};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use nix::errno::Errno;
 use nix::unistd::Pid;
 use oci_spec::runtime::{LinuxMemory, LinuxResources};
 
 use crate::engine::cgroup::device_rules;
-use crate::engine::cgroup::fs::{self, Hierarchy};
+use crate::engine::cgroup::fs::Hierarchy;
 use crate::error::{Error, Result};
 
 /// The v1 controllers whose hierarchies a container's processes join:
@@ -43,7 +43,7 @@ fn write(controller: &'static str, file: impl Into<String>, value: impl ToString
 /// written here. Anything else (blockIO, network, rdma, unified, kernel
 /// memory, useHierarchy, cpu burst or idle) goes through libcgroups.
 pub fn applies(cgroups: &[Hierarchy], resources: Option<&LinuxResources>) -> bool {
-    !fs::is_unified(cgroups) && resources.is_none_or(covers)
+    !crate::engine::cgroup::fs::is_unified(cgroups) && resources.is_none_or(covers)
 }
 
 fn covers(r: &LinuxResources) -> bool {
@@ -158,7 +158,7 @@ fn memory_writes(memory: &LinuxMemory, limit_now: impl FnOnce() -> Result<i64>, 
 /// hierarchies as the command read them.
 pub fn join_and_limit(cgroups: &[Hierarchy], path: &Path, pid: Pid, resources: Option<&LinuxResources>) -> Result<()> {
     let fail = |reason: String| Error::Cgroup { path: path.to_path_buf(), reason };
-    let relative = fs::relative(path);
+    let relative = relative(path);
     let dirs: Vec<(&Hierarchy, PathBuf)> = cgroups
         .iter()
         .filter(|h| !h.unified && CONTROLLERS.iter().any(|c| h.has(c)))
@@ -201,8 +201,25 @@ pub fn join_and_limit(cgroups: &[Hierarchy], path: &Path, pid: Pid, resources: O
 /// cgroup of `pid`, the container's init, before `start`.
 pub fn take_back_console(cgroups: &[Hierarchy], resources: Option<&LinuxResources>, pid: Pid) -> Result<()> {
     let Some(line) = device_rules::v1_console_denial(resources) else { return Ok(()) };
-    let Some(dir) = fs::v1_dir_of(cgroups, pid.as_raw(), "devices") else { return Ok(()) };
+    let Some(dir) = crate::engine::cgroup::fs::v1_dir_of(cgroups, pid.as_raw(), "devices") else { return Ok(()) };
     write_file(&dir.join("devices.deny"), line).map_err(|reason| Error::Cgroup { path: dir, reason })
+}
+
+/// A cgroupsPath relative to each hierarchy's root: an absolute path and a
+/// relative one both start there (libcgroups' reading), and `..` is
+/// cleaned lexically and never climbs above it (runc's).
+fn relative(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::Normal(p) => out.push(p),
+            Component::ParentDir => {
+                out.pop();
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// mkdir of each level below `root`; a new cpuset level gets its parent's
@@ -215,7 +232,7 @@ fn make_dirs(root: &Path, relative: &Path, cpuset: bool) -> std::result::Result<
         match std::fs::create_dir(&dir) {
             Ok(()) => {}
             Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(format!("mkdir {}: {}", dir.display(), fs::errno(&e))),
+            Err(e) => return Err(format!("mkdir {}: {}", dir.display(), errno(&e))),
         }
         if cpuset {
             for file in ["cpuset.cpus", "cpuset.mems"] {
@@ -263,17 +280,22 @@ fn write_file(path: &Path, value: &str) -> std::result::Result<(), String> {
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .open(path)
-        .map_err(|e| format!("openat {}: {}", path.display(), fs::errno(&e)))?;
+        .map_err(|e| format!("openat {}: {}", path.display(), errno(&e)))?;
     file.write_all(value.as_bytes())
-        .map_err(|e| format!("write {value:?} to {}: {}", path.display(), fs::errno(&e)))
+        .map_err(|e| format!("write {value:?} to {}: {}", path.display(), errno(&e)))
 }
 
 fn read_file(path: &Path) -> std::result::Result<String, String> {
     let mut text = String::new();
     std::fs::File::open(path)
         .and_then(|mut f| f.read_to_string(&mut text))
-        .map_err(|e| format!("read {}: {}", path.display(), fs::errno(&e)))?;
+        .map_err(|e| format!("read {}: {}", path.display(), errno(&e)))?;
     Ok(text)
+}
+
+/// `ENOENT: No such file or directory`: the errno's name and words.
+fn errno(e: &std::io::Error) -> String {
+    e.raw_os_error().map_or_else(|| e.to_string(), |n| Errno::from_raw(n).to_string())
 }
 
 #[cfg(test)]
@@ -386,4 +408,10 @@ mod tests {
         }
     }
 
+    #[test]
+    fn cgroups_paths_start_at_each_hierarchys_root() {
+        assert_eq!(relative(Path::new("/pods/c1")), Path::new("pods/c1"));
+        assert_eq!(relative(Path::new("pods/./c1")), Path::new("pods/c1"));
+        assert_eq!(relative(Path::new("/pods/../../etc/c1")), Path::new("etc/c1"));
+    }
 }
