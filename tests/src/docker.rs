@@ -1,6 +1,7 @@
-//! A private dockerd per test (apt's docker.io 20.10 on the host, sid's 28.5 in the sid guest)
-//! on a private containerd, with rustpod added as a runtime; on Drop: remove containers, stop
-//! both daemons by pid, unmount, remove their dirs.
+//! A private dockerd (apt's docker.io 20.10 on the host, sid's 28.5 in the sid guest) on a
+//! private containerd, with rustpod added as a runtime, shared by the tests of a file that run
+//! at the same time; when the last of them lets go: remove containers, stop both daemons by
+//! pid, unmount, remove their dirs.
 
 use crate::clients::{cgroup_tree, remove_cgroup_tree, unmount_under, OciRuntime};
 use crate::containerd::{self, script};
@@ -11,6 +12,11 @@ use std::fs;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+/// The dockerd that the running tests share: a start costs about 20 s under TCG (two daemons
+/// and an image load), and a file's tests each look only at their own containers.
+static SHARED: Mutex<Weak<Dockerd>> = Mutex::new(Weak::new());
 
 const DOCKERD: &str = "/usr/sbin/dockerd";
 /// The client of the same package: /usr/local/bin may hold a newer one that speaks another API.
@@ -35,8 +41,21 @@ pub struct Dockerd {
 }
 
 impl Dockerd {
+    /// The dockerd another running test holds, or a new one. It is stopped and cleaned up when
+    /// the last holder drops it, also when that holder's test panics.
+    pub fn shared() -> Arc<Self> {
+        // A test that panicked inside start() poisoned the lock; its Weak is still valid.
+        let mut shared = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(dockerd) = shared.upgrade() {
+            return dockerd;
+        }
+        let dockerd = Arc::new(Self::start());
+        *shared = Arc::downgrade(&dockerd);
+        dockerd
+    }
+
     /// Starts containerd and dockerd in a fresh scratch dir and loads the busybox image.
-    pub fn start() -> Self {
+    fn start() -> Self {
         // Built first, so that Drop cleans up whatever step below panics.
         let mut dockerd = Dockerd {
             daemon: None,

@@ -1,6 +1,6 @@
 //! docker (apt's docker.io 20.10; sid's 28.5 in the sid guest) driving rustpod as `--runtime
 //! rustpod`, with runc (docker's default runtime: 1.1.5, or 1.3.6 in the guest) as the control
-//! in the same test and the same private dockerd.
+//! in the same test and the same private dockerd (one for the tests that run at a time).
 
 use rustpod_tests::clients::{assert_exits_like_runc, OciRuntime};
 use rustpod_tests::docker::{self, Dockerd};
@@ -48,7 +48,7 @@ fn assert_running_where_looked(dockerd: &Dockerd, rt: OciRuntime, id: &str) {
 #[test]
 fn docker_run_prints_output_like_runc() {
     skip_if!(docker::blocker());
-    let dockerd = Dockerd::start();
+    let dockerd = Dockerd::shared();
     for rt in OciRuntime::BOTH {
         let out = dockerd.run_rm(rt, &["echo", "hi"]).ok();
         assert_eq!(out.stdout, "hi\n", "{rt:?}: {}", out.describe());
@@ -58,7 +58,7 @@ fn docker_run_prints_output_like_runc() {
 #[test]
 fn docker_run_missing_binary_exits_127_like_runc() {
     skip_if!(docker::blocker());
-    let dockerd = Dockerd::start();
+    let dockerd = Dockerd::shared();
     exits_like_runc(&dockerd, &["/no/such/bin"], 127);
     exits_like_runc(&dockerd, &["no-such-command-in-path"], 127);
 }
@@ -66,14 +66,14 @@ fn docker_run_missing_binary_exits_127_like_runc() {
 #[test]
 fn docker_run_non_executable_exits_126_like_runc() {
     skip_if!(docker::blocker());
-    let dockerd = Dockerd::start();
+    let dockerd = Dockerd::shared();
     exits_like_runc(&dockerd, &["/etc/passwd"], 126);
 }
 
 #[test]
 fn docker_exec_returns_exit_code_like_runc() {
     skip_if!(docker::blocker());
-    let dockerd = Dockerd::start();
+    let dockerd = Dockerd::shared();
     let missing: Vec<Output> = OciRuntime::BOTH
         .into_iter()
         .map(|rt| {
@@ -102,7 +102,7 @@ fn docker_exec_returns_exit_code_like_runc() {
 #[test]
 fn docker_stop_like_runc() {
     skip_if!(docker::blocker());
-    let dockerd = Dockerd::start();
+    let dockerd = Dockerd::shared();
     for rt in OciRuntime::BOTH {
         // sleep as PID 1 ignores SIGTERM: docker stop must fall back to SIGKILL.
         let sleeper = run_detached(&dockerd, rt, &["sleep", "1000"]);
@@ -126,7 +126,7 @@ fn docker_stop_like_runc() {
 #[test]
 fn docker_run_rm_leaves_no_runtime_state() {
     skip_if!(docker::blocker());
-    let dockerd = Dockerd::start();
+    let dockerd = Dockerd::shared();
     for rt in OciRuntime::BOTH {
         let cidfile = dockerd.scratch_file(&format!("cid-{rt:?}"));
         let flags = ["--rm", "--network", "none", "--cidfile", cidfile.as_str()];
