@@ -155,3 +155,44 @@ fn denied_devices_stay_denied_through_the_shims() {
     let ours = report("rustpod-shim", &["--runtime", RUNTIME]);
     assert_same_denials(&ours, &theirs, "rustpod-shim");
 }
+
+/// A user namespace takes the engine's own route, where libcgroups sets the cgroup up with its v1
+/// device list, which allows the host's console. A node for it that the mapped root may open,
+/// bound in from the host, must stay closed by the device rules, as under runc.
+#[test]
+fn host_console_stays_denied_in_a_user_namespace() {
+    skip_if!(needs::containers().or_else(|| needs::program(&rustpod_tests::env::runc_bin())));
+    let dir = ScratchDir::new("console");
+    let node = dir.join("console");
+    let mode = nix::sys::stat::Mode::from_bits_truncate(0o666);
+    nix::sys::stat::mknod(&node, nix::sys::stat::SFlag::S_IFCHR, mode, nix::sys::stat::makedev(5, 1))
+        .expect("mknod c 5:1 in the scratch dir");
+    // mknod's mode passes through the umask.
+    nix::sys::stat::fchmodat(None, &node, mode, nix::sys::stat::FchmodatFlags::FollowSymlink).expect("chmod 0666");
+    let open = "if (exec 3</dev/hostconsole) 2>/dev/null; then echo console=opened; else echo console=denied; fi";
+    let mut bundle = Bundle::new(&["sh", "-c", open]);
+    let config = bundle.config().clone();
+    let mut namespaces = config["linux"]["namespaces"].as_array().cloned().unwrap_or_default();
+    namespaces.push(json!({"type": "user"}));
+    let mut mounts = config["mounts"].as_array().cloned().unwrap_or_default();
+    mounts.push(json!({"destination": "/dev/hostconsole", "type": "bind", "source": node, "options": ["bind"]}));
+    let mapping = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
+    bundle
+        .set("/linux/namespaces", Value::Array(namespaces))
+        .set("/linux/uidMappings", mapping.clone())
+        .set("/linux/gidMappings", mapping)
+        .set("/mounts", Value::Array(mounts));
+    let report = |rt: &Runtime| {
+        let out = rt.run(&rt.new_id("console"), &bundle, &[], b"");
+        assert!(out.success(), "{} run: {}", rt.bin().display(), out.describe());
+        out.stdout.trim().to_string()
+    };
+    let ours = report(&Runtime::under_test());
+    assert_eq!(ours, "console=denied", "the container opened the host's console");
+    let runc = report(&Runtime::runc());
+    if rustpod_tests::env::is_crun(&rustpod_tests::env::runc_bin()) {
+        eprintln!("crun's default rules allow the host's console (c 5:1): not its oracle here ({runc})");
+    } else {
+        assert_eq!(runc, "console=denied", "runc itself opened the console: the test is wrong here");
+    }
+}

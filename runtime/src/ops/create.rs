@@ -120,17 +120,12 @@ fn build(
         .ok()
         .and_then(|f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockShared).ok());
     let named = crate::engine::cgroup::named::join_for(cgroups, &dir.id, &spec, opts.systemd_cgroup)?;
-    let libcgroups_devices = !own_v1_setup(cgroups, &spec, opts.systemd_cgroup);
     let container = crate::engine::process::init::spawn(dir, &bundle.path, spec, init_opts);
     drop(named);
     let container = container.map_err(|e| idmap.explain(e))?;
     // Before `start` lets the user's program run; a failure fails create.
     let pid = container.pid().ok_or_else(|| Error::Invalid(format!("create {}: the engine gave no init pid", dir.id)))?;
     crate::engine::cgroup::device_filter::apply(&bundle.spec, pid.as_raw())?;
-    if libcgroups_devices && !crate::engine::cgroup::fs::is_unified(cgroups) {
-        let resources = bundle.spec.linux().as_ref().and_then(|l| l.resources().as_ref());
-        crate::engine::cgroup::v1_setup::take_back_console(cgroups, resources, pid)?;
-    }
     if bundle.pids_init_only {
         crate::engine::cgroup::pids_zero::apply(cgroups, pid.as_raw())?;
     }
@@ -150,14 +145,6 @@ fn build(
         mount_ns: own_mount_ns(&bundle.spec, &container),
     })?;
     Ok(container)
-}
-
-/// Whether `v1_setup` makes the cgroups of the engine `spec`'s init (else
-/// libcgroups does, with its own device list).
-fn own_v1_setup(cgroups: &[Hierarchy], spec: &oci_spec::runtime::Spec, systemd: bool) -> bool {
-    use crate::engine::process::init_launch::{route, Route};
-    let resources = spec.linux().as_ref().and_then(|l| l.resources().as_ref());
-    route(spec, systemd) == Route::Direct && crate::engine::cgroup::v1_setup::applies(cgroups, resources)
 }
 
 /// The init's mount namespace, if the container has a new one of its own.

@@ -17,6 +17,7 @@ use nix::unistd::Pid;
 use oci_spec::runtime::Spec;
 use rust_criu::rust_criu_protobuf::rpc::Criu_notify;
 
+use crate::engine::cgroup::fs::Hierarchy;
 use crate::engine::container_dir::{ContainerDir, Metadata};
 use crate::engine::criu::{self, CriuOptions, DESCRIPTORS_FILE};
 use crate::engine::engine_bundle::{self, Bundle, EngineOptions};
@@ -63,22 +64,23 @@ pub(crate) fn restore(root: &Path, id: &str, opts: &RestoreOptions) -> Result<i3
     check_terminal(&bundle.spec, opts)?;
     crate::engine::container_dir::ensure_root(root)?;
     dir.claim()?;
-    restore_claimed(&dir, &bundle, opts, &images, &stdio_keys).inspect_err(|_| {
-        let _ = crate::engine::teardown::remove_leftovers(&crate::engine::cgroup::fs::hierarchies(), &dir);
+    let cgroups = crate::engine::cgroup::fs::hierarchies();
+    restore_claimed(&cgroups, &dir, &bundle, opts, &images, &stdio_keys).inspect_err(|_| {
+        let _ = crate::engine::teardown::remove_leftovers(&cgroups, &dir);
     })
 }
 
 /// With the id claimed: the state written, criu run, the container
 /// recorded running. The caller removes what is left on error.
 fn restore_claimed(
+    cgroups: &[Hierarchy],
     dir: &ContainerDir,
     bundle: &Bundle,
     opts: &RestoreOptions,
     images: &std::fs::File,
     stdio_keys: &[String],
 ) -> Result<i32> {
-    let cgroups = crate::engine::cgroup::fs::hierarchies();
-    let spec = engine_bundle::engine_spec(&dir.id, bundle, &EngineOptions { systemd_cgroup: opts.systemd_cgroup, cgroups: &cgroups })?;
+    let spec = engine_bundle::engine_spec(&dir.id, bundle, &EngineOptions { systemd_cgroup: opts.systemd_cgroup, cgroups })?;
     dir.write_config(&spec)?;
     YoukiConfig::from_spec(&spec, &dir.id)
         .and_then(|config| config.save(dir.path()))
@@ -106,7 +108,7 @@ fn restore_claimed(
     if pid <= 0 {
         return Err(Error::Invalid(format!("restore {}: criu reported no restored pid", dir.id)));
     }
-    join_cgroup(dir, &spec, opts.systemd_cgroup, pid)?;
+    join_cgroup(cgroups, dir, &spec, opts.systemd_cgroup, pid)?;
     record_running(dir, bundle, &spec, opts, pid)?;
     if let (Some(socket), Some(master)) = (&opts.console_socket, master) {
         send_console(socket, master)?;
@@ -187,7 +189,7 @@ impl Drop for CriuRoot {
 /// resources: criu puts the tree back in the cgroups it was dumped from,
 /// which are these when the bundle's cgroupsPath is unchanged; when it is
 /// not, the rest of the tree follows the init (`restored_tree`).
-fn join_cgroup(dir: &ContainerDir, spec: &Spec, systemd: bool, pid: i32) -> Result<()> {
+fn join_cgroup(cgroups: &[Hierarchy], dir: &ContainerDir, spec: &Spec, systemd: bool, pid: i32) -> Result<()> {
     let path = YoukiConfig::from_spec(spec, &dir.id)
         .map_err(|e| Error::engine("read cgroup of", &dir.id, &e))?
         .cgroup_path;
@@ -204,12 +206,8 @@ fn join_cgroup(dir: &ContainerDir, spec: &Spec, systemd: bool, pid: i32) -> Resu
         let opt = ControllerOpt { resources, disable_oom_killer, oom_score_adj: None, freezer_state: None };
         manager.apply(&opt).map_err(|e| cgroup_err(&e))?;
     }
-    let cgroups = crate::engine::cgroup::fs::hierarchies();
-    if !crate::engine::cgroup::fs::is_unified(&cgroups) {
-        // libcgroups' own device list allows the host's console.
-        crate::engine::cgroup::v1_setup::take_back_console(&cgroups, resources.as_ref(), Pid::from_raw(pid))?;
-    }
-    Ok(())
+    // libcgroups' own v1 device list allows the host's console.
+    crate::engine::cgroup::v1_setup::take_back_console(cgroups, resources.as_ref(), Pid::from_raw(pid))
 }
 
 /// The engine's state and our metadata for a container that runs `pid`.

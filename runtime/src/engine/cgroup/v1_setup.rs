@@ -198,8 +198,12 @@ pub fn join_and_limit(cgroups: &[Hierarchy], path: &Path, pid: Pid, resources: O
 
 /// Where libcgroups set the cgroup up instead (its own device list, which
 /// allows the host's console), denies that console again in the devices
-/// cgroup of `pid`, the container's init, before `start`.
+/// cgroup of `pid`, the container's init, before `start`. Nothing on v2,
+/// where our device program replaces libcgroups' list.
 pub fn take_back_console(cgroups: &[Hierarchy], resources: Option<&LinuxResources>, pid: Pid) -> Result<()> {
+    if crate::engine::cgroup::fs::is_unified(cgroups) {
+        return Ok(());
+    }
     let Some(line) = device_rules::v1_console_denial(resources) else { return Ok(()) };
     let Some(dir) = crate::engine::cgroup::fs::v1_dir_of(cgroups, pid.as_raw(), "devices") else { return Ok(()) };
     write_file(&dir.join("devices.deny"), line).map_err(|reason| Error::Cgroup { path: dir, reason })

@@ -102,8 +102,12 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
         Route::Direct => init_launch::spawn(&args, &dir.id, cgroups),
         Route::Engine(why) => {
             tracing::debug!("create through the engine's intermediate process: {why}");
-            libcontainer::process::container_main_process::container_main_process(&args)
-                .map_err(|e| engine_err("create")(&e))
+            let pid = libcontainer::process::container_main_process::container_main_process(&args)
+                .map_err(|e| engine_err("create")(&e))?;
+            let resources = args.spec.linux().as_ref().and_then(|l| l.resources().as_ref());
+            crate::engine::cgroup::v1_setup::take_back_console(cgroups, resources, pid)
+                .inspect_err(|_| crate::engine::process::child_init::kill_and_reap(pid))
+                .map(|()| pid)
         }
     });
     drop(all_cpus);

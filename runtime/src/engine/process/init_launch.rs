@@ -158,7 +158,8 @@ fn serve(
 
 /// The init into its cgroup, with the resources applied, as the engine's
 /// intermediate does it for itself: on v1 from the command's hierarchies
-/// (`v1_setup`), else through libcgroups' manager.
+/// (`v1_setup`), else through libcgroups' manager, whose v1 device list is
+/// then corrected.
 fn join_cgroup(args: &ContainerArgs, cgroups: &[Hierarchy], pid: Pid) -> Result<()> {
     let resources = args.spec.linux().as_ref().and_then(|l| l.resources().as_ref());
     let path = &args.cgroup_config.cgroup_path;
@@ -173,7 +174,7 @@ fn join_cgroup(args: &ContainerArgs, cgroups: &[Hierarchy], pid: Pid) -> Result<
         let opts = ControllerOpt { resources, freezer_state: None, oom_score_adj: None, disable_oom_killer };
         manager.apply(&opts).map_err(|e| cgroup_err(&e))?;
     }
-    Ok(())
+    v1_setup::take_back_console(cgroups, resources, pid)
 }
 
 /// The child's steps before the engine's: wait until it is in its cgroup,
