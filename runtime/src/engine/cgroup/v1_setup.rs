@@ -39,6 +39,37 @@ fn write(controller: &'static str, file: impl Into<String>, value: impl ToString
     Write { controller, file: file.into(), value: value.to_string(), if_present: false }
 }
 
+/// Why one step on a cgroup file failed; the caller ties it to the
+/// container's cgroup path (`Error::Cgroup`).
+#[derive(Debug, thiserror::Error)]
+enum StepError {
+    #[error("{op} {}: {errno}", path.display())]
+    File { op: &'static str, path: PathBuf, errno: Errno },
+    #[error("write {value:?} to {}: {errno}", path.display())]
+    Write { path: PathBuf, value: String, errno: Errno },
+    #[error("{}: not a number: {text:?}", path.display())]
+    NotANumber { path: PathBuf, text: String },
+    #[error("{}: empty, so no task can join below it", .0.display())]
+    EmptyCpuset(PathBuf),
+    /// runc's words, which clients match.
+    #[error("the {bound} allowed cpu-shares is {got}")]
+    SharesClamped { bound: &'static str, got: u64 },
+    #[error("unable to set memory limit to {value} (current usage: {usage}, peak usage: {peak})")]
+    MemoryBusy { value: String, usage: String, peak: String },
+    #[error("no cgroup v1 hierarchy has the {0} controller, which the resources need")]
+    NoController(&'static str),
+}
+
+impl StepError {
+    fn file(op: &'static str, path: &Path, err: &std::io::Error) -> Self {
+        StepError::File { op, path: path.to_path_buf(), errno: errno(err) }
+    }
+}
+
+fn errno(err: &std::io::Error) -> Errno {
+    err.raw_os_error().map_or(Errno::UnknownErrno, Errno::from_raw)
+}
+
 /// Whether this module sets up the cgroups: a v1 host, and only resources
 /// written here. Anything else (blockIO, network, rdma, unified, kernel
 /// memory, useHierarchy, cpu burst or idle) goes through libcgroups.
@@ -157,7 +188,7 @@ fn memory_writes(memory: &LinuxMemory, limit_now: impl FnOnce() -> Result<i64>, 
 /// `pid` in each, and writes its resources. `cgroups` are the host's
 /// hierarchies as the command read them.
 pub fn join_and_limit(cgroups: &[Hierarchy], path: &Path, pid: Pid, resources: Option<&LinuxResources>) -> Result<()> {
-    let fail = |reason: String| Error::Cgroup { path: path.to_path_buf(), reason };
+    let fail = |step: StepError| Error::Cgroup { path: path.to_path_buf(), reason: step.to_string() };
     let relative = relative(path);
     let dirs: Vec<(&Hierarchy, PathBuf)> = cgroups
         .iter()
@@ -168,26 +199,26 @@ pub fn join_and_limit(cgroups: &[Hierarchy], path: &Path, pid: Pid, resources: O
         make_dirs(&hierarchy.mount_point, &relative, hierarchy.has("cpuset")).map_err(fail)?;
         write_file(&dir.join("cgroup.procs"), &pid.to_string()).map_err(fail)?;
     }
-    let dir_of = |controller: &str| {
+    let dir_of = |controller: &'static str| {
         dirs.iter()
             .find(|(h, _)| h.has(controller))
             .map(|(_, d)| d.as_path())
-            .ok_or_else(|| fail(format!("no cgroup v1 hierarchy has the {controller} controller, which the resources need")))
+            .ok_or_else(|| fail(StepError::NoController(controller)))
     };
     let limit_now = || -> Result<i64> {
         let file = dir_of("memory")?.join("memory.limit_in_bytes");
         let text = read_file(&file).map_err(fail)?;
-        text.trim().parse().map_err(|_| fail(format!("{}: not a number: {:?}", file.display(), text.trim())))
+        text.trim().parse().map_err(|_| fail(StepError::NotANumber { path: file, text: text.trim().to_string() }))
     };
     for w in writes(resources, limit_now)? {
         let file = dir_of(w.controller)?.join(&w.file);
         match write_file(&file, &w.value) {
             Ok(()) => {}
             Err(_) if w.if_present && !file.exists() => continue,
-            Err(reason) if w.file == "memory.limit_in_bytes" && reason.ends_with(&Errno::EBUSY.to_string()) => {
+            Err(StepError::Write { errno: Errno::EBUSY, .. }) if w.file == "memory.limit_in_bytes" => {
                 return Err(fail(memory_busy(&file, &w.value)))
             }
-            Err(reason) => return Err(fail(reason)),
+            Err(step) => return Err(fail(step)),
         }
         if w.file == "cpu.shares" {
             check_shares(&file, &w.value).map_err(fail)?;
@@ -206,7 +237,7 @@ pub fn take_back_console(cgroups: &[Hierarchy], resources: Option<&LinuxResource
     }
     let Some(line) = device_rules::v1_console_denial(resources) else { return Ok(()) };
     let Some(dir) = crate::engine::cgroup::fs::v1_dir_of(cgroups, pid.as_raw(), "devices") else { return Ok(()) };
-    write_file(&dir.join("devices.deny"), line).map_err(|reason| Error::Cgroup { path: dir, reason })
+    write_file(&dir.join("devices.deny"), line).map_err(|step| Error::Cgroup { path: dir, reason: step.to_string() })
 }
 
 /// A cgroupsPath relative to each hierarchy's root: an absolute path and a
@@ -228,7 +259,7 @@ fn relative(path: &Path) -> PathBuf {
 
 /// mkdir of each level below `root`; a new cpuset level gets its parent's
 /// CPUs and memory nodes, as no task may join an empty cpuset.
-fn make_dirs(root: &Path, relative: &Path, cpuset: bool) -> std::result::Result<(), String> {
+fn make_dirs(root: &Path, relative: &Path, cpuset: bool) -> std::result::Result<(), StepError> {
     let mut dir = root.to_path_buf();
     for part in relative.components() {
         let parent = dir.clone();
@@ -236,7 +267,7 @@ fn make_dirs(root: &Path, relative: &Path, cpuset: bool) -> std::result::Result<
         match std::fs::create_dir(&dir) {
             Ok(()) => {}
             Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(format!("mkdir {}: {}", dir.display(), errno(&e))),
+            Err(e) => return Err(StepError::file("mkdir", &dir, &e)),
         }
         if cpuset {
             for file in ["cpuset.cpus", "cpuset.mems"] {
@@ -247,59 +278,54 @@ fn make_dirs(root: &Path, relative: &Path, cpuset: bool) -> std::result::Result<
     Ok(())
 }
 
-fn inherit(parent: &Path, dir: &Path, file: &str) -> std::result::Result<(), String> {
+fn inherit(parent: &Path, dir: &Path, file: &str) -> std::result::Result<(), StepError> {
     if !read_file(&dir.join(file))?.trim().is_empty() {
         return Ok(());
     }
     let value = read_file(&parent.join(file))?;
     if value.trim().is_empty() {
-        return Err(format!("{}: empty, so no task can join below it", parent.join(file).display()));
+        return Err(StepError::EmptyCpuset(parent.join(file)));
     }
     write_file(&dir.join(file), value.trim())
 }
 
 /// As runc: the kernel clamps cpu.shares silently, so read it back.
-fn check_shares(file: &Path, wanted: &str) -> std::result::Result<(), String> {
+fn check_shares(file: &Path, wanted: &str) -> std::result::Result<(), StepError> {
     let got = read_file(file)?;
     let (got, wanted) = (got.trim().parse::<u64>().unwrap_or(0), wanted.parse::<u64>().unwrap_or(0));
     match got.cmp(&wanted) {
-        std::cmp::Ordering::Less => Err(format!("the maximum allowed cpu-shares is {got}")),
-        std::cmp::Ordering::Greater => Err(format!("the minimum allowed cpu-shares is {got}")),
+        std::cmp::Ordering::Less => Err(StepError::SharesClamped { bound: "maximum", got }),
+        std::cmp::Ordering::Greater => Err(StepError::SharesClamped { bound: "minimum", got }),
         std::cmp::Ordering::Equal => Ok(()),
     }
 }
 
 /// runc's words for a limit below what the cgroup already uses.
-fn memory_busy(file: &Path, value: &str) -> String {
+fn memory_busy(file: &Path, value: &str) -> StepError {
     let dir = file.parent().unwrap_or(Path::new("/"));
     let read = |f: &str| read_file(&dir.join(f)).map(|s| s.trim().to_string()).unwrap_or_else(|_| "?".into());
-    format!(
-        "unable to set memory limit to {value} (current usage: {}, peak usage: {})",
-        read("memory.usage_in_bytes"),
-        read("memory.max_usage_in_bytes")
-    )
+    StepError::MemoryBusy {
+        value: value.to_string(),
+        usage: read("memory.usage_in_bytes"),
+        peak: read("memory.max_usage_in_bytes"),
+    }
 }
 
-fn write_file(path: &Path, value: &str) -> std::result::Result<(), String> {
+fn write_file(path: &Path, value: &str) -> std::result::Result<(), StepError> {
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .open(path)
-        .map_err(|e| format!("openat {}: {}", path.display(), errno(&e)))?;
+        .map_err(|e| StepError::file("openat", path, &e))?;
     file.write_all(value.as_bytes())
-        .map_err(|e| format!("write {value:?} to {}: {}", path.display(), errno(&e)))
+        .map_err(|e| StepError::Write { path: path.to_path_buf(), value: value.to_string(), errno: errno(&e) })
 }
 
-fn read_file(path: &Path) -> std::result::Result<String, String> {
+fn read_file(path: &Path) -> std::result::Result<String, StepError> {
     let mut text = String::new();
     std::fs::File::open(path)
         .and_then(|mut f| f.read_to_string(&mut text))
-        .map_err(|e| format!("read {}: {}", path.display(), errno(&e)))?;
+        .map_err(|e| StepError::file("read", path, &e))?;
     Ok(text)
-}
-
-/// `ENOENT: No such file or directory`: the errno's name and words.
-fn errno(e: &std::io::Error) -> String {
-    e.raw_os_error().map_or_else(|| e.to_string(), |n| Errno::from_raw(n).to_string())
 }
 
 #[cfg(test)]
