@@ -135,3 +135,65 @@ fn v2_pause_freezes_the_cgroup_and_resume_thaws_it() {
         rt.assert_nothing_left(&id, bundle.path());
     }
 }
+
+/// A cgroup made for one test under the v2 root, removed on Drop (also when the test fails).
+struct CallerCgroup(std::path::PathBuf);
+
+impl CallerCgroup {
+    /// With room for one process: pids.max 1.
+    fn with_room_for_one() -> Self {
+        let root = std::path::Path::new("/sys/fs/cgroup");
+        // The caller's cgroup needs the pids controller from its parent, the root.
+        std::fs::write(root.join("cgroup.subtree_control"), "+pids").expect("enable pids at the v2 root");
+        let dir = root.join(rustpod_tests::scratch::unique_name("rustpod-test-caller"));
+        std::fs::create_dir(&dir).expect("mkdir the caller's cgroup");
+        let cgroup = CallerCgroup(dir);
+        std::fs::write(cgroup.0.join("pids.max"), "1").expect("write pids.max");
+        cgroup
+    }
+}
+
+impl Drop for CallerCgroup {
+    fn drop(&mut self) {
+        // Its one process (the CLI) has exited by now; retry while the kernel lets go of it.
+        rustpod_tests::wait::eventually(|| std::fs::remove_dir(&self.0).is_ok());
+    }
+}
+
+/// The container's init is born in the container's cgroup (`clone3` with `CLONE_INTO_CGROUP`),
+/// never a moment in its caller's: `create` works from a caller whose own cgroup has room for no
+/// other process (pids.max 1, the caller alone), as it does under crun, which clones the same
+/// way. runc forks `runc init` (and, being Go, its threads) in the caller's cgroup and cannot
+/// (tests/RUNC_DIFFERENCES.md); it is not compared here.
+#[test]
+fn v2_init_is_born_in_its_cgroup() {
+    skip_if!(needs::cgroup_v2(&["pids"]));
+    let rt = Runtime::under_test();
+    let bundle = Bundle::new(SLEEP);
+    let id = rt.new_id("v2born");
+    bundle.prepare(&id);
+    let caller = CallerCgroup::with_room_for_one();
+    let bin = rt.bin().display().to_string();
+    // Files, not pipes: the container's init keeps the stdio `create` hands it.
+    let scratch = rustpod_tests::scratch::ScratchDir::new("v2born");
+    let stderr = scratch.join("stderr");
+    let status = std::process::Command::new("sh")
+        .args(["-c", r#"echo 0 > "$0/cgroup.procs" && exec "$@""#])
+        .arg(&caller.0)
+        .args([bin.as_str(), "--root", rt.root(), "create", "--bundle", bundle.path(), &id])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&stderr).expect("create the stderr file"))
+        .status()
+        .expect("run create from the caller's cgroup");
+    assert!(
+        status.success(),
+        "create from a caller at its pids limit: {}",
+        std::fs::read_to_string(&stderr).unwrap_or_default().trim_end()
+    );
+    let init = rt.state(&id)["pid"].as_i64().expect("the init's pid");
+    let cgroup = std::fs::read_to_string(format!("/proc/{init}/cgroup")).expect("read the init's cgroup");
+    assert!(cgroup.trim_end().ends_with(&rustpod_tests::cgroup::cgroups_path(&id)), "init in {cgroup:?}");
+    rt.cmd(&["delete", "--force", &id]).ok();
+    rt.assert_nothing_left(&id, bundle.path());
+}

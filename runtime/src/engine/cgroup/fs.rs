@@ -2,7 +2,9 @@
 //! mountinfo per command, passed down as a value), and where a process's
 //! cgroup lies in them.
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
+
+use nix::errno::Errno;
 
 /// One mounted cgroup hierarchy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,6 +89,28 @@ pub fn join(mount_point: &Path, cgroup_path: &str) -> PathBuf {
     mount_point.join(cgroup_path.trim_start_matches('/'))
 }
 
+/// A cgroupsPath relative to each hierarchy's root: an absolute path and a
+/// relative one both start there (libcgroups' reading), and `..` is
+/// cleaned lexically and never climbs above it (runc's).
+pub fn relative(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::Normal(p) => out.push(p),
+            Component::ParentDir => {
+                out.pop();
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// `ENOENT: No such file or directory`: the errno's name and words.
+pub fn errno(e: &std::io::Error) -> String {
+    e.raw_os_error().map_or_else(|| e.to_string(), |n| Errno::from_raw(n).to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,5 +139,12 @@ mod tests {
         assert_eq!(path_in(cg, None).as_deref(), Some("/ns/u"));
         assert_eq!(path_in("0::/x\n", Some("memory")), None);
         assert_eq!(join(Path::new("/sys/fs/cgroup/memory"), "/ns/c1"), Path::new("/sys/fs/cgroup/memory/ns/c1"));
+    }
+
+    #[test]
+    fn cgroups_paths_start_at_each_hierarchys_root() {
+        assert_eq!(relative(Path::new("/pods/c1")), Path::new("pods/c1"));
+        assert_eq!(relative(Path::new("pods/./c1")), Path::new("pods/c1"));
+        assert_eq!(relative(Path::new("/pods/../../etc/c1")), Path::new("etc/c1"));
     }
 }

@@ -7,7 +7,7 @@
 //! spec with any other leaves the whole step to libcgroups ([`applies`]).
 
 use std::io::{ErrorKind, Read, Write as _};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 use nix::unistd::Pid;
@@ -189,7 +189,7 @@ fn memory_writes(memory: &LinuxMemory, limit_now: impl FnOnce() -> Result<i64>, 
 /// hierarchies as the command read them.
 pub fn join_and_limit(cgroups: &[Hierarchy], path: &Path, pid: Pid, resources: Option<&LinuxResources>) -> Result<()> {
     let fail = |step: StepError| Error::Cgroup { path: path.to_path_buf(), reason: step.to_string() };
-    let relative = relative(path);
+    let relative = crate::engine::cgroup::fs::relative(path);
     let dirs: Vec<(&Hierarchy, PathBuf)> = cgroups
         .iter()
         .filter(|h| !h.unified && CONTROLLERS.iter().any(|c| h.has(c)))
@@ -238,23 +238,6 @@ pub fn take_back_console(cgroups: &[Hierarchy], resources: Option<&LinuxResource
     let Some(line) = device_rules::v1_console_denial(resources) else { return Ok(()) };
     let Some(dir) = crate::engine::cgroup::fs::v1_dir_of(cgroups, pid.as_raw(), "devices") else { return Ok(()) };
     write_file(&dir.join("devices.deny"), line).map_err(|step| Error::Cgroup { path: dir, reason: step.to_string() })
-}
-
-/// A cgroupsPath relative to each hierarchy's root: an absolute path and a
-/// relative one both start there (libcgroups' reading), and `..` is
-/// cleaned lexically and never climbs above it (runc's).
-fn relative(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for part in path.components() {
-        match part {
-            Component::Normal(p) => out.push(p),
-            Component::ParentDir => {
-                out.pop();
-            }
-            _ => {}
-        }
-    }
-    out
 }
 
 /// mkdir of each level below `root`; a new cpuset level gets its parent's
@@ -436,12 +419,5 @@ mod tests {
         ] {
             assert!(!applies(&v1, Some(&resources(other.clone()))), "{other}");
         }
-    }
-
-    #[test]
-    fn cgroups_paths_start_at_each_hierarchys_root() {
-        assert_eq!(relative(Path::new("/pods/c1")), Path::new("pods/c1"));
-        assert_eq!(relative(Path::new("pods/./c1")), Path::new("pods/c1"));
-        assert_eq!(relative(Path::new("/pods/../../etc/c1")), Path::new("etc/c1"));
     }
 }

@@ -2,9 +2,10 @@
 //! process. libcontainer forks an intermediate that joins the cgroups,
 //! unshares the pid namespace and forks the init. Here the init is cloned
 //! straight into a new pid namespace (`clone3(CLONE_NEWPID)`; a pid
-//! namespace given by path is joined for our children first), waits while
-//! we put it in its cgroup and apply the resources, and then runs the
-//! engine's init steps, as the engine's init would.
+//! namespace given by path is joined for our children first): on cgroup v2
+//! born in its cgroup, made and limited first (`CLONE_INTO_CGROUP`); on v1
+//! it waits while we put it in its cgroups and apply the resources. Then
+//! it runs the engine's init steps, as the engine's init would.
 //!
 //! [`route`] keeps the engine's intermediate where its steps are needed: a
 //! new user namespace (mapped by the parent between the intermediate's
@@ -23,7 +24,7 @@ use nix::unistd::Pid;
 use oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 use crate::engine::cgroup::fs::Hierarchy;
-use crate::engine::cgroup::v1_setup;
+use crate::engine::cgroup::{v1_setup, v2_setup};
 use crate::engine::process::child_init;
 use crate::error::{Error, Result};
 use crate::sys::children_pid_ns;
@@ -79,13 +80,20 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy]) -> Result<Pi
         ),
         PidNs::Host => (CloneFlags::empty(), None),
     };
+    let born_in = match v2_setup::unified_root(cgroups) {
+        Some(root) => Some(v2_setup::prepare(root, &args.cgroup_config, resources(args))?),
+        None => None,
+    };
     // SAFETY: the child only runs the engine's init steps and exits or
     // execs, as the engine's own forked children do.
-    let forked = unsafe { clone3::fork(flags, None) };
+    let forked = unsafe { clone3::fork(flags, born_in.as_ref().map(|fd| fd.as_fd())) };
     match forked {
         Ok(Forked::Child) => {
             if let Some(ns) = &joined {
                 let _ = nix::unistd::close(ns.own_fd().as_raw_fd());
+            }
+            if let Some(dir) = &born_in {
+                let _ = nix::unistd::close(dir.as_raw_fd());
             }
             let _ = main_receiver.close();
             let _ = init_sender.close();
@@ -94,6 +102,7 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy]) -> Result<Pi
         }
         Ok(Forked::Parent(pid)) => {
             drop(joined);
+            let cgroups = if born_in.is_some() { None } else { Some(cgroups) };
             drop(go_read);
             let _ = main_sender.close();
             let _ = init_receiver.close();
@@ -130,11 +139,12 @@ fn pid_namespace(args: &ContainerArgs) -> PidNs<'_> {
 }
 
 /// The parent's part, what the engine's main process does for an init:
-/// the cgroup (before the init may go on), the prestart and createRuntime
-/// hooks when it asks, then its readiness.
+/// the cgroup (before the init may go on; `cgroups` None when it was born
+/// in it), the prestart and createRuntime hooks when it asks, then its
+/// readiness.
 fn serve(
     args: &ContainerArgs,
-    cgroups: &[Hierarchy],
+    cgroups: Option<&[Hierarchy]>,
     id: &str,
     pid: Pid,
     go: OwnedFd,
@@ -142,7 +152,9 @@ fn serve(
     init_sender: &mut channel::InitSender,
 ) -> Result<()> {
     let engine_err = |e: &(dyn std::error::Error + 'static)| Error::engine("create", id, e);
-    join_cgroup(args, cgroups, pid)?;
+    if let Some(cgroups) = cgroups {
+        join_cgroup(args, cgroups, pid)?;
+    }
     nix::unistd::write(&go, b"g").map_err(|e| Error::sys("write to the init's start pipe", e))?;
     drop(go);
     if let Some(hooks) = args.spec.hooks() {
@@ -161,7 +173,7 @@ fn serve(
 /// (`v1_setup`), else through libcgroups' manager, whose v1 device list is
 /// then corrected.
 fn join_cgroup(args: &ContainerArgs, cgroups: &[Hierarchy], pid: Pid) -> Result<()> {
-    let resources = args.spec.linux().as_ref().and_then(|l| l.resources().as_ref());
+    let resources = resources(args);
     let path = &args.cgroup_config.cgroup_path;
     if v1_setup::applies(cgroups, resources) {
         return v1_setup::join_and_limit(cgroups, path, pid, resources);
@@ -175,6 +187,10 @@ fn join_cgroup(args: &ContainerArgs, cgroups: &[Hierarchy], pid: Pid) -> Result<
         manager.apply(&opts).map_err(|e| cgroup_err(&e))?;
     }
     v1_setup::take_back_console(cgroups, resources, pid)
+}
+
+fn resources(args: &ContainerArgs) -> Option<&oci_spec::runtime::LinuxResources> {
+    args.spec.linux().as_ref().and_then(|l| l.resources().as_ref())
 }
 
 /// The child's steps before the engine's: wait until it is in its cgroup,
