@@ -106,9 +106,37 @@ pub fn relative(path: &Path) -> PathBuf {
     out
 }
 
-/// `ENOENT: No such file or directory`: the errno's name and words.
-pub fn errno(e: &std::io::Error) -> String {
-    e.raw_os_error().map_or_else(|| e.to_string(), |n| Errno::from_raw(n).to_string())
+/// Why one step on a cgroup file failed; the caller ties it to the
+/// container's cgroup path (`Error::Cgroup`). Shared by `v1_setup` and
+/// `v2_setup`.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    #[error("{op} {}: {errno}", path.display())]
+    File { op: &'static str, path: PathBuf, errno: Errno },
+    #[error("write {value:?} to {}: {errno}", path.display())]
+    Write { path: PathBuf, value: String, errno: Errno },
+    #[error("{}: not a number: {text:?}", path.display())]
+    NotANumber { path: PathBuf, text: String },
+    #[error("{}: empty, so no task can join below it", .0.display())]
+    EmptyCpuset(PathBuf),
+    /// runc's words, which clients match.
+    #[error("the {bound} allowed cpu-shares is {got}")]
+    SharesClamped { bound: &'static str, got: u64 },
+    #[error("unable to set memory limit to {value} (current usage: {usage}, peak usage: {peak})")]
+    MemoryBusy { value: String, usage: String, peak: String },
+    #[error("no cgroup v1 hierarchy has the {0} controller, which the resources need")]
+    NoController(&'static str),
+}
+
+impl StepError {
+    pub fn file(op: &'static str, path: &Path, err: &std::io::Error) -> Self {
+        StepError::File { op, path: path.to_path_buf(), errno: io_errno(err) }
+    }
+}
+
+/// The errno an io::Error carries.
+pub fn io_errno(err: &std::io::Error) -> Errno {
+    err.raw_os_error().map_or(Errno::UnknownErrno, Errno::from_raw)
 }
 
 #[cfg(test)]

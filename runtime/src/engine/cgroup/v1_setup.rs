@@ -14,7 +14,7 @@ use nix::unistd::Pid;
 use oci_spec::runtime::{LinuxMemory, LinuxResources};
 
 use crate::engine::cgroup::device_rules;
-use crate::engine::cgroup::fs::Hierarchy;
+use crate::engine::cgroup::fs::{io_errno, Hierarchy, StepError};
 use crate::error::{Error, Result};
 
 /// The v1 controllers whose hierarchies a container's processes join:
@@ -37,37 +37,6 @@ pub struct Write {
 
 fn write(controller: &'static str, file: impl Into<String>, value: impl ToString) -> Write {
     Write { controller, file: file.into(), value: value.to_string(), if_present: false }
-}
-
-/// Why one step on a cgroup file failed; the caller ties it to the
-/// container's cgroup path (`Error::Cgroup`).
-#[derive(Debug, thiserror::Error)]
-enum StepError {
-    #[error("{op} {}: {errno}", path.display())]
-    File { op: &'static str, path: PathBuf, errno: Errno },
-    #[error("write {value:?} to {}: {errno}", path.display())]
-    Write { path: PathBuf, value: String, errno: Errno },
-    #[error("{}: not a number: {text:?}", path.display())]
-    NotANumber { path: PathBuf, text: String },
-    #[error("{}: empty, so no task can join below it", .0.display())]
-    EmptyCpuset(PathBuf),
-    /// runc's words, which clients match.
-    #[error("the {bound} allowed cpu-shares is {got}")]
-    SharesClamped { bound: &'static str, got: u64 },
-    #[error("unable to set memory limit to {value} (current usage: {usage}, peak usage: {peak})")]
-    MemoryBusy { value: String, usage: String, peak: String },
-    #[error("no cgroup v1 hierarchy has the {0} controller, which the resources need")]
-    NoController(&'static str),
-}
-
-impl StepError {
-    fn file(op: &'static str, path: &Path, err: &std::io::Error) -> Self {
-        StepError::File { op, path: path.to_path_buf(), errno: errno(err) }
-    }
-}
-
-fn errno(err: &std::io::Error) -> Errno {
-    err.raw_os_error().map_or(Errno::UnknownErrno, Errno::from_raw)
 }
 
 /// Whether this module sets up the cgroups: a v1 host, and only resources
@@ -300,7 +269,7 @@ fn write_file(path: &Path, value: &str) -> std::result::Result<(), StepError> {
         .open(path)
         .map_err(|e| StepError::file("openat", path, &e))?;
     file.write_all(value.as_bytes())
-        .map_err(|e| StepError::Write { path: path.to_path_buf(), value: value.to_string(), errno: errno(&e) })
+        .map_err(|e| StepError::Write { path: path.to_path_buf(), value: value.to_string(), errno: io_errno(&e) })
 }
 
 fn read_file(path: &Path) -> std::result::Result<String, StepError> {

@@ -14,7 +14,7 @@ use nix::fcntl::{open, OFlag};
 use nix::sys::stat::Mode;
 use oci_spec::runtime::LinuxResources;
 
-use crate::engine::cgroup::fs::{self, Hierarchy};
+use crate::engine::cgroup::fs::{self, Hierarchy, StepError};
 use crate::error::{Error, Result};
 
 /// The cgroup2 root of a pure v2 host, among the command's `cgroups`.
@@ -26,8 +26,9 @@ pub fn unified_root(cgroups: &[Hierarchy]) -> Option<&Path> {
 /// returns the directory open for `CLONE_INTO_CGROUP`.
 pub fn prepare(root: &Path, config: &CgroupConfig, resources: Option<&LinuxResources>) -> Result<OwnedFd> {
     let fail = |reason: String| Error::Cgroup { path: config.cgroup_path.clone(), reason };
+    let step = |e: StepError| fail(e.to_string());
     let relative = fs::relative(&config.cgroup_path);
-    let dir = make_dirs(root, &relative).map_err(fail)?;
+    let dir = make_dirs(root, &relative).map_err(step)?;
     if let Some(resources) = resources {
         let manager = libcgroups::common::create_cgroup_manager(config.clone())
             .map_err(|e| fail(crate::error::one_line_chain(&e)))?;
@@ -36,7 +37,7 @@ pub fn prepare(root: &Path, config: &CgroupConfig, resources: Option<&LinuxResou
         manager.apply(&opts).map_err(|e| fail(crate::error::one_line_chain(&e)))?;
     }
     let fd = open(&dir, OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())
-        .map_err(|e| fail(format!("openat {}: {e}", dir.display())))?;
+        .map_err(|errno| step(StepError::File { op: "openat", path: dir.clone(), errno }))?;
     // SAFETY: open just returned this fd.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
@@ -44,7 +45,7 @@ pub fn prepare(root: &Path, config: &CgroupConfig, resources: Option<&LinuxResou
 /// mkdir of each level below `root`; every level above the container's
 /// gets the root's controllers in its `cgroup.subtree_control` (the leaf
 /// none: a cgroup with controllers enabled for children holds no process).
-fn make_dirs(root: &Path, relative: &Path) -> std::result::Result<PathBuf, String> {
+fn make_dirs(root: &Path, relative: &Path) -> std::result::Result<PathBuf, StepError> {
     let available = read(&root.join("cgroup.controllers"))?;
     let wanted: Vec<&str> = available.split_whitespace().collect();
     let mut dir = root.to_path_buf();
@@ -54,7 +55,7 @@ fn make_dirs(root: &Path, relative: &Path) -> std::result::Result<PathBuf, Strin
         match std::fs::create_dir(&dir) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(format!("mkdir {}: {}", dir.display(), fs::errno(&e))),
+            Err(e) => return Err(StepError::file("mkdir", &dir, &e)),
         }
     }
     Ok(dir)
@@ -73,6 +74,6 @@ fn enable(dir: &Path, wanted: &[&str]) {
     }
 }
 
-fn read(path: &Path) -> std::result::Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("read {}: {}", path.display(), fs::errno(&e)))
+fn read(path: &Path) -> std::result::Result<String, StepError> {
+    std::fs::read_to_string(path).map_err(|e| StepError::file("read", path, &e))
 }
