@@ -145,6 +145,19 @@ def cgroup_layout():
     return "v2" if os.path.exists("/sys/fs/cgroup/cgroup.controllers") else "v1"
 
 
+def memory_cgroup(path):
+    """The directory of cgroup PATH in the memory hierarchy: v1's memory mount, or v2's one tree
+    (hack/bench-sid runs this in the sid guest, on cgroup v2)."""
+    v2 = os.path.exists("/sys/fs/cgroup/cgroup.controllers")
+    return f"/sys/fs/cgroup{path}" if v2 else f"/sys/fs/cgroup/memory{path}"
+
+
+def cgroup_line(path):
+    """The line of /proc/self/cgroup, as a regex, that puts a process in PATH's memory cgroup."""
+    v2 = os.path.exists("/sys/fs/cgroup/cgroup.controllers")
+    return f"0::{path}" if v2 else f"[0-9]*:memory:{path}"
+
+
 class InNs:
     """Spawn argv in its mount namespace, and come back to the benchmark's."""
 
@@ -285,6 +298,8 @@ def make_bundle(path, rootfs, args, hostname=None, cgroups_path=None, memory=Non
     spec["root"]["path"] = rootfs  # absolute: all bundles share one rootfs (runc rejects a symlink)
     spec["process"]["terminal"] = False
     spec["process"]["args"] = args
+    # runc 1.3's `spec` adds a cgroup namespace, 1.1's does not: one config for every host.
+    spec["linux"]["namespaces"] = [n for n in spec["linux"]["namespaces"] if n["type"] != "cgroup"]
     if env:
         spec["process"]["env"] += env
     if hostname:
@@ -541,7 +556,7 @@ class Bench:
             cg = f"/rpb-probe-{name}"
             script = ("[ $$ = 1 ] || exit 11; [ \"$(hostname)\" = rpb-probe ] || exit 12; "
                       "grep -q '^proc /proc proc ' /proc/mounts && [ -r /proc/self/stat ] || exit 13; "
-                      f"grep -qx '[0-9]*:memory:{cg}' /proc/self/cgroup || exit 14; exit 7")
+                      f"grep -qx '{cgroup_line(cg)}' /proc/self/cgroup || exit 14; exit 7")
             b = make_bundle(f"{self.work}/b-probe-{name}", self.rootfs, ["sh", "-c", script],
                             hostname="rpb-probe", cgroups_path=cg)
             res = {}
@@ -560,7 +575,7 @@ class Bench:
             self.live.append((name, cid))
             rc, st, _ = capture(r.cmd("state", cid))
             pid = json.loads(st)["pid"]
-            procs = open(f"/sys/fs/cgroup/memory{cg}/cgroup.procs").read().split()
+            procs = open(f"{memory_cgroup(cg)}/cgroup.procs").read().split()
             res["host_sees_init_in_cgroup"] = str(pid) in procs
             res["init_is_our_child"] = pid in children_pids()
             run(r.cmd("start", cid))
@@ -569,7 +584,7 @@ class Bench:
             res["create_start_exit"] = code
             run(r.cmd("delete", cid))
             self.live.remove((name, cid))
-            res["cgroup_removed"] = not os.path.exists(f"/sys/fs/cgroup/memory{cg}")
+            res["cgroup_removed"] = not os.path.exists(memory_cgroup(cg))
             res["ok"] = (res["run_exit"] == 7 and res["create_start_exit"] == 7 and
                          res["host_sees_init_in_cgroup"] and res["run_deletes"])
             out[name] = res
@@ -618,7 +633,7 @@ class Bench:
 
     def floor_once(self):
         """The floor: hack/floor.c does only the kernel work of run + delete (see its header)."""
-        cg = f"/sys/fs/cgroup/memory/{self.cid('floor')}"
+        cg = memory_cgroup(f"/{self.cid('floor')}")
         Proc.reset()
         c0 = cpu_children()
         t0 = time.perf_counter()
@@ -778,7 +793,7 @@ class Bench:
             res["exec_by_process"] = self.strace_ff(r, r.cmd("exec", cid, "/bin/true"), f"{name}-exec")
             self.teardown([(name, cid)])
             out[name] = res
-        out["floor"] = {"run": self.strace([self.floor_bin, self.rootfs, f"/sys/fs/cgroup/memory/{self.cid('floor')}"], "floor")}
+        out["floor"] = {"run": self.strace([self.floor_bin, self.rootfs, memory_cgroup(f"/{self.cid('floor')}")], "floor")}
         reap_ready()
         self.res["figures"]["syscalls"] = {"runtimes": out}
         for name, res in out.items():

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: guest-sid.sh [--no-build] [--keep-log] [--image-only]
+# Usage: guest-sid.sh [--no-build] [--keep-log] [--image-only] [--bench DIR]
 # Run the systemd / cgroup v2 test suite in a throw-away QEMU guest that is a 2026 node: Debian
 # sid with its own kernel (linux-image-amd64, 7.2), systemd 262 as PID 1 on pure cgroup v2,
 # containerd 2.1, runc 1.3, crun and criu from sid. The host (Debian 12, cgroup v1 hybrid, no
@@ -22,6 +22,9 @@
 #      a test failed or the guest did not finish.
 # --no-build: use the binaries already in $CARGO_TARGET_DIR. --keep-log: keep the results dir.
 # --image-only: build (or find cached) the image, kernel and initramfs, and stop.
+# --bench DIR: instead of the tests, run hack/bench.py in the guest against its runc and crun,
+# with the release binaries already in $CARGO_TARGET_DIR (hack/bench-sid builds them), and copy
+# its results to DIR. RUSTPOD_GUEST_BENCH_ARGS: bench.py's options (see hack/bench-sid).
 # Environment: RUSTPOD_GUEST_SUITE (sid; `testing` when sid is broken for a day),
 # RUSTPOD_GUEST_TIMEOUT (seconds per boot, default 3600), RUSTPOD_GUEST_MEM (MiB, 2048),
 # RUSTPOD_GUEST_CPUS (2), RUSTPOD_GUEST_TESTS (a test list in the format of
@@ -36,8 +39,9 @@ IMAGE_VERSION=1
 SUITE=${RUSTPOD_GUEST_SUITE:-sid}
 # udev loads the virtio modules (the disk's in the initramfs, 9p's after it). The kernel brings
 # the initramfs generator sid prefers (dracut: naming initramfs-tools too makes them conflict).
+# python3, strace and time: for hack/bench-sid (bench.py runs in the guest).
 GUEST_PKGS=(systemd systemd-sysv udev dbus linux-image-amd64 busybox-static iproute2 util-linux jq kmod procps
-	containerd runc crun criu docker.io docker-cli podman)
+	containerd runc crun criu docker.io docker-cli podman python3 strace time)
 # What the summary and the .versions file show.
 SHOWN_PKGS=(linux-image-amd64 systemd containerd runc crun criu docker.io podman libc6)
 HOST_PKGS=(qemu-system-x86 debootstrap e2fsprogs)
@@ -45,14 +49,16 @@ CACHE=/var/tmp/rustpod-guest-sid
 MAX_AGE=${RUSTPOD_GUEST_MAX_AGE:-7}
 TIMEOUT=${RUSTPOD_GUEST_TIMEOUT:-3600}
 
-build=1 keep= image_only=
-for arg; do
-	case $arg in
+build=1 keep= image_only= bench_dir=
+while (($#)); do
+	case $1 in
 	--no-build) build= ;;
 	--keep-log) keep=1 ;;
 	--image-only) image_only=1 ;;
-	*) die "usage: guest-sid.sh [--no-build] [--keep-log] [--image-only]" ;;
+	--bench) (($# > 1)) || die "--bench needs a results dir"; bench_dir=$(abspath "$2"); shift ;;
+	*) die "usage: guest-sid.sh [--no-build] [--keep-log] [--image-only] [--bench DIR]" ;;
 	esac
+	shift
 done
 
 now() { date +%s; }
@@ -234,6 +240,23 @@ write_plan() {
 	chmod 755 "$out/run"
 }
 
+# write_bench_plan OUT: what the guest needs to run bench.py instead of the tests.
+write_bench_plan() {
+	local out=$1 floor
+	[[ -x $CARGO_TARGET_DIR/release/rustpod ]] || die "no $CARGO_TARGET_DIR/release/rustpod: run hack/bench-sid, which builds it"
+	floor=$(build_floor)
+	cp "$floor" "$out/floor"
+	cat >"$out/env" <<-EOF
+		REPO=$(abspath "$here/..")
+		CARGO_TARGET_DIR=$CARGO_TARGET_DIR
+	EOF
+	# shellcheck disable=SC2086 # the options are words
+	printf '#!/bin/sh\nexec %q %q' "$(abspath "$here/guest/sid-bench.sh")" /mnt/rustpod-out >"$out/run"
+	printf ' %q' ${RUSTPOD_GUEST_BENCH_ARGS:-} >>"$out/run"
+	echo >>"$out/run"
+	chmod 755 "$out/run"
+}
+
 # boot OUT BASE: run the guest until it powers off or the timeout. systemd mounts the shares
 # (systemd.mount-extra=) with the 9p modules of the guest's own kernel.
 boot() {
@@ -282,15 +305,19 @@ main() {
 		say "image $base.ext4 with its kernel and initramfs ($((t_img - t0)) s)"
 		return 0
 	fi
-	if [[ $build ]]; then
-		need_cargo
-		"$here/build.sh"
-	fi
-	checker=$("$here/build-checker.sh")
-	pause=$("$here/build-pause.sh")
 	out=$(mktemp -d /var/tmp/rustpod-guest-out.XXXXXX)
 	chmod 755 "$out"
-	write_plan "$out"
+	if [[ $bench_dir ]]; then
+		write_bench_plan "$out"
+	else
+		if [[ $build ]]; then
+			need_cargo
+			"$here/build.sh"
+		fi
+		checker=$("$here/build-checker.sh")
+		pause=$("$here/build-pause.sh")
+		write_plan "$out"
+	fi
 	t_boot=$(now)
 	boot "$out" "$base" || status=$?
 	# The guest's kernel panics now and then under TCG, with no test at fault: an int3 oops at a
@@ -304,7 +331,8 @@ main() {
 	# The files marked ONE_VCPU=1 (criu's, which toggle that static key on every restore) come
 	# last and get a boot on one vCPU of their own.
 	local boots=1 last_done=-1 in_file=0 done_files cpus
-	while [[ ! -f $out/status ]]; do
+	# A benchmark is not resumed after a panic: its rounds would mix two boots.
+	while [[ ! -f $out/status && -z $bench_dir ]]; do
 		if [[ -f $out/wants-one-vcpu ]]; then
 			rm -f "$out/wants-one-vcpu"
 			mv "$out/console.log" "$out/console-two-vcpus-$boots.log"
@@ -335,6 +363,11 @@ main() {
 	done
 	echo
 	echo "== sid guest (Debian $SUITE, its kernel, systemd as PID 1, cgroup v2, containerd 2) =="
+	if [[ $bench_dir && -d $out/bench ]]; then
+		mkdir -p "$bench_dir"
+		cp -r "$out/bench/." "$bench_dir/"
+		say "benchmark results copied to $bench_dir"
+	fi
 	if [[ -f $out/summary ]]; then
 		cat "$out/summary"
 	else

@@ -70,3 +70,16 @@ print_skips() {
 	echo "== skipped tests (could not run on this machine) =="
 	sort -u "$1"
 }
+
+# build_floor: the benchmark's floor row (hack/floor.c, static), rebuilt when its source changes;
+# prints its path.
+build_floor() {
+	local floor=/var/tmp/rustpod-bench-floor src
+	src=$(dirname "${BASH_SOURCE[0]}")/floor.c
+	if [[ ! -x $floor || $src -nt $floor ]]; then
+		command -v cc >/dev/null || die "cc missing (install build-essential)"
+		cc -O2 -static -Wall -o "$floor.tmp" "$src" || die "cc $src failed"
+		mv -f "$floor.tmp" "$floor"
+	fi
+	echo "$floor"
+}
