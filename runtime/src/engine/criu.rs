@@ -6,7 +6,7 @@
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, ExitStatus};
 
 use libcgroups::common::CgroupSetup;
 use oci_spec::runtime::{LinuxNamespaceType, Spec};
@@ -48,13 +48,25 @@ impl CriuOptions {
 /// criu must take them, like a spec's devices, as the host's.
 const DEFAULT_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
 
+/// Why `criu check` says no; `Display` is the reason as `require_usable`
+/// has always worded it.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// criu could not be started at all (not installed, not executable).
+    #[error("execve {criu_path} check: {err}")]
+    Exec { criu_path: String, err: std::io::Error },
+    /// criu ran and refused: its last `Error` line (or last line).
+    #[error("{criu_path} check failed ({status}): {line}")]
+    Failed { criu_path: String, status: ExitStatus, line: String },
+}
+
 /// `criu check`, run each time (a kernel or criu upgrade changes the
 /// answer): Ok, or the reason in criu's own words.
-pub fn check(criu_path: &str) -> std::result::Result<(), String> {
+pub fn check(criu_path: &str) -> std::result::Result<(), CheckError> {
     let out = Command::new(criu_path)
         .arg("check")
         .output()
-        .map_err(|e| format!("execve {criu_path} check: {e}"))?;
+        .map_err(|err| CheckError::Exec { criu_path: criu_path.to_string(), err })?;
     if out.status.success() {
         return Ok(());
     }
@@ -65,7 +77,7 @@ pub fn check(criu_path: &str) -> std::result::Result<(), String> {
         .last()
         .or_else(|| text.lines().filter(|l| !l.trim().is_empty()).last())
         .unwrap_or("no output");
-    Err(format!("{criu_path} check failed ({}): {}", out.status, line.trim()))
+    Err(CheckError::Failed { criu_path: criu_path.to_string(), status: out.status, line: line.trim().to_string() })
 }
 
 /// Refuses to go on (before anything is made) where criu cannot work.
@@ -298,4 +310,16 @@ fn open_inheritable(path: &Path) -> Result<OwnedFd> {
         .map_err(|e| Error::io("open", path, std::io::Error::from(e)))?;
     // SAFETY: `open` just returned this descriptor and nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_criu_keeps_the_execve_words() {
+        let err = check("/nonexistent/criu").unwrap_err();
+        assert!(matches!(&err, CheckError::Exec { err, .. } if err.raw_os_error() == Some(libc::ENOENT)));
+        assert_eq!(err.to_string(), "execve /nonexistent/criu check: No such file or directory (os error 2)");
+    }
 }
