@@ -9,18 +9,21 @@ use libcontainer::process::args::{ContainerArgs, ContainerType};
 use libcontainer::process::channel::{InitReceiver, MainSender};
 use nix::unistd::Pid;
 
-/// Runs `before`, then the engine's init steps; never returns.
-pub fn run(
+/// Runs `before`, then the engine's init steps; never returns. A failure
+/// reaches the parent as text only (the engine's channel carries words).
+pub fn run<E: std::fmt::Display>(
     args: &ContainerArgs,
     main_sender: &mut MainSender,
     init_receiver: &mut InitReceiver,
-    before: impl FnOnce() -> Result<(), String>,
+    before: impl FnOnce() -> Result<(), E>,
 ) -> ! {
-    let result = before().and_then(|()| {
-        libcontainer::process::init::process::container_init_process(args, main_sender, init_receiver)
-            .map_err(|e| e.to_string())
-    });
-    if let Err(words) = result {
+    let failed = match before() {
+        Err(e) => Some(e.to_string()),
+        Ok(()) => libcontainer::process::init::process::container_init_process(args, main_sender, init_receiver)
+            .err()
+            .map(|e| e.to_string()),
+    };
+    if let Some(words) = failed {
         let _ = main_sender.exec_failed(words.clone());
         if let ContainerType::TenantContainer { exec_notify_fd } = args.container_type {
             // SAFETY: the caller's pipe, open in this child until its exec.

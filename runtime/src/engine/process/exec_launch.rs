@@ -174,7 +174,7 @@ fn child(
     for fd in inherited {
         let _ = nix::unistd::close(*fd);
     }
-    child_init::run(args, main_sender, init_receiver, || before_init(args, procs).map_err(|e| e.to_string()))
+    child_init::run(args, main_sender, init_receiver, || before_init(args, procs))
 }
 
 /// Why the child could not get as far as the engine's init steps; its

@@ -19,6 +19,7 @@ use std::path::Path;
 use libcgroups::common::{CgroupManager, ControllerOpt};
 use libcontainer::process::args::ContainerArgs;
 use libcontainer::process::channel::{self, ChannelError};
+use libcontainer::syscall::SyscallError;
 use nix::sched::CloneFlags;
 use nix::unistd::Pid;
 use oci_spec::runtime::{LinuxNamespaceType, Spec};
@@ -195,7 +196,7 @@ fn resources(args: &ContainerArgs) -> Option<&oci_spec::runtime::LinuxResources>
 
 /// The child's steps before the engine's: wait until it is in its cgroup,
 /// then the rlimits (the intermediate's last step).
-fn before_init(args: &ContainerArgs, go: OwnedFd) -> std::result::Result<(), String> {
+fn before_init(args: &ContainerArgs, go: OwnedFd) -> std::result::Result<(), SyscallError> {
     let mut byte = [0u8; 1];
     match nix::unistd::read(go.as_fd().as_raw_fd(), &mut byte) {
         Ok(1) => {}
@@ -206,7 +207,7 @@ fn before_init(args: &ContainerArgs, go: OwnedFd) -> std::result::Result<(), Str
     let syscall = args.syscall.create_syscall();
     let rlimits = args.spec.process().as_ref().and_then(|p| p.rlimits().clone()).unwrap_or_default();
     for rlimit in &rlimits {
-        syscall.set_rlimit(rlimit).map_err(|e| e.to_string())?;
+        syscall.set_rlimit(rlimit)?;
     }
     Ok(())
 }

@@ -192,8 +192,10 @@ pub fn spawn(
     let pid = spawned?;
     crate::engine::process::notify::notify_socket(&dir.path(), &sockets.notify)?;
     drop(errors_write);
-    read_exec_error(errors_read).map_err(|reason| Error::Engine { op: "exec in", id: dir.id.clone(), reason })?;
-    Ok(pid)
+    match exec_error(errors_read) {
+        Some(reason) => Err(Error::Engine { op: "exec in", id: dir.id.clone(), reason }),
+        None => Ok(pid),
+    }
 }
 
 fn nanos() -> u128 {
@@ -207,15 +209,13 @@ fn raw(fd: &Option<OwnedFd>) -> Option<i32> {
     fd.as_ref().map(|fd| fd.as_raw_fd())
 }
 
-/// What the tenant's setup wrote before it exec'd (nothing on success).
-fn read_exec_error(read_end: OwnedFd) -> std::result::Result<(), String> {
+/// What the tenant's setup wrote before it exec'd, on one line; None when it
+/// wrote nothing (it exec'd). The words are the child's, so they stay text.
+fn exec_error(read_end: OwnedFd) -> Option<String> {
     use std::io::Read;
     let mut text = String::new();
     let _ = std::fs::File::from(read_end).read_to_string(&mut text);
-    match text.trim() {
-        "" => Ok(()),
-        reason => Err(reason.replace('\n', " ")),
-    }
+    Some(text.trim()).filter(|t| !t.is_empty()).map(|t| t.replace('\n', " "))
 }
 
 /// The per-exec socket names in the container's directory, removed on drop.
