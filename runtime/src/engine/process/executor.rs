@@ -24,16 +24,34 @@ pub enum Probe {
     Executable,
 }
 
+/// Why the process's program cannot be run. The `exec: "x": …` words are
+/// runc's: clients map them to exit codes 127/126.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProgramError {
+    #[error("the spec has no process")]
+    NoProcess,
+    #[error("process.args is empty")]
+    NoArgs,
+    #[error("exec: {0:?}: permission denied")]
+    NotExecutable(String),
+    #[error("exec: {0:?}: is a directory")]
+    Directory(String),
+    /// stat failed; `why` is its errno as Go words it.
+    #[error("exec: {program:?}: stat {program}: {why}")]
+    Missing { program: String, why: String },
+    #[error("exec: {0:?}: executable file not found in $PATH")]
+    NotInPath(String),
+}
+
 /// Looks `program` up as Go's exec.LookPath (and so runc) does: a name
 /// with a `/` is taken as it is, a bare name is searched in `path_var`.
-pub fn resolve(program: &str, path_var: Option<&str>, probe: impl Fn(&Path) -> Probe) -> Result<PathBuf, String> {
-    let denied = || format!("exec: {program:?}: permission denied");
+pub fn resolve(program: &str, path_var: Option<&str>, probe: impl Fn(&Path) -> Probe) -> Result<PathBuf, ProgramError> {
     if program.contains('/') {
         return match probe(Path::new(program)) {
             Probe::Executable => Ok(PathBuf::from(program)),
-            Probe::NotExecutable => Err(denied()),
-            Probe::Directory => Err(format!("exec: {program:?}: is a directory")),
-            Probe::Missing(why) => Err(format!("exec: {program:?}: stat {program}: {why}")),
+            Probe::NotExecutable => Err(ProgramError::NotExecutable(program.to_string())),
+            Probe::Directory => Err(ProgramError::Directory(program.to_string())),
+            Probe::Missing(why) => Err(ProgramError::Missing { program: program.to_string(), why }),
         };
     }
     for dir in path_var.unwrap_or_default().split(':') {
@@ -43,7 +61,7 @@ pub fn resolve(program: &str, path_var: Option<&str>, probe: impl Fn(&Path) -> P
             return Ok(candidate);
         }
     }
-    Err(format!("exec: {program:?}: executable file not found in $PATH"))
+    Err(ProgramError::NotInPath(program.to_string()))
 }
 
 /// The real file system's answer for `path`.
@@ -68,9 +86,9 @@ fn errno_text(e: &std::io::Error) -> String {
 pub struct RuncWordsExecutor;
 
 impl RuncWordsExecutor {
-    fn program(spec: &Spec) -> Result<(Vec<String>, PathBuf), String> {
-        let process = spec.process().as_ref().ok_or("the spec has no process")?;
-        let args = process.args().clone().filter(|a| !a.is_empty()).ok_or("process.args is empty")?;
+    fn program(spec: &Spec) -> Result<(Vec<String>, PathBuf), ProgramError> {
+        let process = spec.process().as_ref().ok_or(ProgramError::NoProcess)?;
+        let args = process.args().clone().filter(|a| !a.is_empty()).ok_or(ProgramError::NoArgs)?;
         let path_var = process
             .env()
             .as_ref()
@@ -82,7 +100,7 @@ impl RuncWordsExecutor {
 
 impl Executor for RuncWordsExecutor {
     fn validate(&self, spec: &Spec) -> Result<(), ExecutorValidationError> {
-        Self::program(spec).map(|_| ()).map_err(ExecutorValidationError::ArgValidationError)
+        Self::program(spec).map(|_| ()).map_err(|e| ExecutorValidationError::ArgValidationError(e.to_string()))
     }
 
     /// Keeps the environment for `exec` instead of setenv(3) per variable
@@ -94,7 +112,7 @@ impl Executor for RuncWordsExecutor {
     }
 
     fn exec(&self, spec: &Spec) -> Result<(), ExecutorError> {
-        let (args, path) = Self::program(spec).map_err(ExecutorError::Other)?;
+        let (args, path) = Self::program(spec).map_err(|e| ExecutorError::Other(e.to_string()))?;
         let c = |s: &str| CString::new(s).map_err(|_| ExecutorError::Other(format!("exec: {s:?}: contains a NUL byte")));
         let argv = args.iter().map(|a| c(a)).collect::<Result<Vec<_>, _>>()?;
         let file = c(&path.to_string_lossy())?;
@@ -121,26 +139,28 @@ mod tests {
     #[test]
     fn missing_path_is_worded_as_runc() {
         assert_eq!(
-            resolve("/no/such/bin", None, fs).unwrap_err(),
+            resolve("/no/such/bin", None, fs).unwrap_err().to_string(),
             r#"exec: "/no/such/bin": stat /no/such/bin: no such file or directory"#
         );
     }
 
     #[test]
     fn a_file_that_cannot_run_is_permission_denied() {
-        assert_eq!(resolve("/etc/passwd", None, fs).unwrap_err(), r#"exec: "/etc/passwd": permission denied"#);
+        let err = resolve("/etc/passwd", None, fs).unwrap_err();
+        assert_eq!(err, ProgramError::NotExecutable("/etc/passwd".into()));
+        assert_eq!(err.to_string(), r#"exec: "/etc/passwd": permission denied"#);
     }
 
     #[test]
     fn a_directory_is_a_directory_as_runc_1_2_words_it() {
-        assert_eq!(resolve("/etc", None, fs).unwrap_err(), r#"exec: "/etc": is a directory"#);
+        assert_eq!(resolve("/etc", None, fs).unwrap_err().to_string(), r#"exec: "/etc": is a directory"#);
     }
 
     #[test]
     fn bare_names_are_searched_in_path_in_order() {
         assert_eq!(resolve("env", Some("/bin:/usr/bin"), fs).unwrap(), Path::new("/usr/bin/env"));
         assert_eq!(
-            resolve("nosuch", Some("/bin"), fs).unwrap_err(),
+            resolve("nosuch", Some("/bin"), fs).unwrap_err().to_string(),
             r#"exec: "nosuch": executable file not found in $PATH"#
         );
         assert!(resolve("sh", None, fs).is_err(), "no PATH: nothing is found");
