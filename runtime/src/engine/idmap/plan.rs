@@ -69,6 +69,15 @@ pub enum RangeError {
     PastMax(usize),
 }
 
+/// A later mount (one the engine makes) that overlaps a mount we would make
+/// first, out of the config's order.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("mounts[{index}] ({}) comes later and overlaps it; list the idmapped mount after it", destination.display())]
+pub struct Overlap {
+    pub index: usize,
+    pub destination: PathBuf,
+}
+
 /// Whether `mount` asks for an idmapped mount.
 pub fn is_idmapped(mount: &Mount) -> bool {
     mount.uid_mappings().is_some()
@@ -102,11 +111,11 @@ pub fn plan(spec: &Spec) -> Result<Vec<Planned>, PlanError> {
         planned.remove(i);
     }
     for p in &planned {
-        check_order(mounts, p.index, &routed(&planned)).map_err(|why| PlanError::Field {
+        check_order(mounts, p.index, &routed(&planned)).map_err(|overlap| PlanError::Field {
             index: p.index,
             destination: p.destination.clone(),
             field: "destination",
-            why,
+            why: overlap.to_string(),
         })?;
     }
     if let Some(p) = planned.iter().find(|p| p.mapping != Mapping::Unmapped).filter(|_| !nix::unistd::geteuid().is_root()) {
@@ -203,15 +212,12 @@ fn check_ranges(ranges: &[LinuxIdMapping]) -> Result<(), RangeError> {
 
 /// Our mounts (`routed`, by index) go on after all of the engine's: a later mount at, above
 /// or beneath this destination would be stacked in the wrong order, so refuse.
-fn check_order(mounts: &[Mount], index: usize, routed: &[usize]) -> Result<(), String> {
+fn check_order(mounts: &[Mount], index: usize, routed: &[usize]) -> Result<(), Overlap> {
     let dest = mounts[index].destination();
     for (later_index, later) in mounts.iter().enumerate().skip(index + 1) {
         let other = later.destination();
         if !routed.contains(&later_index) && (other.starts_with(dest) || dest.starts_with(other)) {
-            return Err(format!(
-                "mounts[{later_index}] ({}) comes later and overlaps it; list the idmapped mount after it",
-                other.display()
-            ));
+            return Err(Overlap { index: later_index, destination: other.clone() });
         }
     }
     Ok(())
