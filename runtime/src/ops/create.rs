@@ -84,7 +84,7 @@ fn check(cgroups: &[Hierarchy], id: &str, bundle: &engine_bundle::Bundle, system
     crate::engine::process::caps_check::check_rlimits(bundle.spec.process().as_ref())?;
     crate::sys::process_setup::write_oom_score_adj(bundle.spec.process().as_ref())?;
     crate::engine::cgroup::manager::check_new(cgroups, bundle.spec.linux().as_ref().and_then(|l| l.cgroups_path().as_deref()), id, systemd_cgroup)
-        .map_err(|reason| Error::Config { path: bundle.path.join("config.json"), reason })
+        .map_err(|e| Error::Config { path: bundle.path.join("config.json"), reason: e.to_string() })
 }
 
 fn build(

@@ -134,23 +134,36 @@ pub fn pids(cgroups: &[Hierarchy], path: &Path) -> Vec<i32> {
     pids
 }
 
+/// Why a new container cannot have the cgroup it asks for; the caller
+/// places it (the config's `Error::Config`).
+#[derive(Debug, thiserror::Error)]
+pub enum NewCgroupError {
+    #[error("linux.cgroupsPath {:?}: the root cgroup cannot be a container's cgroup", .0.display().to_string())]
+    Root(PathBuf),
+    /// `check_unused`'s refusal, which names the cgroup.
+    #[error("{0}")]
+    InUse(Error),
+}
+
 /// Checks the cgroup a new container asks for (`requested`, else the
 /// default for `id`): never the root cgroup, and (on cgroupfs) one that
-/// nothing else uses. The error is the reason, for the caller to place.
-pub fn check_new(cgroups: &[Hierarchy], requested: Option<&Path>, id: &str, systemd: bool) -> std::result::Result<(), String> {
+/// nothing else uses.
+pub fn check_new(
+    cgroups: &[Hierarchy],
+    requested: Option<&Path>,
+    id: &str,
+    systemd: bool,
+) -> std::result::Result<(), NewCgroupError> {
     let Some(path) = requested.filter(|p| !p.as_os_str().is_empty()) else {
-        return if systemd { Ok(()) } else { check_unused(cgroups, &default_path(id)).map_err(|e| e.to_string()) };
+        return if systemd { Ok(()) } else { check_unused(cgroups, &default_path(id)).map_err(NewCgroupError::InUse) };
     };
     if systemd || is_systemd_form(path) {
         return Ok(());
     }
     if is_root(path) {
-        return Err(format!(
-            "linux.cgroupsPath {:?}: the root cgroup cannot be a container's cgroup",
-            path.display().to_string()
-        ));
+        return Err(NewCgroupError::Root(path.to_path_buf()));
     }
-    check_unused(cgroups, path).map_err(|e| e.to_string())
+    check_unused(cgroups, path).map_err(NewCgroupError::InUse)
 }
 
 /// As runc (1.2 and later): a new container's cgroup must hold no process
@@ -215,6 +228,13 @@ mod tests {
         }
         assert!(!is_root(Path::new("/a")));
         assert!(!is_root(Path::new("/a/../b")));
+    }
+
+    #[test]
+    fn the_root_cgroup_is_refused_naming_the_field() {
+        let err = check_new(&[], Some(Path::new("/a/..")), "c1", false).unwrap_err();
+        assert!(matches!(&err, NewCgroupError::Root(p) if p == Path::new("/a/..")));
+        assert_eq!(err.to_string(), r#"linux.cgroupsPath "/a/..": the root cgroup cannot be a container's cgroup"#);
     }
 }
 
