@@ -115,7 +115,7 @@ pub mod stats {
 
 /// config.json as `create` reads it, and the spec handed to the engine.
 pub mod engine_bundle {
-    pub use crate::engine::engine_bundle::{engine_spec, parse_spec_bytes, Bundle, EngineOptions};
+    pub use crate::engine::engine_bundle::{engine_spec, parse_spec_bytes, Bundle, EngineOptions, SpecError};
 }
 
 /// The checks of config.json (at `create`) and of an exec's process (at Exec)

@@ -49,25 +49,35 @@ pub fn parse_config(config: &Path) -> Result<Spec> {
 fn parse_config_raw(config: &Path) -> Result<(Spec, serde_json::Value)> {
     let data = fs::read(config).map_err(|e| Error::io("read", config, e))?;
     let bad = |reason| Error::Config { path: config.to_path_buf(), reason };
-    let mut raw = serde_json::from_slice(&data).map_err(|e| bad(format!("invalid config: {e}")))?;
+    let whole = |e| bad(SpecError::Whole(e).to_string());
+    let mut raw = serde_json::from_slice(&data).map_err(whole)?;
     let data = match crate::engine::spec_support::to_oci_spec_names(&mut raw) {
-        true => serde_json::to_vec(&raw).map_err(|e| bad(format!("invalid config: {e}")))?,
+        true => serde_json::to_vec(&raw).map_err(whole)?,
         false => data,
     };
-    let spec = parse_spec_bytes(&data).map_err(bad)?;
+    let spec = parse_spec_bytes(&data).map_err(|e| bad(e.to_string()))?;
     Ok((spec, raw))
 }
 
-/// Parses spec JSON; the error text starts with the field path when known.
-pub fn parse_spec_bytes(data: &[u8]) -> std::result::Result<Spec, String> {
+/// Spec JSON serde could not take, naming the field's JSON path when known.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    #[error("invalid config: {0}")]
+    Whole(serde_json::Error),
+    #[error("invalid field {field}: {err}")]
+    Field { field: String, err: serde_json::Error },
+}
+
+/// Parses spec JSON.
+pub fn parse_spec_bytes(data: &[u8]) -> std::result::Result<Spec, SpecError> {
     let de = &mut serde_json::Deserializer::from_slice(data);
     serde_path_to_error::deserialize(de).map_err(|err| {
         let field = err.path().to_string();
         let inner = err.into_inner();
         if field.is_empty() || field == "." {
-            format!("invalid config: {inner}")
+            SpecError::Whole(inner)
         } else {
-            format!("invalid field {field}: {inner}")
+            SpecError::Field { field, err: inner }
         }
     })
 }
@@ -419,6 +429,16 @@ fn resolve_bind_source(mount: &mut Mount, index: usize, config: &Path) -> Result
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_bad_field_is_named_by_its_json_path() {
+        let err = parse_spec_bytes(br#"{"ociVersion": "1.0.2", "hostname": 1}"#).unwrap_err();
+        assert!(matches!(&err, SpecError::Field { field, .. } if field == "hostname"), "{err}");
+        assert!(err.to_string().starts_with("invalid field hostname: invalid type: integer `1`"), "{err}");
+        let err = parse_spec_bytes(b"1").unwrap_err();
+        assert!(matches!(&err, SpecError::Whole(_)), "{err}");
+        assert!(err.to_string().starts_with("invalid config: "), "{err}");
+    }
 
     /// A bundle whose spec is `config` (rootfs /nonexistent-rootfs: nothing is read from it).
     fn bundle(config: serde_json::Value) -> Bundle {
