@@ -4,6 +4,8 @@
 //! refused at create, naming the mount and field. (Idmapped mounts:
 //! `idmap_mount` plans them and refuses what it cannot do.)
 
+use std::path::PathBuf;
+
 use oci_spec::runtime::{Mount, Spec};
 
 /// The newest runtime-spec version whose every field is applied or refused
@@ -11,29 +13,48 @@ use oci_spec::runtime::{Mount, Spec};
 /// ociVersionMax and the starter spec's ociVersion.
 pub const OCI_VERSION_MAX: &str = "1.3.0";
 
-/// The first mount field of `spec` we would otherwise drop, as an error
-/// naming the mount (index, destination) and the field.
-pub fn check_mounts(spec: &Spec) -> Result<(), String> {
+/// A mount option rustpod would otherwise drop, naming the mount (index,
+/// destination) and the option.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("mounts[{index}] ({}): option {option:?}: {why}", destination.display())]
+pub struct UnappliedOption {
+    pub index: usize,
+    pub destination: PathBuf,
+    pub option: String,
+    pub why: Unapplied,
+}
+
+/// Why rustpod cannot apply the option where it is.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Unapplied {
+    /// runc copies up into a tmpfs only, and ignores it on other mounts.
+    #[error("only a tmpfs mount can copy up the image's files")]
+    CopyupNotTmpfs,
+    /// runc passes them to a bind's remount, where the kernel ignores them.
+    #[error("a superblock flag, which a bind mount cannot change (it is the source filesystem's)")]
+    SuperblockFlagOnBind,
+}
+
+/// The first mount option of `spec` we would otherwise drop.
+pub fn check_mounts(spec: &Spec) -> Result<(), UnappliedOption> {
     for (index, mount) in spec.mounts().iter().flatten().enumerate() {
-        check_mount(mount).map_err(|why| format!("mounts[{index}] ({}): {why}", mount.destination().display()))?;
+        if let Some((option, why)) = unapplied(mount) {
+            return Err(UnappliedOption { index, destination: mount.destination().clone(), option: option.clone(), why });
+        }
     }
     Ok(())
 }
 
-fn check_mount(mount: &Mount) -> Result<(), String> {
-    for option in mount.options().iter().flatten() {
-        // runc copies up into a tmpfs only, and ignores it on other mounts.
+fn unapplied(mount: &Mount) -> Option<(&String, Unapplied)> {
+    mount.options().iter().flatten().find_map(|option| {
         if crate::engine::mount::copyup::is_copyup(option) && mount.typ().as_deref() != Some("tmpfs") {
-            return Err(format!("option {option:?}: only a tmpfs mount can copy up the image's files"));
+            Some((option, Unapplied::CopyupNotTmpfs))
+        } else if crate::engine::mount::sb_flags::is_sb_flag(option) && crate::engine::engine_bundle::is_bind(mount) {
+            Some((option, Unapplied::SuperblockFlagOnBind))
+        } else {
+            None
         }
-        // runc passes them to a bind's remount, where the kernel ignores them.
-        if crate::engine::mount::sb_flags::is_sb_flag(option) && crate::engine::engine_bundle::is_bind(mount) {
-            return Err(format!(
-                "option {option:?}: a superblock flag, which a bind mount cannot change (it is the source filesystem's)"
-            ));
-        }
-    }
-    Ok(())
+    })
 }
 
 /// `linux.resources.pids.limit` is given as 0 or 1: the init alone.
@@ -73,13 +94,15 @@ mod tests {
     #[test]
     fn unapplied_mounts_are_refused_naming_the_mount() {
         let cases = [
-            (json!({"destination": "/a", "type": "bind", "source": "/tmp", "options": ["bind", "tmpcopyup"]}), "\"tmpcopyup\""),
-            (json!({"destination": "/a", "type": "bind", "source": "/tmp", "options": ["bind", "lazytime"]}), "\"lazytime\""),
+            (json!({"destination": "/a", "type": "bind", "source": "/tmp", "options": ["bind", "tmpcopyup"]}), "\"tmpcopyup\"", Unapplied::CopyupNotTmpfs),
+            (json!({"destination": "/a", "type": "bind", "source": "/tmp", "options": ["bind", "lazytime"]}), "\"lazytime\"", Unapplied::SuperblockFlagOnBind),
         ];
-        for (mount, field) in cases {
+        for (mount, field, why) in cases {
             let ok = json!({"destination": "/ok", "type": "tmpfs", "source": "tmpfs", "options": ["nosymfollow"]});
             let err = check_mounts(&spec(json!([ok, mount]))).unwrap_err();
-            assert!(err.starts_with("mounts[1] (/a): ") && err.contains(field), "{err}");
+            assert_eq!(err.why, why);
+            let err = err.to_string();
+            assert!(err.starts_with(&format!("mounts[1] (/a): option {field}: ")), "{err}");
         }
     }
 

@@ -18,7 +18,7 @@ pub fn check(config: &Path, spec: &Spec) -> Result<()> {
     };
     root_path(spec).map_err(bad)?;
     hooks(spec).map_err(bad)?;
-    crate::engine::spec_support::check_mounts(spec).map_err(bad)?;
+    crate::engine::spec_support::check_mounts(spec).map_err(|e| bad(e.to_string()))?;
     if let Some(process) = spec.process() {
         check_process(process).map_err(|reason| bad(format!("process.{reason}")))?;
     }
