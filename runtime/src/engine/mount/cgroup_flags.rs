@@ -55,8 +55,7 @@ pub fn wanted(spec: &Spec) -> Vec<CgroupMountFlags> {
 /// Sets `options` on the mount at `dest` (resolved inside the rootfs, so a
 /// symlink cannot point it at the host) and on every mount below it.
 pub fn apply(root: &OwnedFd, dest: &Path, options: &[String]) -> Result<(), StepError> {
-    let (flags, attrs) = parse(options)
-        .map_err(|option| StepError::NotOurs { dest: dest.to_path_buf(), option, kind: "cgroup mount flag" })?;
+    let (flags, attrs) = parse(dest, options)?;
     let target = in_root::open(Some(root), dest, libc::O_PATH | libc::O_DIRECTORY).map_err(|e| StepError::open(dest, &e))?;
     // One step for the tmpfs and each controller mounted in it, leaving
     // their atime settings alone.
@@ -68,14 +67,15 @@ pub fn apply(root: &OwnedFd, dest: &Path, options: &[String]) -> Result<(), Step
     }
 }
 
-fn parse(options: &[String]) -> Result<(MsFlags, u64), String> {
+fn parse(dest: &Path, options: &[String]) -> Result<(MsFlags, u64), StepError> {
     let mut flags = MsFlags::empty();
     let mut attrs = 0;
     for option in options {
-        let (_, flag, attr) = FLAGS
-            .iter()
-            .find(|(name, _, _)| name == option)
-            .ok_or_else(|| option.clone())?;
+        let (_, flag, attr) = FLAGS.iter().find(|(name, _, _)| name == option).ok_or_else(|| StepError::NotOurs {
+            dest: dest.to_path_buf(),
+            option: option.clone(),
+            kind: "cgroup mount flag",
+        })?;
         flags |= *flag;
         attrs |= attr;
     }
@@ -147,6 +147,14 @@ mod tests {
         assert_eq!(wanted.len(), 1);
         assert_eq!(wanted[0].destination, PathBuf::from("/sys/fs/cgroup"));
         assert_eq!(wanted[0].options, vec!["nosuid", "noexec", "nodev", "ro"]);
+    }
+
+    #[test]
+    fn an_option_it_does_not_apply_is_named() {
+        let dest = Path::new("/sys/fs/cgroup");
+        assert_eq!(parse(dest, &["ro".into(), "nodev".into()]).unwrap(), (MsFlags::MS_RDONLY | MsFlags::MS_NODEV, libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NODEV));
+        let err = parse(dest, &["ro".into(), "rw".into()]).unwrap_err();
+        assert_eq!(err.to_string(), r#"/sys/fs/cgroup: "rw" is not a cgroup mount flag"#);
     }
 
     #[test]
