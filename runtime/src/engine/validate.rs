@@ -49,7 +49,7 @@ pub fn check_in_rootfs(config: &Path, spec: &Spec, rootfs: &Path) -> Result<()> 
         reason,
     };
     proc_mounts(spec, rootfs).map_err(bad)?;
-    crate::engine::mount::dev_nodes::check(spec, rootfs).map_err(bad)
+    crate::engine::mount::dev_nodes::check(spec, rootfs).map_err(|e| bad(e.to_string()))
 }
 
 /// The checks of a process an exec runs (`--process FILE`, or argv with

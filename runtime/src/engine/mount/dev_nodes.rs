@@ -18,30 +18,37 @@ const DEFAULT_NODES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tt
 /// The symlinks it always makes (`/dev/kcore` too where the host has /proc/kcore).
 const DEFAULT_LINKS: &[&str] = &["/dev/fd", "/dev/stdin", "/dev/stdout", "/dev/stderr"];
 
+/// Why the engine cannot make a node or symlink in the image's /dev; each
+/// names the path in the container first.
+#[derive(Debug, thiserror::Error)]
+pub enum DevNodeError {
+    /// Following the image's symlinks to the path failed.
+    #[error("{}: {err}", path.display())]
+    Resolve { path: PathBuf, err: std::io::Error },
+    #[error("{}: the image leads it through a symlink to {} (rootfs {}): refused, the runtime makes its device nodes itself and masks paths by bind-mounting /dev/null, which must not lead elsewhere (CVE-2025-31133)", path.display(), landing.display(), host.display())]
+    ThroughSymlink { path: PathBuf, landing: PathBuf, host: PathBuf },
+    /// What the engine's `syscall` would fail with EEXIST on.
+    #[error("{}: {syscall} {}: EEXIST: the image already has {what} there, and the runtime makes it itself; mount a tmpfs on /dev (as runc's and containerd's specs do) or remove it from the image", path.display(), host.display())]
+    Exists { path: PathBuf, syscall: &'static str, host: PathBuf, what: String },
+}
+
 /// Every node and symlink the engine would make in the image's /dev lands on
 /// nothing: not through a symlink, not on an existing file.
-pub fn check(spec: &Spec, rootfs: &Path) -> Result<(), String> {
+pub fn check(spec: &Spec, rootfs: &Path) -> Result<(), DevNodeError> {
     if dev_is_mounted(spec) {
         return Ok(());
     }
     for (path, syscall) in made_in_dev(spec) {
-        let landing = rootfs_path::resolve(rootfs, &[], &path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let landing = match rootfs_path::resolve(rootfs, &[], &path) {
+            Ok(landing) => landing,
+            Err(err) => return Err(DevNodeError::Resolve { path, err }),
+        };
         let host = rootfs_path::on_host(rootfs, &landing);
         if landing != rootfs_path::lexical(&path) {
-            return Err(format!(
-                "{}: the image leads it through a symlink to {} (rootfs {}): refused, the runtime makes its device nodes itself and masks paths by bind-mounting /dev/null, which must not lead elsewhere (CVE-2025-31133)",
-                path.display(),
-                landing.display(),
-                host.display()
-            ));
+            return Err(DevNodeError::ThroughSymlink { path, landing, host });
         }
         if let Ok(meta) = fs::symlink_metadata(&host) {
-            return Err(format!(
-                "{}: {syscall} {}: EEXIST: the image already has {} there, and the runtime makes it itself; mount a tmpfs on /dev (as runc's and containerd's specs do) or remove it from the image",
-                path.display(),
-                host.display(),
-                describe(&meta)
-            ));
+            return Err(DevNodeError::Exists { path, syscall, host, what: describe(&meta) });
         }
     }
     Ok(())
@@ -122,6 +129,8 @@ mod tests {
         let root = rootfs("link");
         symlink("/proc/sys/kernel/core_pattern", root.join("dev/null")).unwrap();
         let err = check(&spec(false), &root).unwrap_err();
+        assert!(matches!(&err, DevNodeError::ThroughSymlink { path, .. } if path == Path::new("/dev/null")), "{err}");
+        let err = err.to_string();
         assert!(err.starts_with("/dev/null: the image leads it through a symlink to /proc/sys/kernel/core_pattern"), "{err}");
         assert!(err.contains("CVE-2025-31133"), "{err}");
         // Under a tmpfs on /dev the image's node is hidden: nothing to refuse.
@@ -134,6 +143,8 @@ mod tests {
         let root = rootfs("file");
         fs::create_dir(root.join("dev/zero")).unwrap();
         let err = check(&spec(false), &root).unwrap_err();
+        assert!(matches!(&err, DevNodeError::Exists { syscall: "mknod", .. }), "{err}");
+        let err = err.to_string();
         assert!(err.contains("/dev/zero: mknod") && err.contains("EEXIST: the image already has a directory there"), "{err}");
         fs::remove_dir_all(&root).unwrap();
     }
