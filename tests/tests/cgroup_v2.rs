@@ -197,3 +197,50 @@ fn v2_init_is_born_in_its_cgroup() {
     rt.cmd(&["delete", "--force", &id]).ok();
     rt.assert_nothing_left(&id, bundle.path());
 }
+
+/// A cgroup of this test's own under the v2 root, with an empty `rustpod` child, standing
+/// for another owner's `system.slice/rustpod`; both removed on Drop (also when the test fails).
+struct OthersCgroup(std::path::PathBuf);
+
+impl OthersCgroup {
+    fn with_a_rustpod_child() -> Self {
+        let dir = std::path::Path::new("/sys/fs/cgroup").join(rustpod_tests::scratch::unique_name("rustpod-test-others"));
+        std::fs::create_dir(&dir).expect("mkdir the other owner's cgroup");
+        let cgroup = OthersCgroup(dir);
+        std::fs::create_dir(cgroup.0.join("rustpod")).expect("mkdir its rustpod child");
+        cgroup
+    }
+}
+
+impl Drop for OthersCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(self.0.join("rustpod"));
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// A container without `cgroupsPath` gets `/rustpod/<id>`, and its delete removes the empty
+/// `/rustpod` parent it made, and nothing else. On v2 the entries of /sys/fs/cgroup are other
+/// owners' cgroups: an empty `rustpod` below one of them (here the test's own, standing for
+/// `system.slice/rustpod`) is not ours to remove. rustpod once tried `<entry>/rustpod` for
+/// every entry there, as if each were a v1 hierarchy.
+#[test]
+fn v2_delete_removes_no_other_owners_rustpod_cgroup() {
+    skip_if!(needs::cgroup_v2(&[]));
+    let rt = Runtime::under_test();
+    let mut bundle = Bundle::new(SLEEP);
+    bundle.clear_cgroups_path();
+    let id = rt.new_id("v2parent");
+    let others = OthersCgroup::with_a_rustpod_child();
+    rt.create(&id, &bundle);
+    let init = rt.state(&id)["pid"].as_i64().expect("the init's pid");
+    let cgroup = std::fs::read_to_string(format!("/proc/{init}/cgroup")).expect("read the init's cgroup");
+    assert_eq!(cgroup.trim_end(), format!("0::/rustpod/{id}"), "the default cgroup");
+    rt.cmd(&["delete", "--force", &id]).ok();
+    assert!(
+        others.0.join("rustpod").is_dir(),
+        "delete removed {}/rustpod, a cgroup it did not make",
+        others.0.display()
+    );
+    rt.assert_nothing_left(&id, bundle.path());
+}

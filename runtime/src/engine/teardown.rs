@@ -69,7 +69,7 @@ pub fn remove_leftovers(cgroups: &[Hierarchy], dir: &ContainerDir) -> Result<()>
     }
     dir.remove_all()?;
     if path == Some(cgroup::default_path(&dir.id)) {
-        cgroup::remove_default_parent(&dir.root);
+        cgroup::remove_default_parent(cgroups, &dir.root);
     }
     Ok(())
 }

@@ -61,7 +61,7 @@ pub(crate) fn delete_loaded(cgroups: &[Hierarchy], dir: &ContainerDir, mut conta
         Err(e) => Err(e),
     };
     if removed.is_ok() && cgroup_path == Some(cgroup::default_path(id)) {
-        cgroup::remove_default_parent(&dir.root);
+        cgroup::remove_default_parent(cgroups, &dir.root);
     }
     removed
 }

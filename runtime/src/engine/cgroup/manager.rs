@@ -36,22 +36,18 @@ pub fn is_systemd_form(path: &Path) -> bool {
 /// their waiting init keeps it until exec), so we only try it exclusively,
 /// without waiting: a parent is never removed between its mkdir and its
 /// child's, and a busy moment just leaves it to a later delete.
-pub fn remove_default_parent(guard: &Path) {
+pub fn remove_default_parent(cgroups: &[Hierarchy], guard: &Path) {
     let Ok(file) = std::fs::File::open(guard) else { return };
     let exclusive = nix::fcntl::FlockArg::LockExclusiveNonblock;
     let Ok(_lock) = nix::fcntl::Flock::lock(file, exclusive) else {
         return;
     };
-    let name = DEFAULT_PARENT.trim_start_matches('/');
-    let roots = std::fs::read_dir("/sys/fs/cgroup")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|h| h.path())
-        .chain(std::iter::once(PathBuf::from("/sys/fs/cgroup")));
-    for root in roots {
+    // Below each hierarchy's mount point, where create made it; not below
+    // every entry of /sys/fs/cgroup, which on v2 are other cgroups
+    // (`system.slice/rustpod` is not ours) and the root's files.
+    for dir in dirs(cgroups, Path::new(DEFAULT_PARENT)) {
         // Fails (EBUSY) while any container is still in it: that is the point.
-        let _ = std::fs::remove_dir(root.join(name));
+        let _ = std::fs::remove_dir(dir);
     }
 }
 
