@@ -148,14 +148,12 @@ def cgroup_layout():
 def memory_cgroup(path):
     """The directory of cgroup PATH in the memory hierarchy: v1's memory mount, or v2's one tree
     (hack/bench-sid runs this in the sid guest, on cgroup v2)."""
-    v2 = os.path.exists("/sys/fs/cgroup/cgroup.controllers")
-    return f"/sys/fs/cgroup{path}" if v2 else f"/sys/fs/cgroup/memory{path}"
+    return f"/sys/fs/cgroup{path}" if cgroup_layout() == "v2" else f"/sys/fs/cgroup/memory{path}"
 
 
 def cgroup_line(path):
     """The line of /proc/self/cgroup, as a regex, that puts a process in PATH's memory cgroup."""
-    v2 = os.path.exists("/sys/fs/cgroup/cgroup.controllers")
-    return f"0::{path}" if v2 else f"[0-9]*:memory:{path}"
+    return f"0::{path}" if cgroup_layout() == "v2" else f"[0-9]*:memory:{path}"
 
 
 class InNs:
