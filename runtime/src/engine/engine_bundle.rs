@@ -180,7 +180,7 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
         None => Default::default(),
     };
     // Before the rewrite below, which turns some cgroup mounts into binds.
-    let cgroup_flags = cgroup_mount_flags::wanted(&spec);
+    let cgroup_flags = cgroup_mount_flags::wanted(&spec, opts.cgroups);
     // After prepare_mounts: these bind sources appear only once the
     // engine has made the container's cgroup.
     crate::engine::mount::cgroup_ns::rewrite(&mut spec, opts.cgroups);

@@ -1,7 +1,8 @@
-//! The `ro`, `nosuid`, `nodev` and `noexec` of a `cgroup` mount: the engine
-//! drops them (a writable cgroupfs lets a container lift its own limits), so
-//! our createContainer step (`rootfs_hook`) sets them on the whole mounted
-//! tree before pivot_root.
+//! The `ro`, `nosuid`, `nodev` and `noexec` of a `cgroup` mount on a v1 or
+//! hybrid host: the engine drops them there (a writable cgroupfs lets a
+//! container lift its own limits), so our createContainer step
+//! (`rootfs_hook`) sets them on the whole mounted tree before pivot_root.
+//! On a v2-only host the engine mounts cgroup2 (or binds it) with them.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -9,6 +10,7 @@ use std::path::{Path, PathBuf};
 use nix::mount::{mount, MsFlags};
 use oci_spec::runtime::Spec;
 
+use crate::engine::cgroup::fs::{is_unified, Hierarchy};
 use crate::engine::mount::step_error::StepError;
 use crate::sys::{in_root, syscall};
 
@@ -28,9 +30,14 @@ pub struct CgroupMountFlags {
     pub options: Vec<String>,
 }
 
-/// The cgroup mounts of `spec` that ask for any of [`FLAGS`]. Call before
+/// The cgroup mounts of `spec` that ask for any of [`FLAGS`], on a host
+/// whose `cgroups` make the engine take its v1 path; none on a v2-only host,
+/// so a default spec needs no rootfs hook there. Call before
 /// `cgroup_mount::rewrite`, which turns some of them into tmpfs + binds.
-pub fn wanted(spec: &Spec) -> Vec<CgroupMountFlags> {
+pub fn wanted(spec: &Spec, cgroups: &[Hierarchy]) -> Vec<CgroupMountFlags> {
+    if is_unified(cgroups) {
+        return Vec::new();
+    }
     let mounts = spec.mounts().as_deref().unwrap_or_default();
     mounts
         .iter()
@@ -143,10 +150,31 @@ mod tests {
             ]
         }))
         .unwrap();
-        let wanted = wanted(&spec);
+        let wanted = wanted(&spec, &hybrid());
         assert_eq!(wanted.len(), 1);
         assert_eq!(wanted[0].destination, PathBuf::from("/sys/fs/cgroup"));
         assert_eq!(wanted[0].options, vec!["nosuid", "noexec", "nodev", "ro"]);
+    }
+
+    fn hierarchy(mount_point: &str, controllers: &[&str], unified: bool) -> Hierarchy {
+        let controllers = controllers.iter().map(|c| c.to_string()).collect();
+        Hierarchy { mount_point: PathBuf::from(mount_point), controllers, unified }
+    }
+
+    fn hybrid() -> Vec<Hierarchy> {
+        vec![hierarchy("/sys/fs/cgroup/pids", &["pids"], false), hierarchy("/sys/fs/cgroup/unified", &[], true)]
+    }
+
+    #[test]
+    fn a_v2_only_host_wants_none_as_the_engine_mounts_cgroup2_with_them() {
+        let spec: Spec = serde_json::from_value(serde_json::json!({
+            "ociVersion": "1.0.2",
+            "mounts": [{"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
+                        "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]}]
+        }))
+        .unwrap();
+        assert_eq!(wanted(&spec, &[hierarchy("/sys/fs/cgroup", &[], true)]), vec![]);
+        assert_eq!(wanted(&spec, &hybrid()).len(), 1);
     }
 
     #[test]
