@@ -12,17 +12,20 @@ use nix::mount::{mount, MsFlags};
 use nix::sys::statvfs::{fstatvfs, FsFlags};
 
 use crate::sys::in_root;
+use crate::sys::mount_api::{self, MountAttr};
 
 pub trait Syscall {
     /// openat2(2) of `path` inside `root` (RESOLVE_IN_ROOT, see `in_root`).
     fn open_in_root(&self, root: &OwnedFd, path: &Path, flags: i32) -> io::Result<OwnedFd>;
 
     /// mount(2) with no source, type or data on the mount `target` is open
-    /// on (a propagation change or a remount).
+    /// on, through `/proc/self/fd`. Only `sb_flags`' MS_REMOUNT uses it: a
+    /// superblock flag is the one change mount_setattr cannot make.
     fn mount_flags(&self, target: &OwnedFd, flags: MsFlags) -> nix::Result<()>;
 
-    /// mount_setattr(2) on the mount `target` is open on.
-    fn mount_setattr(&self, target: &OwnedFd, set: u64, clear: u64, flags: libc::c_int) -> nix::Result<()>;
+    /// mount_setattr(2) on the mount `target` is open on: its attributes
+    /// and propagation (`AT_RECURSIVE` in `flags`: the mounts below too).
+    fn mount_setattr(&self, target: &OwnedFd, attr: MountAttr, flags: libc::c_int) -> nix::Result<()>;
 
     /// fstatvfs(2): the flags of the mount `target` is open on.
     fn mount_flags_of(&self, target: &OwnedFd) -> nix::Result<FsFlags>;
@@ -42,39 +45,12 @@ impl Syscall for LinuxSyscall {
         mount(None::<&str>, path.as_str(), None::<&str>, flags, None::<&str>)
     }
 
-    fn mount_setattr(&self, target: &OwnedFd, set: u64, clear: u64, flags: libc::c_int) -> nix::Result<()> {
-        mount_setattr(target, set, clear, flags)
+    fn mount_setattr(&self, target: &OwnedFd, attr: MountAttr, flags: libc::c_int) -> nix::Result<()> {
+        mount_api::mount_setattr(target, attr, flags)
     }
 
     fn mount_flags_of(&self, target: &OwnedFd) -> nix::Result<FsFlags> {
         fstatvfs(target).map(|s| s.flags())
-    }
-}
-
-/// mount_setattr(2) on the mount at `target`, setting `set` and clearing
-/// `clear`; with `AT_RECURSIVE` in `flags` on every mount below it too.
-pub fn mount_setattr(target: &OwnedFd, set: u64, clear: u64, flags: libc::c_int) -> nix::Result<()> {
-    let attr = libc::mount_attr {
-        attr_set: set,
-        attr_clr: clear,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    // SAFETY: a valid fd, an empty C string and a mount_attr of the size given.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            target.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH | flags,
-            &attr as *const libc::mount_attr,
-            std::mem::size_of::<libc::mount_attr>(),
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(nix::errno::Errno::last())
     }
 }
 
@@ -96,7 +72,7 @@ mod recording {
     pub enum Call {
         Open { path: PathBuf, flags: i32 },
         Mount { path: PathBuf, flags: MsFlags },
-        SetAttr { path: PathBuf, set: u64, clear: u64, flags: libc::c_int },
+        SetAttr { path: PathBuf, attr: MountAttr, flags: libc::c_int },
         Statvfs { path: PathBuf },
     }
 
@@ -106,6 +82,7 @@ mod recording {
         opened: RefCell<HashMap<RawFd, PathBuf>>,
         current: FsFlags,
         open_fails: Option<nix::errno::Errno>,
+        setattr_fails: Option<nix::errno::Errno>,
     }
 
     impl Recording {
@@ -117,6 +94,11 @@ mod recording {
         /// A double whose every open fails with `errno`.
         pub fn failing_open(errno: nix::errno::Errno) -> Self {
             Recording { open_fails: Some(errno), ..Default::default() }
+        }
+
+        /// A double whose every mount_setattr fails with `errno`.
+        pub fn failing_setattr(errno: nix::errno::Errno) -> Self {
+            Recording { setattr_fails: Some(errno), ..Default::default() }
         }
 
         pub fn calls(&self) -> Vec<Call> {
@@ -145,9 +127,9 @@ mod recording {
             Ok(())
         }
 
-        fn mount_setattr(&self, target: &OwnedFd, set: u64, clear: u64, flags: libc::c_int) -> nix::Result<()> {
-            self.calls.borrow_mut().push(Call::SetAttr { path: self.path_of(target), set, clear, flags });
-            Ok(())
+        fn mount_setattr(&self, target: &OwnedFd, attr: MountAttr, flags: libc::c_int) -> nix::Result<()> {
+            self.calls.borrow_mut().push(Call::SetAttr { path: self.path_of(target), attr, flags });
+            self.setattr_fails.map_or(Ok(()), Err)
         }
 
         fn mount_flags_of(&self, target: &OwnedFd) -> nix::Result<FsFlags> {

@@ -12,7 +12,8 @@ use oci_spec::runtime::Spec;
 
 use crate::engine::cgroup::fs::{is_unified, Hierarchy};
 use crate::engine::mount::step_error::StepError;
-use crate::sys::{in_root, syscall};
+use crate::sys::in_root;
+use crate::sys::mount_api::{self, MountAttr};
 
 /// The options this module applies, with their mount(2) flag and
 /// mount_setattr(2) attribute.
@@ -66,7 +67,7 @@ pub fn apply(root: &OwnedFd, dest: &Path, options: &[String]) -> Result<(), Step
     let target = in_root::open(Some(root), dest, libc::O_PATH | libc::O_DIRECTORY).map_err(|e| StepError::open(dest, &e))?;
     // One step for the tmpfs and each controller mounted in it, leaving
     // their atime settings alone.
-    match syscall::mount_setattr(&target, attrs, 0, libc::AT_RECURSIVE) {
+    match mount_api::mount_setattr(&target, MountAttr::flags(attrs, 0), libc::AT_RECURSIVE) {
         Ok(()) => Ok(()),
         // Kernels before 5.12: remount each mount of the tree instead.
         Err(nix::errno::Errno::ENOSYS) => remount_tree(&target, flags),

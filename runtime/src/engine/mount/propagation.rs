@@ -1,7 +1,8 @@
 //! Per-mount propagation (`rshared`, `rslave`, `private`, …): the engine
 //! drops these options, so our createContainer step (`rootfs_hook`) applies
-//! them in the container's mount namespace before pivot_root. Its syscalls
-//! go through the `Syscall` seam.
+//! them in the container's mount namespace before pivot_root, with
+//! mount_setattr(2) on the destination's descriptor. Its syscalls go through
+//! the `Syscall` seam.
 
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
@@ -9,6 +10,7 @@ use std::path::PathBuf;
 use nix::mount::MsFlags;
 
 use crate::engine::mount::step_error::StepError;
+use crate::sys::mount_api::MountAttr;
 use crate::sys::syscall::Syscall;
 
 /// The propagation options of one mount, in the order they were given.
@@ -34,6 +36,14 @@ pub fn propagation_flags(option: &str) -> Option<MsFlags> {
     Some(flags)
 }
 
+/// mount_setattr(2)'s form of [`propagation_flags`]: the propagation type,
+/// and `AT_RECURSIVE` for the `r` forms.
+fn setattr_of(flags: MsFlags) -> (MountAttr, libc::c_int) {
+    let recursive = if flags.contains(MsFlags::MS_REC) { libc::AT_RECURSIVE } else { 0 };
+    let propagation = flags.difference(MsFlags::MS_REC).bits();
+    (MountAttr::propagation(propagation), recursive)
+}
+
 /// Splits mount options into (the rest, the propagation options).
 pub fn split_options(options: &[String]) -> (Vec<String>, Vec<String>) {
     options
@@ -42,8 +52,9 @@ pub fn split_options(options: &[String]) -> (Vec<String>, Vec<String>) {
         .partition(|o| propagation_flags(o).is_none())
 }
 
-/// Applies one mount's propagation options, resolving the destination
-/// inside the rootfs so a symlink can never point it at the host.
+/// Applies one mount's propagation options, one mount_setattr(2) each in
+/// the order given, on the destination resolved inside the rootfs so a
+/// symlink can never point it at the host.
 pub fn apply(sys: &dyn Syscall, root: &OwnedFd, entry: &MountPropagation) -> Result<(), StepError> {
     let dest = &entry.destination;
     let target = sys.open_in_root(root, dest, libc::O_PATH).map_err(|e| StepError::open(dest, &e))?;
@@ -53,7 +64,8 @@ pub fn apply(sys: &dyn Syscall, root: &OwnedFd, entry: &MountPropagation) -> Res
             option: option.clone(),
             kind: "propagation option",
         })?;
-        sys.mount_flags(&target, flags).map_err(|errno| StepError::call("mount", dest, option, errno))?;
+        let (attr, recursive) = setattr_of(flags);
+        sys.mount_setattr(&target, attr, recursive).map_err(|errno| StepError::call("mount_setattr", dest, option, errno))?;
     }
     Ok(())
 }
@@ -96,10 +108,37 @@ mod tests {
             sys.calls(),
             vec![
                 Call::Open { path: mnt.clone(), flags: libc::O_PATH },
-                Call::Mount { path: mnt.clone(), flags: MsFlags::MS_SLAVE | MsFlags::MS_REC },
-                Call::Mount { path: mnt, flags: MsFlags::MS_SHARED },
+                Call::SetAttr { path: mnt.clone(), attr: MountAttr::propagation(libc::MS_SLAVE), flags: libc::AT_RECURSIVE },
+                Call::SetAttr { path: mnt, attr: MountAttr::propagation(libc::MS_SHARED), flags: 0 },
             ]
         );
+    }
+
+    #[test]
+    fn each_option_is_one_propagation_type_recursive_for_the_r_forms() {
+        let table = [
+            ("private", libc::MS_PRIVATE, 0),
+            ("rprivate", libc::MS_PRIVATE, libc::AT_RECURSIVE),
+            ("slave", libc::MS_SLAVE, 0),
+            ("rslave", libc::MS_SLAVE, libc::AT_RECURSIVE),
+            ("shared", libc::MS_SHARED, 0),
+            ("rshared", libc::MS_SHARED, libc::AT_RECURSIVE),
+            ("unbindable", libc::MS_UNBINDABLE, 0),
+            ("runbindable", libc::MS_UNBINDABLE, libc::AT_RECURSIVE),
+        ];
+        for (option, ms, recursive) in table {
+            let flags = propagation_flags(option).unwrap();
+            assert_eq!(setattr_of(flags), (MountAttr::propagation(ms), recursive), "{option}");
+        }
+    }
+
+    #[test]
+    fn a_refused_call_names_the_destination_the_option_the_syscall_and_the_errno() {
+        let sys = Recording::failing_setattr(nix::errno::Errno::EINVAL);
+        let err = apply(&sys, &root(), &entry("/mnt/a", &["rslave", "shared"])).unwrap_err();
+        assert_eq!(err.to_string(), "mount_setattr /mnt/a (rslave): EINVAL: Invalid argument");
+        // Stopped at the first refusal.
+        assert_eq!(sys.calls().len(), 2);
     }
 
     #[test]

@@ -43,6 +43,8 @@ pub fn apply(sys: &dyn Syscall, root: &OwnedFd, dest: &Path, options: &[String])
             .ok_or_else(|| StepError::NotOurs { dest: dest.to_path_buf(), option: option.clone(), kind: "superblock flag" })?;
         flags.set(*flag, *set);
     }
+    // mount(2), not mount_setattr: these are superblock flags, which
+    // mount_setattr's MOUNT_ATTR_* (per-mount) cannot set.
     sys.mount_flags(&target, flags).map_err(|errno| StepError::call("mount(MS_REMOUNT)", dest, &options.join(","), errno))
 }
 

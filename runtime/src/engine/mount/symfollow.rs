@@ -9,6 +9,7 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 
 use crate::engine::mount::step_error::StepError;
+use crate::sys::mount_api::MountAttr;
 use crate::sys::syscall::Syscall;
 
 /// The options this module applies.
@@ -26,7 +27,7 @@ pub fn apply(sys: &dyn Syscall, root: &OwnedFd, dest: &Path, options: &[String])
     let target = sys.open_in_root(root, dest, libc::O_PATH).map_err(|e| StepError::open(dest, &e))?;
     let attr = libc::MOUNT_ATTR_NOSYMFOLLOW;
     let (set, clear) = if last == "nosymfollow" { (attr, 0) } else { (0, attr) };
-    sys.mount_setattr(&target, set, clear, 0)
+    sys.mount_setattr(&target, MountAttr::flags(set, clear), 0)
         .map_err(|errno| StepError::call("mount_setattr", dest, last, errno))
 }
 
@@ -47,7 +48,7 @@ mod tests {
 
     fn set_attr(set: u64, clear: u64) -> Call {
         // On that mount only: never AT_RECURSIVE (that is `rnosymfollow`).
-        Call::SetAttr { path: PathBuf::from("/data"), set, clear, flags: 0 }
+        Call::SetAttr { path: PathBuf::from("/data"), attr: MountAttr::flags(set, clear), flags: 0 }
     }
 
     #[test]
