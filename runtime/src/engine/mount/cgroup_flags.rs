@@ -3,6 +3,8 @@
 //! container lift its own limits), so our createContainer step
 //! (`rootfs_hook`) sets them on the whole mounted tree before pivot_root.
 //! On a v2-only host the engine mounts cgroup2 (or binds it) with them.
+//! Its syscalls go through the `Syscall` seam, except the remount fallback
+//! for kernels without mount_setattr.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -13,7 +15,8 @@ use oci_spec::runtime::Spec;
 use crate::engine::cgroup::fs::{is_unified, Hierarchy};
 use crate::engine::mount::step_error::StepError;
 use crate::sys::in_root;
-use crate::sys::mount_api::{self, MountAttr};
+use crate::sys::mount_api::MountAttr;
+use crate::sys::syscall::Syscall;
 
 /// The options this module applies, with their mount(2) flag and
 /// mount_setattr(2) attribute.
@@ -62,12 +65,12 @@ pub fn wanted(spec: &Spec, cgroups: &[Hierarchy]) -> Vec<CgroupMountFlags> {
 
 /// Sets `options` on the mount at `dest` (resolved inside the rootfs, so a
 /// symlink cannot point it at the host) and on every mount below it.
-pub fn apply(root: &OwnedFd, dest: &Path, options: &[String]) -> Result<(), StepError> {
+pub fn apply(sys: &dyn Syscall, root: &OwnedFd, dest: &Path, options: &[String]) -> Result<(), StepError> {
     let (flags, attrs) = parse(dest, options)?;
-    let target = in_root::open(Some(root), dest, libc::O_PATH | libc::O_DIRECTORY).map_err(|e| StepError::open(dest, &e))?;
+    let target = sys.open_in_root(root, dest, libc::O_PATH | libc::O_DIRECTORY).map_err(|e| StepError::open(dest, &e))?;
     // One step for the tmpfs and each controller mounted in it, leaving
     // their atime settings alone.
-    match mount_api::mount_setattr(&target, MountAttr::flags(attrs, 0), libc::AT_RECURSIVE) {
+    match sys.mount_setattr(&target, MountAttr::flags(attrs, 0), libc::AT_RECURSIVE) {
         Ok(()) => Ok(()),
         // Kernels before 5.12: remount each mount of the tree instead.
         Err(nix::errno::Errno::ENOSYS) => remount_tree(&target, flags),
@@ -138,6 +141,7 @@ fn per_mount_flags(options: &str) -> MsFlags {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sys::syscall::{Call, Recording};
 
     #[test]
     fn keeps_only_the_flags_it_applies() {
@@ -184,6 +188,42 @@ mod tests {
         assert_eq!(parse(dest, &["ro".into(), "nodev".into()]).unwrap(), (MsFlags::MS_RDONLY | MsFlags::MS_NODEV, libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NODEV));
         let err = parse(dest, &["ro".into(), "rw".into()]).unwrap_err();
         assert_eq!(err.to_string(), r#"/sys/fs/cgroup: "rw" is not a cgroup mount flag"#);
+    }
+
+    fn apply_to(sys: &Recording, options: &[&str]) -> Result<(), StepError> {
+        let root: OwnedFd = std::fs::File::open("/").unwrap().into();
+        let options: Vec<String> = options.iter().map(|o| o.to_string()).collect();
+        apply(sys, &root, Path::new("/sys/fs/cgroup"), &options)
+    }
+
+    #[test]
+    fn sets_the_attrs_on_the_whole_tree_in_one_call() {
+        let sys = Recording::default();
+        apply_to(&sys, &["ro", "nosuid", "nodev", "noexec"]).unwrap();
+        let dest = PathBuf::from("/sys/fs/cgroup");
+        let attrs = libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV | libc::MOUNT_ATTR_NOEXEC;
+        assert_eq!(
+            sys.calls(),
+            vec![
+                Call::Open { path: dest.clone(), flags: libc::O_PATH | libc::O_DIRECTORY },
+                Call::SetAttr { path: dest, attr: MountAttr::flags(attrs, 0), flags: libc::AT_RECURSIVE },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_foreign_option_is_refused_before_any_syscall() {
+        let sys = Recording::default();
+        let err = apply_to(&sys, &["ro", "rbind"]).unwrap_err();
+        assert_eq!(err.to_string(), r#"/sys/fs/cgroup: "rbind" is not a cgroup mount flag"#);
+        assert_eq!(sys.calls(), vec![]);
+    }
+
+    #[test]
+    fn a_refused_call_names_the_destination_the_options_the_syscall_and_the_errno() {
+        let sys = Recording::failing_setattr(nix::errno::Errno::EPERM);
+        let err = apply_to(&sys, &["ro", "nodev"]).unwrap_err();
+        assert_eq!(err.to_string(), "mount_setattr(AT_RECURSIVE) /sys/fs/cgroup (ro,nodev): EPERM: Operation not permitted");
     }
 
     #[test]

@@ -95,7 +95,7 @@ fn apply(root: &OwnedFd, destination: PathBuf, options: Vec<String>) -> Result<(
     } else if options.iter().all(|o| mount_sb_flags::is_sb_flag(o)) {
         mount_sb_flags::apply(&LinuxSyscall, root, &destination, &options)?;
     } else {
-        cgroup_mount_flags::apply(root, &destination, &options)?;
+        cgroup_mount_flags::apply(&LinuxSyscall, root, &destination, &options)?;
     }
     Ok(())
 }
