@@ -43,17 +43,22 @@ for pkg_bin in "${static[@]}"; do
 	fi
 done
 
-# The shim's link order (shim/symbol-order.txt) names release symbols, whose
-# hashes change with the toolchain and Cargo.lock; lld skips stale names
-# silently, so say how many still match and when to regenerate the list.
+# The binaries' link order (runtime/ and shim/symbol-order.txt) names release
+# symbols, whose hashes change with the toolchain and Cargo.lock; lld skips
+# stale names silently, so say how many still match and when to regenerate.
 if [[ " $* " == *" --release "* ]]; then
-	order=shim/symbol-order.txt
-	total=$(sort -u "$order" | wc -l)
-	found=$(comm -12 <(nm --defined-only "$dir/containerd-shim-rustpod-v1" | awk '{print $3}' | sort -u) <(sort -u "$order") | wc -l)
-	percent=$((total ? found * 100 / total : 100))
-	echo "build.sh: $found of $total names in $order ($percent%) are in this build" >&2
-	if ((percent < 80)); then
-		echo "build.sh: warning: only $found of $total names in $order ($percent%) are in this build;" \
-			"the shim's pages are laid out by a stale list: run hack/shim-symbol-order.sh" >&2
-	fi
+	# (symbol-order.sh's argument, the package's directory, the binary)
+	for entry in rustpod:runtime:rustpod shim:shim:containerd-shim-rustpod-v1; do
+		IFS=: read -r which pkg binary <<<"$entry"
+		order=$pkg/symbol-order.txt
+		[[ -f $order ]] || continue
+		total=$(sort -u "$order" | wc -l)
+		found=$(comm -12 <(nm --defined-only "$dir/$binary" | awk '{print $3}' | sort -u) <(sort -u "$order") | wc -l)
+		percent=$((total ? found * 100 / total : 100))
+		echo "build.sh: $found of $total names in $order ($percent%) are in this build" >&2
+		if ((percent < 80)); then
+			echo "build.sh: warning: only $found of $total names in $order ($percent%) are in this build;" \
+				"the binary's pages are laid out by a stale list: run hack/symbol-order.sh $which" >&2
+		fi
+	done
 fi

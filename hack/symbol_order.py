@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The functions a process ran, for lld's --symbol-ordering-file (see hack/shim-symbol-order.sh).
+"""The functions a process ran, for lld's --symbol-ordering-file (see hack/symbol-order.sh).
 
   symbol_order.py probes BINARY GROUP   uprobe_events lines, one probe per function entry
   symbol_order.py names BINARY GROUP TGID < trace
@@ -7,6 +7,11 @@
                                          only other processes of BINARY ran (its helpers,
                                          `shim start`, a container's init before its exec):
                                          mangled, each part in address order
+  symbol_order.py shared BINARY GROUP < trace
+                                         the functions any process ran, those more
+                                         processes ran first (then in address order), so
+                                         that each short-lived process maps the code they
+                                         all run and then a short stretch of its own
 """
 import re
 import subprocess
@@ -46,14 +51,32 @@ def probes(binary, group):
         print(f"p:{group}/f{i} {binary}:{addr - vaddr + offset:#x}")
 
 
-def names(binary, group, tgid):
+def hits(trace):
+    """{probe index: the thread groups that entered it} from a trace."""
     # a trace line with record-tgid: "comm-tid (  tgid) [cpu] flags ts: f123: (0x...)"
     event = re.compile(r"\(\s*(\d+)\)\s+\[\d+\].*?\s(f\d+):")
-    ours, others = set(), set()
-    for line in sys.stdin:
+    entered = {}
+    for line in trace:
         m = event.search(line)
         if m:
-            (ours if int(m.group(1)) == tgid else others).add(int(m.group(2)[1:]))
+            entered.setdefault(int(m.group(2)[1:]), set()).add(int(m.group(1)))
+    return entered
+
+
+def shared(binary, group):
+    entered = hits(sys.stdin)
+    if not entered:
+        sys.exit("symbol_order.py: no probe hit")
+    names = [name for _, name in functions(binary)]
+    for i in sorted(entered, key=lambda i: (-len(entered[i]), i)):
+        print(names[i])
+
+
+def names(binary, group, tgid):
+    # a trace line with record-tgid: "comm-tid (  tgid) [cpu] flags ts: f123: (0x...)"
+    ours, others = set(), set()
+    for i, tgids in hits(sys.stdin).items():
+        (ours if tgid in tgids else others).add(i)
     if not ours:
         sys.exit(f"symbol_order.py: no probe hit by thread group {tgid}")
     names = [name for _, name in functions(binary)]
@@ -69,6 +92,8 @@ def main():
         probes(binary, group)
     elif cmd == "names":
         names(binary, group, int(sys.argv[4]))
+    elif cmd == "shared":
+        shared(binary, group)
     else:
         sys.exit(__doc__)
 
