@@ -42,7 +42,8 @@ ctr=(timeout 120 ctr -a "$ctd/containerd.sock")
 state=$work/state
 ids=()
 
-# remove ID: kill the task, wait until containerd deletes it, drop the container.
+# remove ID: rustpod's `delete -f`; for the shim, kill the task, wait until
+# containerd deletes it, drop the container.
 remove() {
 	if [[ $name == rustpod ]]; then
 		"$bin" --root "$state" delete -f "$1" >/dev/null 2>&1 || true

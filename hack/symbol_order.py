@@ -73,7 +73,6 @@ def shared(binary, group):
 
 
 def names(binary, group, tgid):
-    # a trace line with record-tgid: "comm-tid (  tgid) [cpu] flags ts: f123: (0x...)"
     ours, others = set(), set()
     for i, tgids in hits(sys.stdin).items():
         (ours if tgid in tgids else others).add(i)
@@ -87,6 +86,8 @@ def names(binary, group, tgid):
 
 
 def main():
+    if len(sys.argv) < 4:
+        sys.exit(__doc__)
     cmd, binary, group = sys.argv[1:4]
     if cmd == "probes":
         probes(binary, group)
