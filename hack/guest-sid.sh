@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: guest-sid.sh [--no-build] [--keep-log] [--image-only] [--bench DIR]
+# Usage: guest-sid.sh [--no-build] [--keep-log] [--image-only] [--part main|one-vcpu] [--bench DIR]
 # Run the systemd / cgroup v2 test suite in a throw-away QEMU guest that is a 2026 node: Debian
 # sid with its own kernel (linux-image-amd64, 7.2), systemd 262 as PID 1 on pure cgroup v2,
 # containerd 2.1, runc 1.3, crun and criu from sid. The host (Debian 12, cgroup v1 hybrid, no
@@ -18,9 +18,12 @@
 #      mounted by systemd from systemd.mount-extra=) and a writable results dir; the disk is a
 #      -snapshot, so the cached image never changes;
 #   4. a unit in the guest runs hack/guest/sid-tests.sh, which runs the tests listed in
-#      hack/guest/sid-tests.list and powers off; this prints its summary and exits non-zero if
-#      a test failed or the guest did not finish.
+#      hack/guest/sid-tests.list and powers off; the files marked ONE_VCPU=1 run in a second,
+#      one-vCPU guest booted beside the first; this prints both summaries and exits non-zero if
+#      a test failed or a guest did not finish.
 # --no-build: use the binaries already in $CARGO_TARGET_DIR. --keep-log: keep the results dir.
+# --part main|one-vcpu: run only the main guest, or only the one-vCPU guest (hack/test.sh runs the
+# latter beside the host's tests and the former after them).
 # --image-only: build (or find cached) the image, kernel and initramfs, and stop.
 # --bench DIR: instead of the tests, run hack/bench.py in the guest against its runc and crun,
 # with the release binaries already in $CARGO_TARGET_DIR (hack/bench-sid builds them), and copy
@@ -49,20 +52,27 @@ CACHE=/var/tmp/rustpod-guest-sid
 MAX_AGE=${RUSTPOD_GUEST_MAX_AGE:-7}
 TIMEOUT=${RUSTPOD_GUEST_TIMEOUT:-3600}
 
-build=1 keep= image_only= bench_dir=
+build=1 keep= image_only= bench_dir= part=both
 while (($#)); do
 	case $1 in
 	--no-build) build= ;;
 	--keep-log) keep=1 ;;
 	--image-only) image_only=1 ;;
+	--part)
+		[[ ${2:-} =~ ^(main|one-vcpu)$ ]] || die "--part takes main or one-vcpu"
+		part=$2
+		shift
+		;;
 	--bench) (($# > 1)) || die "--bench needs a results dir"; bench_dir=$(abspath "$2"); shift ;;
-	*) die "usage: guest-sid.sh [--no-build] [--keep-log] [--image-only] [--bench DIR]" ;;
+	*) die "usage: guest-sid.sh [--no-build] [--keep-log] [--image-only] [--part main|one-vcpu] [--bench DIR]" ;;
 	esac
 	shift
 done
 
 now() { date +%s; }
-say() { echo "guest-sid: $*" >&2; }
+who=guest-sid
+[[ $part != one-vcpu ]] || who="guest-sid (one vCPU)"
+say() { echo "$who: $*" >&2; }
 
 # install_host_packages: apt-get only what is missing; another engineer's apt may hold the lock.
 install_host_packages() {
@@ -257,12 +267,12 @@ write_bench_plan() {
 	chmod 755 "$out/run"
 }
 
-# boot OUT BASE: run the guest until it powers off or the timeout. systemd mounts the shares
+# boot OUT BASE CPUS: run the guest until it powers off or the timeout. systemd mounts the shares
 # (systemd.mount-extra=) with the 9p modules of the guest's own kernel.
 boot() {
-	local out=$1 base=$2 repo rc=0 opts=trans=virtio,version=9p2000.L,msize=262144
+	local out=$1 base=$2 cpus=$3 repo rc=0 opts=trans=virtio,version=9p2000.L,msize=262144
 	repo=$(abspath "$here/..")
-	say "booting (TCG, ${RUSTPOD_GUEST_CPUS:-2} CPUs, ${RUSTPOD_GUEST_MEM:-2048} MiB; serial log: $out/console.log)"
+	say "booting (TCG, $cpus CPUs, ${RUSTPOD_GUEST_MEM:-2048} MiB; serial log: $out/console.log)"
 	local share=(-fsdev "local,id=f1,path=$repo,security_model=none,readonly=on"
 		-device virtio-9p-pci,fsdev=f1,mount_tag=repo
 		-fsdev "local,id=f2,path=$CARGO_TARGET_DIR,security_model=none,readonly=on"
@@ -278,7 +288,7 @@ boot() {
 	# KVM does not work on these machines (NOTES.md); -snapshot: writes go to a temp file
 	# (TMPDIR), the cached image stays as built.
 	TMPDIR=/var/tmp timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 \
-		-accel tcg,thread=multi -cpu max -machine q35 -smp "${RUSTPOD_GUEST_CPUS:-2}" -m "${RUSTPOD_GUEST_MEM:-2048}" \
+		-accel tcg,thread=multi -cpu max -machine q35 -smp "$cpus" -m "${RUSTPOD_GUEST_MEM:-2048}" \
 		-display none -no-reboot -nic none -snapshot \
 		-drive "file=$base.ext4,format=raw,if=virtio,cache=unsafe" \
 		-kernel "$base.vmlinuz" -initrd "$base.initrd" \
@@ -288,8 +298,76 @@ boot() {
 	return "$rc"
 }
 
+# split_plan OUT ONE: the files marked ONE_VCPU=1 (criu's) leave OUT's list for a plan of their
+# own in ONE, which a one-vCPU guest runs beside OUT's. False when there are none.
+split_plan() {
+	local out=$1 one=$2 marked='^([A-Z_]+=[^ ]+ +)*ONE_VCPU=1 '
+	grep -qE "$marked" "$out/tests.list" || return 1
+	cp "$out/binaries" "$out/env" "$out/run" "$one/"
+	grep -E "$marked" "$out/tests.list" >"$one/tests.list"
+	grep -vE "$marked" "$out/tests.list" >"$out/tests.list.tmp"
+	mv "$out/tests.list.tmp" "$out/tests.list"
+}
+
+# run_guest OUT BASE CPUS: boot until the guest has run OUT's whole list.
+# The guest's kernel panics now and then under TCG, with no test at fault: an int3 oops at a
+# nop that the kernel has just patched (a static key), which multi-threaded TCG executes
+# stale. sid-tests.sh records each finished file, so boot again and go on from the file that
+# was running. The same file caught by three panics in a row fails the suite (two were seen
+# in checkpoint_restore, whose criu restores are followed by the oops in __schedule). The
+# file that panicked runs again alone on one vCPU, which runs no code another vCPU patches
+# (checkpoint_restore panicked 5 times in 5 boots on two, passed on one: 244 s against 171),
+# then the rest on CPUS.
+run_guest() {
+	local out=$1 base=$2 own_cpus=$3 cpus=$3 status=0 boots=1 last_done=-1 in_file=0 done_files
+	boot "$out" "$base" "$cpus" || status=$?
+	# A benchmark is not resumed after a panic: its rounds would mix two boots.
+	while [[ ! -f $out/status && -z $bench_dir ]]; do
+		if [[ -f $out/one-file-done ]]; then
+			rm -f "$out/one-file-done"
+			mv "$out/console.log" "$out/console-one-vcpu-$boots.log"
+			say "the file that panicked ran on one vCPU; booting again to go on"
+			cpus=$own_cpus
+		elif grep -q 'Kernel panic' "$out/console.log" 2>/dev/null; then
+			done_files=$(awk 'END {print $1 + 0}' "$out/progress" 2>/dev/null || echo 0)
+			mv "$out/console.log" "$out/console-panic-$boots.log"
+			((done_files == last_done)) && in_file=$((in_file + 1)) || in_file=1
+			if ((in_file >= 3 || boots >= ${RUSTPOD_GUEST_BOOTS:-8})); then
+				say "the guest's kernel panicked $in_file times in file $((done_files + 1)), $boots boots in all (console: $out/console-panic-$boots.log)"
+				break
+			fi
+			say "the guest's kernel panicked after $done_files files (console: $out/console-panic-$boots.log); running file $((done_files + 1)) again on one vCPU"
+			last_done=$done_files
+			touch "$out/one-file"
+			cpus=1
+		else
+			break
+		fi
+		boots=$((boots + 1)) status=0
+		boot "$out" "$base" "$cpus" || status=$?
+	done
+	return "$status"
+}
+
+# show_results OUT: the guest's summary, or why there is none; false if a test failed or the
+# guest did not finish.
+show_results() {
+	local out=$1 rc console
+	if [[ -f $out/summary ]]; then
+		cat "$out/summary"
+	else
+		console=$(ls -t "$out"/console*.log 2>/dev/null | head -n 1)
+		say "no results: the guest did not run the tests; last lines of ${console:-its console log}:"
+		tail -n 40 "$console" >&2 || true
+		return 1
+	fi
+	[[ -f $out/status ]] || return 1
+	read -r rc <"$out/status"
+	((rc == 0))
+}
+
 main() {
-	local t0 t_img t_boot base out status=0
+	local t0 t_img t_boot base out one= status=0 one_status=0 cpus=${RUSTPOD_GUEST_CPUS:-2} one_pid=
 	t0=$(now)
 	install_host_packages
 	mkdir -p "$CACHE"
@@ -317,79 +395,58 @@ main() {
 		checker=$("$here/build-checker.sh")
 		pause=$("$here/build-pause.sh")
 		write_plan "$out"
+		# criu's files (ONE_VCPU=1: their restores toggle the static key run_guest speaks of) get
+		# a one-vCPU guest of their own, booted beside the main one: a lone vCPU leaves a host
+		# core idle. It slows a two-vCPU guest beside it by half (a vCPU waits for its preempted
+		# sibling), so hack/test.sh runs it beside the host's own tests instead.
+		one=$(mktemp -d /var/tmp/rustpod-guest-out.XXXXXX)
+		chmod 755 "$one"
+		if ((cpus > 1)) && split_plan "$out" "$one"; then
+			case $part in
+			main) rm -rf "$one"; one= ;;
+			one-vcpu) rm -rf "$out"; out=$one one= cpus=1 ;;
+			esac
+		else
+			rm -rf "$one"
+			one=
+			[[ $part != one-vcpu ]] || { say "no files marked ONE_VCPU=1 to run"; rm -rf "$out"; return 0; }
+		fi
 	fi
 	t_boot=$(now)
-	boot "$out" "$base" || status=$?
-	# The guest's kernel panics now and then under TCG, with no test at fault: an int3 oops at a
-	# nop that the kernel has just patched (a static key), which multi-threaded TCG executes
-	# stale. sid-tests.sh records each finished file, so boot again and go on from the file that
-	# was running. The same file caught by three panics in a row fails the suite (two were seen
-	# in checkpoint_restore, whose criu restores are followed by the oops in __schedule). The
-	# file that panicked runs again alone on one vCPU, which runs no code another vCPU patches
-	# (checkpoint_restore panicked 5 times in 5 boots on two, passed on one: 244 s against 171),
-	# then the rest on the usual count.
-	# The files marked ONE_VCPU=1 (criu's, which toggle that static key on every restore) come
-	# last and get a boot on one vCPU of their own.
-	local boots=1 last_done=-1 in_file=0 done_files cpus
-	# A benchmark is not resumed after a panic: its rounds would mix two boots.
-	while [[ ! -f $out/status && -z $bench_dir ]]; do
-		if [[ -f $out/wants-one-vcpu ]]; then
-			rm -f "$out/wants-one-vcpu"
-			mv "$out/console.log" "$out/console-two-vcpus-$boots.log"
-			say "booting on one vCPU for the files marked ONE_VCPU=1 (criu's)"
-			cpus=1
-		elif [[ -f $out/one-file-done ]]; then
-			rm -f "$out/one-file-done"
-			mv "$out/console.log" "$out/console-one-vcpu-$boots.log"
-			say "the file that panicked ran on one vCPU; booting again to go on"
-			cpus=${RUSTPOD_GUEST_CPUS:-2}
-		elif grep -q 'Kernel panic' "$out/console.log" 2>/dev/null; then
-			done_files=$(awk 'END {print $1 + 0}' "$out/progress" 2>/dev/null || echo 0)
-			mv "$out/console.log" "$out/console-panic-$boots.log"
-			((done_files == last_done)) && in_file=$((in_file + 1)) || in_file=1
-			if ((in_file >= 3 || boots >= ${RUSTPOD_GUEST_BOOTS:-8})); then
-				say "the guest's kernel panicked $in_file times in file $((done_files + 1)), $boots boots in all (console: $out/console-panic-$boots.log)"
-				break
-			fi
-			say "the guest's kernel panicked after $done_files files (console: $out/console-panic-$boots.log); running file $((done_files + 1)) again on one vCPU"
-			last_done=$done_files
-			touch "$out/one-file"
-			cpus=1
-		else
-			break
-		fi
-		boots=$((boots + 1)) status=0
-		RUSTPOD_GUEST_CPUS=$cpus boot "$out" "$base" || status=$?
-	done
+	if [[ $one ]]; then
+		(who="guest-sid (one vCPU)"; run_guest "$one" "$base" 1) &
+		one_pid=$!
+	fi
+	run_guest "$out" "$base" "$cpus" || status=$?
+	[[ $one_pid ]] && { wait "$one_pid" || one_status=$?; }
 	echo
-	echo "== sid guest (Debian $SUITE, its kernel, systemd as PID 1, cgroup v2, containerd 2) =="
+	echo "== sid guest (Debian $SUITE, its kernel, systemd as PID 1, cgroup v2, containerd 2)$([[ $part == one-vcpu ]] && echo ": the files marked ONE_VCPU=1, on one vCPU") =="
 	if [[ $bench_dir && -d $out/bench ]]; then
 		mkdir -p "$bench_dir"
 		cp -r "$out/bench/." "$bench_dir/"
 		say "benchmark results copied to $bench_dir"
 	fi
-	if [[ -f $out/summary ]]; then
-		cat "$out/summary"
-	else
-		local console
-		console=$(ls -t "$out"/console*.log 2>/dev/null | head -n 1)
-		say "no results: the guest did not run the tests; last lines of ${console:-its console log}:"
-		tail -n 40 "$console" >&2 || true
-		status=1
+	show_results "$out" || status=1
+	if [[ $one ]]; then
+		echo "-- beside it, on one vCPU: the files marked ONE_VCPU=1 --"
+		show_results "$one" || status=1
 	fi
-	if [[ -s $out/skips ]]; then
+	local f skips=()
+	for f in "$out/skips" ${one:+"$one/skips"}; do [[ -s $f ]] && skips+=("$f"); done
+	if ((${#skips[@]})); then
 		echo "-- skipped in the guest --"
-		sort -u "$out/skips"
+		sort -u "${skips[@]}"
 	fi
-	[[ -f $out/status ]] && { read -r rc <"$out/status"; ((rc == 0)) || status=1; } || status=1
+	((one_status == 0)) || status=1
 	printf 'guest-sid: times: image %ss (cached: %s), build %ss, guest boot+tests %ss\n' \
 		"$((t_img - t0))" "$([[ $((t_img - t0)) -lt 5 ]] && echo yes || echo no)" \
 		"$((t_boot - t_img))" "$(($(now) - t_boot))" >&2
 	[[ -f $out/timing ]] && cat "$out/timing" >&2
+	[[ $one && -f $one/timing ]] && sed 's/^/(one vCPU) /' "$one/timing" >&2
 	if ((status)) || [[ $keep ]]; then
-		say "results kept in $out"
+		say "results kept in $out${one:+ and $one}"
 	else
-		rm -rf "$out"
+		rm -rf "$out" ${one:+"$one"}
 	fi
 	return "$status"
 }

@@ -3,8 +3,8 @@
 # every test file of OUT/tests.list with the test binary the host built (OUT/binaries) and the
 # environment in OUT/env; writes per-file logs, OUT/summary, OUT/skips and OUT/status (0 when
 # nothing failed). OUT/progress records each finished file, so that a boot after a kernel panic
-# (hack/guest-sid.sh) goes on from the file that was running, and a boot on one vCPU runs the
-# files marked ONE_VCPU=1. Usage: sid-tests.sh OUT
+# (hack/guest-sid.sh) goes on from the file that was running. The files marked ONE_VCPU=1 run in
+# a guest of their own (guest-sid.sh splits the list). Usage: sid-tests.sh OUT
 set -uo pipefail
 out=$1
 set -a
@@ -22,8 +22,6 @@ if [[ -s $out/progress ]]; then
 	# After a panic, or after the one-vCPU boot that ran the panicking file alone.
 	if [[ -f $out/one-file ]]; then
 		echo "(the guest booted again on one vCPU after a kernel panic; running file $((done_files + 1)) alone)" >>"$out/summary"
-	elif (($(nproc) == 1)); then
-		echo "(the guest booted again on one vCPU for the files marked ONE_VCPU=1, from file $((done_files + 1)))" >>"$out/summary"
 	else
 		echo "(the guest booted again; going on after file $done_files)" >>"$out/summary"
 	fi
@@ -57,12 +55,6 @@ while read -r line; do
 	while [[ $line =~ ^([A-Z_]+=[^ ]*)\ +(.*)$ ]]; do
 		envs+=("${BASH_REMATCH[1]}") line=${BASH_REMATCH[2]}
 	done
-	# Files marked ONE_VCPU=1 (the list's last) run on one vCPU: guest-sid.sh boots again.
-	if [[ " ${envs[*]} " == *" ONE_VCPU=1 "* ]] && (($(nproc) > 1)); then
-		touch "$out/wants-one-vcpu"
-		sync
-		exit 0
-	fi
 	read -r pkg test filters <<<"$line"
 	name=$test${envs[*]:+ (${envs[*]})}
 	bin=$(awk -v t="$test" '$1 == t {print $2; exit}' "$out/binaries")
@@ -75,9 +67,11 @@ while read -r line; do
 	dir=$REPO/tests
 	[[ $pkg == rustpod-cri-tests ]] && dir=$REPO/tests/cri
 	log=$out/logs/$test${envs[*]:+-${envs[*]//[^A-Za-z0-9]/_}}.log
+	started=$(date +%s)
 	# shellcheck disable=SC2086
 	(cd "$dir" && exec timeout -k 10 "$file_timeout" env "${envs[@]}" "$bin" --test-threads="$RUSTPOD_TEST_THREADS" $filters) >"$log" 2>&1
 	rc=$?
+	took="$(($(date +%s) - started)) s"
 	((rc != 124)) || diagnose "$test" >>"$log" 2>&1
 	result=$(grep -E '^test result:' "$log" | tail -n1)
 	p=$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$result")
@@ -87,12 +81,12 @@ while read -r line; do
 	if ((rc != 0)); then
 		status=1
 		[[ $result ]] || failed=$((failed + 1))
-		echo "$name: ${p:-0} passed, ${f:-?} failed (exit $rc; log: logs/${log##*/})" >>"$out/summary"
+		echo "$name: ${p:-0} passed, ${f:-?} failed (exit $rc, $took; log: logs/${log##*/})" >>"$out/summary"
 		grep -E '^test .* FAILED$' "$log" | sed 's/^/    /' >>"$out/summary"
 		# The first lines of each failure's panic message.
 		grep -A3 -E "^---- .* stdout ----$" "$log" | grep -vE '^(--|\s*$)' | cut -c1-300 | head -n 40 | sed 's/^/    /' >>"$out/summary"
 	else
-		echo "$name: ${p:-0} passed, 0 failed" >>"$out/summary"
+		echo "$name: ${p:-0} passed, 0 failed ($took)" >>"$out/summary"
 	fi
 	echo "$index ${p:-0} $((failed - failed_before)) $((rc != 0))" >>"$out/progress"
 	sync
