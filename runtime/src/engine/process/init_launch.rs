@@ -5,7 +5,9 @@
 //! namespace given by path is joined for our children first): on cgroup v2
 //! born in its cgroup, made and limited first (`CLONE_INTO_CGROUP`); on v1
 //! it waits while we put it in its cgroups and apply the resources. Then
-//! it runs the engine's init steps, as the engine's init would.
+//! it runs the engine's init steps, as the engine's init would. Its new
+//! network and IPC namespaces are made by the same clone (see
+//! [`born_namespaces`]).
 //!
 //! [`route`] keeps the engine's intermediate where its steps are needed: a
 //! new user namespace (mapped by the parent between the intermediate's
@@ -13,8 +15,10 @@
 //! any process is in it), a seccomp notify filter and network devices (the
 //! engine's main process serves them), and systemd-placed cgroups.
 
+use std::mem::ManuallyDrop;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
+use std::rc::Rc;
 
 use libcgroups::common::{CgroupManager, ControllerOpt};
 use libcontainer::process::args::ContainerArgs;
@@ -85,11 +89,17 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy]) -> Result<Pi
         Some(root) => Some(v2_setup::prepare(root, &args.cgroup_config, resources(args))?),
         None => None,
     };
+    let born = born_namespaces(&args.spec);
+    let init_spec = without(&args.spec, born);
     // SAFETY: the child only runs the engine's init steps and exits or
     // execs, as the engine's own forked children do.
-    let forked = unsafe { clone3::fork(flags, born_in.as_ref().map(|fd| fd.as_fd())) };
+    let forked = unsafe { clone3::fork(flags | born, born_in.as_ref().map(|fd| fd.as_fd())) };
     match forked {
         Ok(Forked::Child) => {
+            // Never dropped (the child execs or exits): a cloned
+            // NotifyListener shares the parent's fd and would close it.
+            let args = ManuallyDrop::new(ContainerArgs { spec: Rc::new(init_spec), ..args.clone() });
+            let args = &*args;
             if let Some(ns) = &joined {
                 let _ = nix::unistd::close(ns.own_fd().as_raw_fd());
             }
@@ -117,6 +127,44 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy]) -> Result<Pi
         }
         Err(err) => Err(Error::sys("clone3 of the container's init", err)),
     }
+}
+
+/// The namespaces the init is cloned in besides its pid namespace: the
+/// network and IPC namespaces the spec lists without a path. Made by the
+/// clone, in our process's cgroup, they are not charged to the container's
+/// memory limit on v1 (a network namespace is ~80 KiB of kernel memory; on
+/// v2 the init is born in its cgroup either way), as crun's are not. The
+/// others stay the engine's: it pivots only in a mount namespace it was
+/// told of, sets the hostname only in a UTS one, and a cgroup namespace
+/// must be made after the cgroup is joined.
+fn born_namespaces(spec: &Spec) -> CloneFlags {
+    let listed = spec.linux().as_ref().and_then(|l| l.namespaces().as_ref());
+    listed.into_iter().flatten().filter(|ns| ns.path().is_none()).fold(CloneFlags::empty(), |flags, ns| {
+        flags
+            | match ns.typ() {
+                LinuxNamespaceType::Network => CloneFlags::CLONE_NEWNET,
+                LinuxNamespaceType::Ipc => CloneFlags::CLONE_NEWIPC,
+                _ => CloneFlags::empty(),
+            }
+    })
+}
+
+/// `spec` without the namespaces the clone made, which the engine's init
+/// steps would otherwise make again.
+fn without(spec: &Spec, born: CloneFlags) -> Spec {
+    let made = |ns: &oci_spec::runtime::LinuxNamespace| {
+        ns.path().is_none()
+            && match ns.typ() {
+                LinuxNamespaceType::Network => born.contains(CloneFlags::CLONE_NEWNET),
+                LinuxNamespaceType::Ipc => born.contains(CloneFlags::CLONE_NEWIPC),
+                _ => false,
+            }
+    };
+    let mut spec = spec.clone();
+    if let Some(listed) = spec.linux_mut().as_mut().and_then(|l| l.namespaces_mut().as_mut()) {
+        listed.retain(|ns| !made(ns));
+    }
+    spec
 }
 
 enum PidNs<'a> {
@@ -228,6 +276,28 @@ mod tests {
     fn a_plain_container_needs_no_intermediate() {
         use LinuxNamespaceType::*;
         assert_eq!(route(&spec(&[Pid, Mount, Network, Ipc, Uts, Cgroup], "/pods/c1"), false), Route::Direct);
+    }
+
+    #[test]
+    fn new_network_and_ipc_namespaces_are_made_by_the_clone() {
+        use LinuxNamespaceType::*;
+        let spec = spec(&[Pid, Mount, Network, Ipc, Uts, Cgroup], "/pods/c1");
+        let born = born_namespaces(&spec);
+        assert_eq!(born, CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWIPC);
+        let left: Vec<_> = without(&spec, born).linux().as_ref().unwrap().namespaces().as_ref().unwrap().iter().map(|n| n.typ()).collect();
+        assert_eq!(left, [Pid, Mount, Uts, Cgroup]);
+    }
+
+    #[test]
+    fn namespaces_given_by_path_are_joined_by_the_engine() {
+        use LinuxNamespaceType::*;
+        let mut spec = spec(&[Pid, Mount, Ipc], "/pods/c1");
+        let joined = LinuxNamespaceBuilder::default().typ(Network).path("/var/run/netns/pod").build().unwrap();
+        spec.linux_mut().as_mut().unwrap().namespaces_mut().as_mut().unwrap().push(joined);
+        let born = born_namespaces(&spec);
+        assert_eq!(born, CloneFlags::CLONE_NEWIPC);
+        let left: Vec<_> = without(&spec, born).linux().as_ref().unwrap().namespaces().as_ref().unwrap().iter().map(|n| (n.typ(), n.path().is_some())).collect();
+        assert_eq!(left, [(Pid, false), (Mount, false), (Network, true)]);
     }
 
     #[test]
