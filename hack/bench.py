@@ -156,6 +156,91 @@ def cgroup_line(path):
     return f"0::{path}" if cgroup_layout() == "v2" else f"[0-9]*:memory:{path}"
 
 
+class KmemTrace:
+    """The memcg-charged allocations of this process's children while tracing is on, from the
+    kernel's own events in a tracing instance of our own (tracefs mounted in the benchmark's
+    private mount namespace; the global buffer and its settings are left alone): slab objects
+    (kmem_cache_alloc with accounted=1), kmalloc and pages with __GFP_ACCOUNT, forks and cgroup
+    moves. Kernel stacks are charged without an event: 16 KiB per task."""
+    GFP_ACCOUNT = 0x400000  # ___GFP_ACCOUNT_BIT 22 on Linux 6.x (tracefs prints the value)
+    EVENTS = {"kmem/kmem_cache_alloc": "accounted == 1", "kmem/kmalloc": f"gfp_flags & {GFP_ACCOUNT:#x}",
+              "kmem/mm_page_alloc": f"gfp_flags & {GFP_ACCOUNT:#x}", "sched/sched_process_fork": None,
+              "cgroup/cgroup_attach_task": None}
+    LINE = re.compile(r"^\s*(.+?)-(\d+)\s+\[\d+\]\s+\S+\s+[\d.]+:\s+(\w+):\s+(.*)$")
+
+    def __init__(self, mount):
+        os.makedirs(mount, exist_ok=True)
+        if not os.path.ismount(mount):
+            run(["mount", "-t", "tracefs", "nodev", mount])
+        self.dir = f"{mount}/instances/rustpod-bench-{os.getpid()}"
+        if not os.path.isdir(self.dir):
+            os.mkdir(self.dir)
+        self.write("tracing_on", "0")
+        self.write("buffer_size_kb", "16384")
+        for ev, flt in self.EVENTS.items():
+            if flt:
+                self.write(f"events/{ev}/filter", flt)
+        self.write("options/event-fork", "1")
+
+    def write(self, name, text):
+        with open(f"{self.dir}/{name}", "w") as f:
+            f.write(text)
+
+    def __enter__(self):
+        self.write("trace", "")
+        self.write("set_event_pid", str(os.getpid()))
+        for ev in self.EVENTS:
+            self.write(f"events/{ev}/enable", "1")
+        self.write("tracing_on", "1")
+        return self
+
+    def __exit__(self, *exc):
+        self.write("tracing_on", "0")
+        for ev in self.EVENTS:
+            self.write(f"events/{ev}/enable", "0")
+        self.text = open(f"{self.dir}/trace").read()
+        self.write("trace", "")
+
+    def charged(self, hierarchy, cgroup):
+        """KiB charged to `cgroup` (a path in v1 hierarchy id `hierarchy`) by object and by
+        process name: what tasks allocated while in it (moved there, or forked by a task in it)."""
+        inside, objects, procs = set(), {}, {}
+        for line in self.text.splitlines():
+            m = self.LINE.match(line)
+            if not m:
+                continue
+            comm, pid, event, rest = m.group(1), int(m.group(2)), m.group(3), m.group(4)
+            f = dict(kv.split("=", 1) for kv in rest.split() if "=" in kv)
+            if event == "cgroup_attach_task":
+                if int(f["dst_root"]) == hierarchy:
+                    (inside.add if f["dst_path"] == cgroup else inside.discard)(int(f["pid"]))
+                continue
+            if event == "sched_process_fork":
+                if pid in inside:
+                    inside.add(int(f["child_pid"]))
+                continue
+            if pid not in inside:
+                continue
+            if event == "mm_page_alloc":
+                obj, size = "pages", 4096 << int(f["order"])
+            else:
+                site = f["call_site"].split("+")[0]
+                obj, size = (f"{f['name']} ({site})" if "name" in f else f"kmalloc ({site})"), int(f["bytes_alloc"])
+            objects[obj] = objects.get(obj, 0) + size
+            procs[comm] = procs.get(comm, 0) + size
+        kib = lambda d: {k: round(v / 1024, 1) for k, v in sorted(d.items(), key=lambda kv: -kv[1])}
+        return {"by_object": kib(objects), "by_process": kib(procs)}
+
+
+def memory_hierarchy():
+    """The v1 memory hierarchy's id (the first field of its /proc/self/cgroup line)."""
+    for line in open("/proc/self/cgroup"):
+        hid, controllers, _ = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            return int(hid)
+    return None
+
+
 class InNs:
     """Spawn argv in its mount namespace, and come back to the benchmark's."""
 
@@ -542,6 +627,12 @@ class Bench:
                     os.wait4(-1, 0)
         except (ChildProcessError, Timeout):
             pass
+        tracefs = f"{self.work}/tracefs"
+        if os.path.ismount(tracefs):
+            instance = f"{tracefs}/instances/rustpod-bench-{os.getpid()}"
+            if os.path.isdir(instance):
+                os.rmdir(instance)  # tracefs removes an instance, files and all, by rmdir
+            run(["umount", tracefs], check=False)
         if not self.a.keep:
             shutil.rmtree(self.work, ignore_errors=True)
 
@@ -844,19 +935,33 @@ class Bench:
 
     def charged_after_create(self, r):
         """What the container's v1 memory cgroup is charged once `create` returns (init waiting to exec), in KiB:
-        kernel memory (now, and the peak since the cgroup was made), anon and page cache."""
+        kernel memory (now, and the peak since the cgroup was made), anon and page cache; and, traced, what
+        the tasks in it allocated by kernel object and by process (freed ones too: the peak's)."""
         cg = f"/rpb-charge-{r.name}-{self.seq}"
         d = f"/sys/fs/cgroup/memory{cg}"
         b = make_bundle(f"{self.work}/b-charge-{r.name}", self.rootfs, ["/bin/true"], cgroups_path=cg)
         cid = self.cid("charge")
-        run(r.cmd("create", "--bundle", b, cid))
+        trace = None
+        if memory_hierarchy() is not None:
+            try:
+                trace = KmemTrace(f"{self.work}/tracefs")
+            except (OSError, subprocess.CalledProcessError) as e:
+                log(f"  (no kernel-object trace: {e})")
+        if trace:
+            with trace:
+                run(r.cmd("create", "--bundle", b, cid))
+        else:
+            run(r.cmd("create", "--bundle", b, cid))
         self.live.append((r.name, cid))
         try:
             time.sleep(1)  # memory.stat's per-CPU counters are flushed lazily
             kib = lambda f: int(open(f"{d}/{f}").read()) // 1024
             st = {l.split()[0]: int(l.split()[1]) // 1024 for l in open(f"{d}/memory.stat")}
-            return {"kmem_kib": kib("memory.kmem.usage_in_bytes"), "kmem_peak_kib": kib("memory.kmem.max_usage_in_bytes"),
-                    "anon_kib": st["rss"], "cache_kib": st["cache"]}
+            out = {"kmem_kib": kib("memory.kmem.usage_in_bytes"), "kmem_peak_kib": kib("memory.kmem.max_usage_in_bytes"),
+                   "anon_kib": st["rss"], "cache_kib": st["cache"]}
+            if trace:
+                out["traced"] = trace.charged(memory_hierarchy(), cg)
+            return out
         except (OSError, KeyError, ValueError) as e:
             return {"not_measured": str(e)}
         finally:
