@@ -409,7 +409,11 @@ main() {
 		else
 			rm -rf "$one"
 			one=
-			[[ $part != one-vcpu ]] || { say "no files marked ONE_VCPU=1 to run"; rm -rf "$out"; return 0; }
+			[[ $part != one-vcpu ]] || {
+				say "nothing to run apart: no file is marked ONE_VCPU=1, or the main guest has one vCPU (RUSTPOD_GUEST_CPUS)"
+				rm -rf "$out"
+				return 0
+			}
 		fi
 	fi
 	t_boot=$(now)

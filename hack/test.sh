@@ -69,6 +69,9 @@ else
 	if [[ $one_pid ]]; then
 		wait "$one_pid" || status=1
 		cat "$one_log"
+	elif [[ $image == ok ]]; then
+		echo "== the sid guest's files marked ONE_VCPU=1 did not run: the build failed ==" >&2
+		status=1
 	fi
 fi
 exit "$status"
