@@ -18,6 +18,16 @@ const SCRIPT: &str = "/usr/bin/script";
 /// The shim's state root, per namespace, for containerd's default state dir
 /// (a private containerd's is under its own state dir).
 pub const STATE_ROOT: &str = "/run/containerd/rustpod";
+/// Where `oci_spec_with_reports` binds a scratch dir. ctr loses a short-lived process's output
+/// now and then on a loaded machine, for runc as for rustpod (containerd 1.6, seen 2026-11-27
+/// with a QEMU guest beside the tests), so a test that needs what a process found has it write
+/// a file there and reads it with `report`.
+pub const REPORTS: &str = "/reports";
+
+/// The report a container wrote as `file` in the dir bound at REPORTS.
+pub fn report(dir: &ScratchDir, file: &str) -> String {
+    std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("read the report {}: {e}", dir.join_str(file)))
+}
 
 /// `$RUSTPOD_SHIM_BIN`, else the shared target dir's debug build.
 pub fn shim_bin() -> PathBuf {
@@ -174,6 +184,15 @@ impl ShimContainerd {
         spec["process"]["env"] = serde_json::json!(["PATH=/bin:/sbin:/usr/bin:/usr/sbin"]);
         spec["root"] = serde_json::json!({"path": rootfs});
         spec["linux"]["cgroupsPath"] = serde_json::json!(format!("/{}/{name}", self.namespace));
+        spec
+    }
+
+    /// `oci_spec` with `dir` bound at REPORTS.
+    pub fn oci_spec_with_reports(&self, name: &str, rootfs: &str, dir: &ScratchDir) -> serde_json::Value {
+        let mut spec = self.oci_spec(name, rootfs);
+        let mounts = spec["mounts"].as_array_mut().expect("ctr's spec has mounts");
+        mounts.push(serde_json::json!({"destination": REPORTS, "type": "bind", "source": dir.path(),
+                                       "options": ["rbind", "rw"]}));
         spec
     }
 

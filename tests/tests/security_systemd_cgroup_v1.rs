@@ -6,7 +6,7 @@
 // shim with `--runc-binary` rustpod and our shim, each next to runc.
 
 use rustpod_tests::scratch::ScratchDir;
-use rustpod_tests::shim::{self, ShimContainerd};
+use rustpod_tests::shim::{self, report, ShimContainerd, REPORTS};
 use rustpod_tests::{cgroup, json, needs, skip_if, Bundle, Runtime, Value, SLEEP};
 use std::path::Path;
 
@@ -82,29 +82,10 @@ fn a_failed_create_leaves_no_name_systemd_cgroup() {
     }
 }
 
-/// Where a container through the shims writes its report: `dir` bound at this path. ctr loses a
-/// short-lived process's output now and then on a loaded machine, for runc as for rustpod (seen
-/// on 2026-11-27 with the sid guest booted beside the host's tests), so the shim tests read a
-/// file instead of ctr's stdout.
-const REPORTS: &str = "/reports";
-
-/// ctr's own spec for `name`, with `dir` bound at REPORTS.
-fn spec_with_reports(ctd: &ShimContainerd, name: &str, rootfs: &str, dir: &ScratchDir) -> Value {
-    let mut spec = ctd.oci_spec(name, rootfs);
-    let mounts = spec["mounts"].as_array_mut().expect("ctr's spec has mounts");
-    mounts.push(json!({"destination": REPORTS, "type": "bind", "source": dir.path(), "options": ["rbind", "rw"]}));
-    spec
-}
-
-/// The report a container wrote as `file` in `dir`.
-fn report(dir: &ScratchDir, file: &str) -> String {
-    std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("read the report {}: {e}", dir.join_str(file)))
-}
-
 /// The attack's spec for `ctr run --config`: ctr's own spec, with the cgroup mount containerd's
-/// CRI adds, running the attack into REPORTS/`name`.
+/// CRI adds, running the attack into REPORTS/`name` (ctr's output is not to be trusted).
 fn attack_spec(ctd: &ShimContainerd, name: &str, rootfs: &str, dir: &ScratchDir) -> Value {
-    let mut spec = spec_with_reports(ctd, name, rootfs, dir);
+    let mut spec = ctd.oci_spec_with_reports(name, rootfs, dir);
     spec["process"]["args"] = json!(["sh", "-c", format!("exec >{REPORTS}/{name}; {ATTACK}")]);
     let mounts = spec["mounts"].as_array_mut().expect("ctr's spec has mounts");
     mounts.push(json!({"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
@@ -136,7 +117,7 @@ fn an_exec_joins_the_containers_name_systemd_cgroup_through_the_shims() {
     for (i, (who, flags)) in shim::paths().iter().enumerate() {
         let name = format!("sdex{i}");
         let rootfs = Bundle::new(&["true"]);
-        ctd.run_spec(&dir, &name, &spec_with_reports(&ctd, &name, &rootfs.rootfs(), &dir), "-d", flags).ok();
+        ctd.run_spec(&dir, &name, &ctd.oci_spec_with_reports(&name, &rootfs.rootfs(), &dir), "-d", flags).ok();
         ctd.wait_task(&name, "RUNNING");
         let attack = format!("exec >{REPORTS}/exec-{name}; {}", EXEC_ATTACK[2]);
         ctd.ctr(&["task", "exec", "--exec-id", "e1", &name, "sh", "-c", &attack]).ok();
