@@ -22,8 +22,9 @@ const ROUNDS: usize = 30;
 /// Swaps per burst: even, so that the names are back in place for the quiet gap after it.
 const BURST: u64 = 64;
 
-/// The longest quiet gap. A cap of 1024 bursts' time was too short under TCG: in one CI run the
-/// debug rustpod lost all 30 creates there (after crun's turn), with the gaps at that cap.
+/// The longest quiet gap. (A cap of 1024 bursts' time once seemed too short under TCG: the debug
+/// rustpod lost all 30 creates after crun's turn. That was most likely the parity Swapper's Drop
+/// now restores, seen again in CI run 33 with this cap.)
 const MAX_GAP: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Swaps two names in one directory with renameat2(RENAME_EXCHANGE) until dropped, in bursts
@@ -32,6 +33,8 @@ const MAX_GAP: std::time::Duration = std::time::Duration::from_secs(5);
 /// nobody wins tests nothing. A runtime whose create is slower than the gaps (a debug build
 /// under TCG) still loses every time, so each lost create doubles the gaps (`rest_longer`).
 struct Swapper {
+    a: CString,
+    b: CString,
     stop: Arc<AtomicBool>,
     swaps: Arc<AtomicU64>,
     /// The gap as a multiple of the burst's time.
@@ -45,20 +48,12 @@ impl Swapper {
         let (thread_stop, thread_swaps, thread_gap) = (Arc::clone(&stop), Arc::clone(&swaps), Arc::clone(&gap));
         let a = CString::new(a.as_os_str().as_bytes()).expect("path without NUL");
         let b = CString::new(b.as_os_str().as_bytes()).expect("path without NUL");
+        let (thread_a, thread_b) = (a.clone(), b.clone());
         let thread = std::thread::spawn(move || {
+            let (a, b) = (thread_a, thread_b);
             let mut burst = std::time::Instant::now();
             while !thread_stop.load(Ordering::Relaxed) {
-                // SAFETY: two valid C strings; renameat2 only reads them.
-                let rc = unsafe {
-                    libc::renameat2(
-                        libc::AT_FDCWD,
-                        a.as_ptr(),
-                        libc::AT_FDCWD,
-                        b.as_ptr(),
-                        libc::RENAME_EXCHANGE,
-                    )
-                };
-                assert_eq!(rc, 0, "renameat2: {}", std::io::Error::last_os_error());
+                exchange(&a, &b);
                 if (thread_swaps.fetch_add(1, Ordering::Relaxed) + 1) % BURST == 0 {
                     std::thread::sleep((burst.elapsed() * thread_gap.load(Ordering::Relaxed) as u32).min(MAX_GAP));
                     burst = std::time::Instant::now();
@@ -66,6 +61,8 @@ impl Swapper {
             }
         });
         Swapper {
+            a,
+            b,
             stop,
             swaps,
             gap,
@@ -85,12 +82,25 @@ impl Swapper {
 }
 
 impl Drop for Swapper {
+    /// Stops swapping and puts the names back: stopped after an odd count, the next runtime's
+    /// swapper would leave the symlink in place through every quiet gap, and each of its creates
+    /// would lose (crun's turn ended after 7,713 swaps in CI run 33; rustpod then won 0 of 30).
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+        if self.swaps() % 2 == 1 {
+            exchange(&self.a, &self.b);
+        }
     }
+}
+
+/// renameat2(RENAME_EXCHANGE) of two names.
+fn exchange(a: &CString, b: &CString) {
+    // SAFETY: two valid C strings; renameat2 only reads them.
+    let rc = unsafe { libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE) };
+    assert_eq!(rc, 0, "renameat2: {}", std::io::Error::last_os_error());
 }
 
 /// A bundle whose createContainer hook appends the container's mount table to `report`.
