@@ -90,7 +90,8 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy]) -> Result<Pi
         None => None,
     };
     let born = born_namespaces(&args.spec);
-    let init_spec = without(&args.spec, born);
+    // Only when the clone makes a namespace does the init need a spec without it.
+    let init_spec = (!born.is_empty()).then(|| without(&args.spec, born));
     // SAFETY: the child only runs the engine's init steps and exits or
     // execs, as the engine's own forked children do.
     let forked = unsafe { clone3::fork(flags | born, born_in.as_ref().map(|fd| fd.as_fd())) };
@@ -98,8 +99,8 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy]) -> Result<Pi
         Ok(Forked::Child) => {
             // Never dropped (the child execs or exits): a cloned
             // NotifyListener shares the parent's fd and would close it.
-            let args = ManuallyDrop::new(ContainerArgs { spec: Rc::new(init_spec), ..args.clone() });
-            let args = &*args;
+            let own = init_spec.map(|spec| ManuallyDrop::new(ContainerArgs { spec: Rc::new(spec), ..args.clone() }));
+            let args = own.as_deref().unwrap_or(args);
             if let Some(ns) = &joined {
                 let _ = nix::unistd::close(ns.own_fd().as_raw_fd());
             }
