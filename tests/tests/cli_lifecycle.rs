@@ -3,7 +3,7 @@
 
 use rustpod_tests::assertions::{is_rfc3339, pid_alive, read_pid_file};
 use rustpod_tests::scratch::ScratchDir;
-use rustpod_tests::{json, needs, skip_if, wait, Fixture, SLEEP, TRAP_TERM};
+use rustpod_tests::{json, needs, skip_if, wait, Fixture, SLEEP};
 
 #[test]
 fn create_start_kill_delete() {
@@ -121,7 +121,7 @@ fn kill_accepts_signal_spellings() {
         fx.rt.wait_status(&fx.id, "stopped");
     }
     for signal in ["TERM", "15", "SIGTERM"] {
-        let fx = Fixture::running(TRAP_TERM);
+        let fx = Fixture::running_with_term_trap();
         fx.rt.kill(&fx.id, signal);
         fx.rt.wait_status(&fx.id, "stopped");
     }
@@ -130,7 +130,7 @@ fn kill_accepts_signal_spellings() {
 #[test]
 fn kill_defaults_to_sigterm() {
     skip_if!(needs::containers());
-    let fx = Fixture::running(TRAP_TERM);
+    let fx = Fixture::running_with_term_trap();
     fx.rt.cmd(&["kill", &fx.id]).ok();
     fx.rt.wait_status(&fx.id, "stopped");
 }
