@@ -9,6 +9,7 @@ pub mod clone3;
 pub mod in_root;
 pub mod inherited_fds;
 pub mod mount_api;
+pub mod mount_target;
 pub mod new_mount;
 pub mod pid_file;
 pub mod read_only_fs;

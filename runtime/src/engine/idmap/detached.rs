@@ -186,7 +186,7 @@ pub fn mount_idmapped(source: &Path, target: &Path, userns: &OwnedFd, attrs: u64
         .map_err(|errno| DetachedError::OpenTarget { target: target.to_path_buf(), errno })?;
     // SAFETY: open just gave us this descriptor.
     let dir = unsafe { OwnedFd::from_raw_fd(dir) };
-    crate::engine::idmap::hook::move_mount(&tree, &dir)
+    crate::sys::mount_api::move_mount(&tree, &dir)
         .map_err(|errno| DetachedError::MoveMount { from: source.to_path_buf(), target: target.to_path_buf(), errno })
 }
 
@@ -196,18 +196,7 @@ fn open_tree(source: &Path, recursive: bool) -> Result<OwnedFd, DetachedError> {
 }
 
 fn open_tree_at(source: &Path, recursive: bool) -> Result<OwnedFd, Errno> {
-    let path = std::ffi::CString::new(source.as_os_str().as_encoded_bytes()).map_err(|_| Errno::EINVAL)?;
-    let mut flags = libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC;
-    if recursive {
-        flags |= libc::AT_RECURSIVE as u32;
-    }
-    // SAFETY: a valid C string; the kernel returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) };
-    if fd < 0 {
-        return Err(Errno::last());
-    }
-    // SAFETY: the kernel just gave us this descriptor.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    crate::sys::mount_api::open_tree_clone(source, recursive).map_err(|e| errno_of(&e))
 }
 
 fn set_attr(tree: &OwnedFd, attr_set: u64, userns: Option<&OwnedFd>, recursive: bool) -> Result<(), Errno> {

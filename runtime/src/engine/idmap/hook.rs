@@ -13,6 +13,8 @@ use nix::errno::Errno;
 use crate::engine::idmap::detached::Detached;
 use crate::engine::idmap::userns::errno_of;
 use crate::sys::in_root;
+use crate::sys::mount_api::move_mount;
+use crate::sys::mount_target::{self, TargetError, Want};
 
 /// Why a detached mount could not be moved into the rootfs: the argument,
 /// or the path, the syscall and the errno.
@@ -26,16 +28,9 @@ pub enum HookError {
     BadFd,
     #[error("open rootfs {rootfs:?}: {errno}")]
     OpenRootfs { rootfs: OsString, errno: Errno },
-    #[error("openat2(/): {0}")]
-    OpenRoot(Errno),
-    #[error("openat2({}, RESOLVE_IN_ROOT): {errno}", dest.display())]
-    Open { dest: PathBuf, errno: Errno },
-    #[error("{}: no parent", dest.display())]
-    NoParent { dest: PathBuf },
-    #[error("{}: no file name", dest.display())]
-    NoName { dest: PathBuf },
-    #[error("{call}({}): {errno}", dest.display())]
-    Make { call: &'static str, dest: PathBuf, errno: Errno },
+    /// Opening or making the destination inside the rootfs.
+    #[error(transparent)]
+    Destination(#[from] TargetError),
     #[error("move_mount onto {}: {errno}", dest.display())]
     MoveMount { dest: PathBuf, errno: Errno },
 }
@@ -98,49 +93,8 @@ fn move_all(args: Vec<OsString>) -> Result<(), HookError> {
 /// Opens the destination inside the rootfs (a symlink resolves inside it,
 /// never out to the host), making it and its parents when missing.
 pub(crate) fn ensure_destination(root: &OwnedFd, dest: &Path, is_dir: bool) -> Result<OwnedFd, HookError> {
-    let open_error = |e: std::io::Error| HookError::Open { dest: dest.to_path_buf(), errno: errno_of(&e) };
-    match in_root::open(Some(root), dest, libc::O_PATH) {
-        Ok(fd) => return Ok(fd),
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-        Err(e) => return Err(open_error(e)),
-    }
-    let parent_path = dest.parent().ok_or_else(|| HookError::NoParent { dest: dest.to_path_buf() })?;
-    let parent = match parent_path == Path::new("/") {
-        true => in_root::open(Some(root), parent_path, libc::O_PATH | libc::O_DIRECTORY)
-            .map_err(|e| HookError::OpenRoot(errno_of(&e)))?,
-        false => ensure_destination(root, parent_path, true)?,
-    };
-    let name = dest.file_name().ok_or_else(|| HookError::NoName { dest: dest.to_path_buf() })?;
-    let made = if is_dir {
-        nix::sys::stat::mkdirat(Some(parent.as_raw_fd()), name, nix::sys::stat::Mode::from_bits_truncate(0o755))
-    } else {
-        let flags = nix::fcntl::OFlag::O_CREAT | nix::fcntl::OFlag::O_EXCL | nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_CLOEXEC;
-        nix::fcntl::openat(Some(parent.as_raw_fd()), name, flags, nix::sys::stat::Mode::from_bits_truncate(0o644)).map(|fd| {
-            let _ = nix::unistd::close(fd);
-        })
-    };
-    let call = if is_dir { "mkdirat" } else { "openat(O_CREAT)" };
-    made.map_err(|errno| HookError::Make { call, dest: dest.to_path_buf(), errno })?;
-    in_root::open(Some(root), dest, libc::O_PATH).map_err(open_error)
-}
-
-pub(crate) fn move_mount(tree: &OwnedFd, target: &OwnedFd) -> Result<(), Errno> {
-    // SAFETY: two valid fds and empty C strings.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_move_mount,
-            tree.as_raw_fd(),
-            c"".as_ptr(),
-            target.as_raw_fd(),
-            c"".as_ptr(),
-            libc::MOVE_MOUNT_F_EMPTY_PATH | libc::MOVE_MOUNT_T_EMPTY_PATH,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(Errno::last())
-    }
+    let want = if is_dir { Want::Dir } else { Want::File };
+    Ok(mount_target::open(root, dest, want)?)
 }
 
 #[cfg(test)]
@@ -156,8 +110,8 @@ mod tests {
 
     #[test]
     fn each_error_names_the_destination_the_call_and_the_errno() {
-        let err = HookError::Make { call: "mkdirat", dest: "/data/x".into(), errno: Errno::EROFS };
-        assert_eq!(err.to_string(), "mkdirat(/data/x): EROFS: Read-only file system");
+        let err = HookError::from(TargetError { call: "mkdirat", path: "/data/x".into(), errno: Errno::EROFS });
+        assert_eq!(err.to_string(), "mkdirat /data/x: EROFS: Read-only file system");
         let err = HookError::MoveMount { dest: "/data/x".into(), errno: Errno::EINVAL };
         assert_eq!(err.to_string(), "move_mount onto /data/x: EINVAL: Invalid argument");
     }
