@@ -1,0 +1,5 @@
+//! The container's rootfs prepared by our own steps rather than the
+//! engine's (issue 22 item 2, `docs/rootfs-plan.md`). Not wired yet: the
+//! plan of the spec's mounts, read without a syscall.
+
+pub mod plan;
