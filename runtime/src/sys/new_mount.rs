@@ -9,6 +9,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// fsconfig(2) commands (linux/mount.h).
+const FSCONFIG_SET_FLAG: libc::c_uint = 0;
 const FSCONFIG_SET_STRING: libc::c_uint = 1;
 const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
 const FSOPEN_CLOEXEC: libc::c_uint = 1;
@@ -44,6 +45,65 @@ pub fn fsmount(ctx: &OwnedFd, attrs: u64) -> io::Result<OwnedFd> {
     // SAFETY: valid descriptor and integer flags; the result is checked.
     let fd = unsafe { libc::syscall(libc::SYS_fsmount, ctx.as_raw_fd(), FSMOUNT_CLOEXEC, attrs) };
     owned(fd)
+}
+
+// `engine::rootfs`'s, which the init does not call yet (docs/rootfs-plan.md step 4).
+#[allow(dead_code)]
+/// A filesystem to make: its type, and its parameters in order, each a
+/// key with a value (`mode=755`, `source`) or a flag alone (`lazytime`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewFs {
+    pub fstype: String,
+    pub params: Vec<(String, Option<String>)>,
+    /// The `MOUNT_ATTR_*` flags fsmount(2) gives the mount.
+    pub attrs: u64,
+}
+
+/// Why making a filesystem failed: the call, the parameter it was given
+/// (none for fsopen, FSCONFIG_CMD_CREATE and fsmount) and the errno.
+#[allow(dead_code)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{call}{}: {errno}", param.as_ref().map(|p| format!(" {p}")).unwrap_or_default())]
+pub struct NewFsError {
+    pub call: &'static str,
+    pub param: Option<String>,
+    pub errno: nix::errno::Errno,
+}
+
+/// fsopen, fsconfig per parameter, FSCONFIG_CMD_CREATE and fsmount: a
+/// detached mount of a new filesystem.
+#[allow(dead_code)]
+pub fn new_fs(fs: &NewFs) -> Result<OwnedFd, NewFsError> {
+    let errno = |call: &'static str, param: Option<String>| {
+        move |e: io::Error| NewFsError { call, param, errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)) }
+    };
+    let ctx = fsopen(&fs.fstype).map_err(errno("fsopen", None))?;
+    for (key, value) in &fs.params {
+        let shown = match value {
+            Some(v) => format!("{key}={v}"),
+            None => key.clone(),
+        };
+        match value {
+            Some(v) => fsconfig_set_string(&ctx, key, std::ffi::OsStr::new(v)),
+            None => fsconfig_set_flag(&ctx, key),
+        }
+        .map_err(errno("fsconfig", Some(shown)))?;
+    }
+    fsconfig_create(&ctx).map_err(errno("fsconfig(FSCONFIG_CMD_CREATE)", None))?;
+    fsmount(&ctx, fs.attrs).map_err(errno("fsmount", None))
+}
+
+#[allow(dead_code)]
+fn fsconfig_set_flag(ctx: &OwnedFd, key: &str) -> io::Result<()> {
+    let key = CString::new(key).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: valid descriptor and a NUL-terminated key; the result is checked.
+    let rc = unsafe {
+        libc::syscall(libc::SYS_fsconfig, ctx.as_raw_fd(), FSCONFIG_SET_FLAG, key.as_ptr(), std::ptr::null::<libc::c_char>(), 0)
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn c_string(s: &[u8]) -> io::Result<CString> {

@@ -13,6 +13,8 @@ use nix::sys::statvfs::{fstatvfs, FsFlags};
 
 use crate::sys::in_root;
 use crate::sys::mount_api::{self, MountAttr};
+use crate::sys::new_mount::{self, NewFs, NewFsError};
+use crate::sys::mount_target::{self, TargetError, Want};
 
 pub trait Syscall {
     /// openat2(2) of `path` inside `root` (RESOLVE_IN_ROOT, see `in_root`).
@@ -29,6 +31,22 @@ pub trait Syscall {
 
     /// fstatvfs(2): the flags of the mount `target` is open on.
     fn mount_flags_of(&self, target: &OwnedFd) -> nix::Result<FsFlags>;
+
+    /// A mount's destination opened inside `root`, made if missing
+    /// (`mount_target::open`).
+    fn open_target(&self, root: &OwnedFd, dest: &Path, want: Want) -> Result<OwnedFd, TargetError>;
+
+    /// open_tree(OPEN_TREE_CLONE): a detached copy of the mount at `source`.
+    fn open_tree(&self, source: &Path, recursive: bool) -> io::Result<OwnedFd>;
+
+    /// fsopen, fsconfig, fsmount: a detached mount of a new filesystem.
+    fn new_fs(&self, fs: &NewFs) -> Result<OwnedFd, NewFsError>;
+
+    /// move_mount(2) of the detached mount `from` onto `to`.
+    fn move_mount(&self, from: &OwnedFd, to: &OwnedFd) -> nix::Result<()>;
+
+    /// fstat(2): whether `fd` is a directory.
+    fn is_dir(&self, fd: &OwnedFd) -> nix::Result<bool>;
 }
 
 /// The kernel.
@@ -52,6 +70,26 @@ impl Syscall for LinuxSyscall {
     fn mount_flags_of(&self, target: &OwnedFd) -> nix::Result<FsFlags> {
         fstatvfs(target).map(|s| s.flags())
     }
+
+    fn open_target(&self, root: &OwnedFd, dest: &Path, want: Want) -> Result<OwnedFd, TargetError> {
+        mount_target::open(root, dest, want)
+    }
+
+    fn open_tree(&self, source: &Path, recursive: bool) -> io::Result<OwnedFd> {
+        mount_api::open_tree_clone(source, recursive)
+    }
+
+    fn new_fs(&self, fs: &NewFs) -> Result<OwnedFd, NewFsError> {
+        new_mount::new_fs(fs)
+    }
+
+    fn move_mount(&self, from: &OwnedFd, to: &OwnedFd) -> nix::Result<()> {
+        mount_api::move_mount(from, to)
+    }
+
+    fn is_dir(&self, fd: &OwnedFd) -> nix::Result<bool> {
+        nix::sys::stat::fstat(fd.as_raw_fd()).map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+    }
 }
 
 #[cfg(test)]
@@ -74,6 +112,12 @@ mod recording {
         Mount { path: PathBuf, flags: MsFlags },
         SetAttr { path: PathBuf, attr: MountAttr, flags: libc::c_int },
         Statvfs { path: PathBuf },
+        Target { path: PathBuf, want: Want },
+        OpenTree { source: PathBuf, recursive: bool },
+        NewFs(NewFs),
+        /// `from` as labelled: `tree:<source>` or `fs:<type>`.
+        Move { from: PathBuf, to: PathBuf },
+        IsDir { path: PathBuf },
     }
 
     #[derive(Default)]
@@ -83,6 +127,8 @@ mod recording {
         current: FsFlags,
         open_fails: Option<nix::errno::Errno>,
         setattr_fails: Option<nix::errno::Errno>,
+        fails: Option<(&'static str, nix::errno::Errno)>,
+        file_sources: Vec<PathBuf>,
     }
 
     impl Recording {
@@ -99,6 +145,29 @@ mod recording {
         /// A double whose every mount_setattr fails with `errno`.
         pub fn failing_setattr(errno: nix::errno::Errno) -> Self {
             Recording { setattr_fails: Some(errno), ..Default::default() }
+        }
+
+        /// A double whose calls named `call` (`open_target`, `open_tree`,
+        /// `new_fs`, `move_mount`) fail with `errno`.
+        pub fn failing(call: &'static str, errno: nix::errno::Errno) -> Self {
+            Recording { fails: Some((call, errno)), ..Default::default() }
+        }
+
+        /// `source`, when open_tree'd, is a file (other sources are directories).
+        pub fn with_file_source(mut self, source: &str) -> Self {
+            self.file_sources.push(source.into());
+            self
+        }
+
+        fn fail(&self, call: &'static str) -> Option<nix::errno::Errno> {
+            self.fails.filter(|(name, _)| *name == call).map(|(_, errno)| errno)
+        }
+
+        /// A real descriptor labelled `label`, so the step can hold and drop it.
+        fn labelled(&self, label: PathBuf) -> OwnedFd {
+            let fd: OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
+            self.opened.borrow_mut().insert(fd.as_raw_fd(), label);
+            fd
         }
 
         pub fn calls(&self) -> Vec<Call> {
@@ -135,6 +204,42 @@ mod recording {
         fn mount_flags_of(&self, target: &OwnedFd) -> nix::Result<FsFlags> {
             self.calls.borrow_mut().push(Call::Statvfs { path: self.path_of(target) });
             Ok(self.current)
+        }
+
+        fn open_target(&self, _root: &OwnedFd, dest: &Path, want: Want) -> Result<OwnedFd, TargetError> {
+            self.calls.borrow_mut().push(Call::Target { path: dest.to_path_buf(), want });
+            if let Some(errno) = self.fail("open_target") {
+                return Err(TargetError { call: "openat2", path: dest.to_path_buf(), errno });
+            }
+            Ok(self.labelled(dest.to_path_buf()))
+        }
+
+        fn open_tree(&self, source: &Path, recursive: bool) -> io::Result<OwnedFd> {
+            self.calls.borrow_mut().push(Call::OpenTree { source: source.to_path_buf(), recursive });
+            if let Some(errno) = self.fail("open_tree") {
+                return Err(errno.into());
+            }
+            let kind = if self.file_sources.iter().any(|f| f == source) { "file" } else { "tree" };
+            Ok(self.labelled(PathBuf::from(format!("{kind}:{}", source.display()))))
+        }
+
+        fn new_fs(&self, fs: &NewFs) -> Result<OwnedFd, NewFsError> {
+            self.calls.borrow_mut().push(Call::NewFs(fs.clone()));
+            if let Some(errno) = self.fail("new_fs") {
+                return Err(NewFsError { call: "fsconfig(FSCONFIG_CMD_CREATE)", param: None, errno });
+            }
+            Ok(self.labelled(PathBuf::from(format!("fs:{}", fs.fstype))))
+        }
+
+        fn move_mount(&self, from: &OwnedFd, to: &OwnedFd) -> nix::Result<()> {
+            self.calls.borrow_mut().push(Call::Move { from: self.path_of(from), to: self.path_of(to) });
+            self.fail("move_mount").map_or(Ok(()), Err)
+        }
+
+        fn is_dir(&self, fd: &OwnedFd) -> nix::Result<bool> {
+            let path = self.path_of(fd);
+            self.calls.borrow_mut().push(Call::IsDir { path: path.clone() });
+            Ok(!path.starts_with("file:"))
         }
     }
 }
