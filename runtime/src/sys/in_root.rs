@@ -10,11 +10,16 @@ use std::path::Path;
 /// openat2 of `path` with `flags` (O_CLOEXEC is added): resolved inside
 /// `root` when given, else as an ordinary path.
 pub fn open(root: Option<&OwnedFd>, path: &Path, flags: i32) -> io::Result<OwnedFd> {
+    open_resolving(root, path, flags, 0)
+}
+
+/// [`open`] with more `RESOLVE_*` flags inside `root` (`RESOLVE_NO_SYMLINKS`).
+pub fn open_resolving(root: Option<&OwnedFd>, path: &Path, flags: i32, resolve: u64) -> io::Result<OwnedFd> {
     let (dirfd, rel, resolve) = match root {
         Some(root) => (
             root.as_raw_fd(),
             path.strip_prefix("/").unwrap_or(path),
-            libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS,
+            libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS | resolve,
         ),
         None => (libc::AT_FDCWD, path, 0),
     };

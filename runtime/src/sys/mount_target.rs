@@ -40,22 +40,33 @@ const FILE_MODE: u32 = 0o644;
 /// for move_mount(2), making missing directories, and for [`Want::File`] an
 /// empty file as its last part.
 pub fn open(root: &OwnedFd, dest: &Path, want: Want) -> Result<OwnedFd, TargetError> {
+    open_resolving(root, dest, want, 0)
+}
+
+/// [`open`] of a directory where no part may be a symlink, even one that
+/// stays inside the rootfs: where device nodes and /dev's links are made.
+pub fn open_dir_no_symlinks(root: &OwnedFd, dest: &Path) -> Result<OwnedFd, TargetError> {
+    open_resolving(root, dest, Want::Dir, libc::RESOLVE_NO_SYMLINKS)
+}
+
+fn open_resolving(root: &OwnedFd, dest: &Path, want: Want, resolve: u64) -> Result<OwnedFd, TargetError> {
+    let lookup = |path: &Path, flags: i32| open_in(root, path, flags, resolve);
     let final_flags = match want {
         Want::Dir => libc::O_PATH | libc::O_DIRECTORY,
         Want::File => libc::O_PATH,
     };
-    match open_in(root, dest, final_flags) {
+    match lookup(dest, final_flags) {
         Err(e) if e.errno == Errno::ENOENT => {}
         done => return done,
     }
     let parts = normal_parts(dest);
-    let mut parent = open_in(root, Path::new("/"), libc::O_PATH | libc::O_DIRECTORY)?;
+    let mut parent = lookup(Path::new("/"), libc::O_PATH | libc::O_DIRECTORY)?;
     let mut path = PathBuf::from("/");
     for (i, name) in parts.iter().enumerate() {
         path.push(name);
         let last = i + 1 == parts.len();
         let flags = if last { final_flags } else { libc::O_PATH | libc::O_DIRECTORY };
-        match open_in(root, &path, flags) {
+        match lookup(&path, flags) {
             Ok(fd) => {
                 parent = fd;
                 continue;
@@ -66,7 +77,7 @@ pub fn open(root: &OwnedFd, dest: &Path, want: Want) -> Result<OwnedFd, TargetEr
         make(&parent, name, &path, last && want == Want::File)?;
         // Opened again inside the root: what was made may have been swapped
         // for a symlink since.
-        parent = open_in(root, &path, flags)?;
+        parent = lookup(&path, flags)?;
     }
     Ok(parent)
 }
@@ -82,8 +93,8 @@ fn normal_parts(dest: &Path) -> Vec<&std::ffi::OsStr> {
         .collect()
 }
 
-fn open_in(root: &OwnedFd, path: &Path, flags: i32) -> Result<OwnedFd, TargetError> {
-    in_root::open(Some(root), path, flags).map_err(|e| TargetError {
+fn open_in(root: &OwnedFd, path: &Path, flags: i32, resolve: u64) -> Result<OwnedFd, TargetError> {
+    in_root::open_resolving(Some(root), path, flags, resolve).map_err(|e| TargetError {
         call: "openat2",
         path: path.to_path_buf(),
         errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
@@ -181,6 +192,18 @@ mod tests {
         assert_eq!((err.call, err.errno), ("openat2", Errno::ENOENT), "{err}");
         assert!(!outside.exists());
         assert_eq!(fs::read_dir(s.rootfs()).unwrap().count(), 1, "only the symlink is there");
+    }
+
+    #[test]
+    fn no_symlink_is_followed_where_nodes_are_made() {
+        let s = Scratch::new("strict");
+        fs::create_dir_all(s.rootfs().join("real")).unwrap();
+        symlink("real", s.rootfs().join("dev")).unwrap();
+        let err = open_dir_no_symlinks(&s.root_fd(), Path::new("/dev/net")).unwrap_err();
+        assert_eq!((err.call, err.errno), ("openat2", Errno::ELOOP), "{err}");
+        assert_eq!(fs::read_dir(s.rootfs().join("real")).unwrap().count(), 0);
+        let fd = open_dir_no_symlinks(&s.root_fd(), Path::new("/real/net")).unwrap();
+        assert_eq!(real_path(&fd), s.rootfs().join("real/net"));
     }
 
     #[test]

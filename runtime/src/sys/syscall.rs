@@ -4,12 +4,16 @@
 //! double, so which flags a step sets, in what order, on which path, and
 //! what it refuses is tested without root or a mount namespace.
 
+use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
 use nix::mount::{mount, MsFlags};
+use nix::sys::stat::{mknodat, Mode, SFlag};
 use nix::sys::statvfs::{fstatvfs, FsFlags};
+use nix::fcntl::AtFlags;
+use nix::unistd::{fchownat, symlinkat, unlinkat, Gid, Uid, UnlinkatFlags};
 
 use crate::sys::in_root;
 use crate::sys::mount_api::{self, MountAttr};
@@ -47,6 +51,22 @@ pub trait Syscall {
 
     /// fstat(2): whether `fd` is a directory.
     fn is_dir(&self, fd: &OwnedFd) -> nix::Result<bool>;
+
+    /// A directory opened inside `root` with no symlink followed, made if
+    /// missing (`mount_target::open_dir_no_symlinks`).
+    fn open_dir_no_symlinks(&self, root: &OwnedFd, path: &Path) -> Result<OwnedFd, TargetError>;
+
+    /// mknodat(2) of `name` in `dir`: `mode` holds the file type and the permissions.
+    fn mknod_at(&self, dir: &OwnedFd, name: &OsStr, mode: u32, dev: u64) -> nix::Result<()>;
+
+    /// fchownat(2) of `name` in `dir`, not following a symlink.
+    fn chown_at(&self, dir: &OwnedFd, name: &OsStr, uid: u32, gid: u32) -> nix::Result<()>;
+
+    /// symlinkat(2): `name` in `dir`, pointing at `target`.
+    fn symlink_at(&self, target: &Path, dir: &OwnedFd, name: &OsStr) -> nix::Result<()>;
+
+    /// unlinkat(2) of the non-directory `name` in `dir`.
+    fn unlink_at(&self, dir: &OwnedFd, name: &OsStr) -> nix::Result<()>;
 }
 
 /// The kernel.
@@ -90,6 +110,28 @@ impl Syscall for LinuxSyscall {
     fn is_dir(&self, fd: &OwnedFd) -> nix::Result<bool> {
         nix::sys::stat::fstat(fd.as_raw_fd()).map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
     }
+
+    fn open_dir_no_symlinks(&self, root: &OwnedFd, path: &Path) -> Result<OwnedFd, TargetError> {
+        mount_target::open_dir_no_symlinks(root, path)
+    }
+
+    fn mknod_at(&self, dir: &OwnedFd, name: &OsStr, mode: u32, dev: u64) -> nix::Result<()> {
+        let kind = SFlag::from_bits_truncate(mode & libc::S_IFMT);
+        mknodat(Some(dir.as_raw_fd()), name, kind, Mode::from_bits_truncate(mode & !libc::S_IFMT), dev)
+    }
+
+    fn chown_at(&self, dir: &OwnedFd, name: &OsStr, uid: u32, gid: u32) -> nix::Result<()> {
+        let (uid, gid) = (Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)));
+        fchownat(Some(dir.as_raw_fd()), name, uid, gid, AtFlags::AT_SYMLINK_NOFOLLOW)
+    }
+
+    fn symlink_at(&self, target: &Path, dir: &OwnedFd, name: &OsStr) -> nix::Result<()> {
+        symlinkat(target, Some(dir.as_raw_fd()), name)
+    }
+
+    fn unlink_at(&self, dir: &OwnedFd, name: &OsStr) -> nix::Result<()> {
+        unlinkat(Some(dir.as_raw_fd()), name, UnlinkatFlags::NoRemoveDir)
+    }
 }
 
 #[cfg(test)]
@@ -118,6 +160,11 @@ mod recording {
         /// `from` as labelled: `tree:<source>` or `fs:<type>`.
         Move { from: PathBuf, to: PathBuf },
         IsDir { path: PathBuf },
+        OpenDir { path: PathBuf },
+        Mknod { path: PathBuf, mode: u32, dev: u64 },
+        Chown { path: PathBuf, uid: u32, gid: u32 },
+        Symlink { target: PathBuf, path: PathBuf },
+        Unlink { path: PathBuf },
     }
 
     #[derive(Default)]
@@ -148,7 +195,8 @@ mod recording {
         }
 
         /// A double whose calls named `call` (`open_target`, `open_tree`,
-        /// `new_fs`, `move_mount`) fail with `errno`.
+        /// `new_fs`, `move_mount`, `open_dir_no_symlinks`, `mknod_at`,
+        /// `chown_at`, `symlink_at`, `unlink_at`) fail with `errno`.
         pub fn failing(call: &'static str, errno: nix::errno::Errno) -> Self {
             Recording { fails: Some((call, errno)), ..Default::default() }
         }
@@ -240,6 +288,34 @@ mod recording {
             let path = self.path_of(fd);
             self.calls.borrow_mut().push(Call::IsDir { path: path.clone() });
             Ok(!path.starts_with("file:"))
+        }
+
+        fn open_dir_no_symlinks(&self, _root: &OwnedFd, path: &Path) -> Result<OwnedFd, TargetError> {
+            self.calls.borrow_mut().push(Call::OpenDir { path: path.to_path_buf() });
+            if let Some(errno) = self.fail("open_dir_no_symlinks") {
+                return Err(TargetError { call: "openat2", path: path.to_path_buf(), errno });
+            }
+            Ok(self.labelled(path.to_path_buf()))
+        }
+
+        fn mknod_at(&self, dir: &OwnedFd, name: &OsStr, mode: u32, dev: u64) -> nix::Result<()> {
+            self.calls.borrow_mut().push(Call::Mknod { path: self.path_of(dir).join(name), mode, dev });
+            self.fail("mknod_at").map_or(Ok(()), Err)
+        }
+
+        fn chown_at(&self, dir: &OwnedFd, name: &OsStr, uid: u32, gid: u32) -> nix::Result<()> {
+            self.calls.borrow_mut().push(Call::Chown { path: self.path_of(dir).join(name), uid, gid });
+            self.fail("chown_at").map_or(Ok(()), Err)
+        }
+
+        fn symlink_at(&self, target: &Path, dir: &OwnedFd, name: &OsStr) -> nix::Result<()> {
+            self.calls.borrow_mut().push(Call::Symlink { target: target.to_path_buf(), path: self.path_of(dir).join(name) });
+            self.fail("symlink_at").map_or(Ok(()), Err)
+        }
+
+        fn unlink_at(&self, dir: &OwnedFd, name: &OsStr) -> nix::Result<()> {
+            self.calls.borrow_mut().push(Call::Unlink { path: self.path_of(dir).join(name) });
+            self.fail("unlink_at").map_or(Ok(()), Err)
         }
     }
 }

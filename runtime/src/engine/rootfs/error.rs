@@ -31,6 +31,18 @@ pub enum Detail {
     NotCovered(&'static str),
 }
 
+/// A step on a path inside the rootfs that is no spec mount (device nodes,
+/// /dev's links, pivot_root, masked paths): what it was doing, the call,
+/// the path and the errno.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{step}: {call} {}: {errno}", path.display())]
+pub struct StepFailed {
+    pub step: &'static str,
+    pub call: &'static str,
+    pub path: PathBuf,
+    pub errno: Errno,
+}
+
 impl From<TargetError> for Detail {
     fn from(e: TargetError) -> Self {
         Detail::Call { call: e.call, path: e.path, errno: e.errno }
@@ -52,5 +64,7 @@ mod tests {
             err.to_string(),
             r#"error mounting "tmpfs" to rootfs at "/etc/passwd/x": openat2 /etc/passwd/x: ENOTDIR: Not a directory"#
         );
+        let err = StepFailed { step: "creating device nodes", call: "mknodat", path: "/dev/fuse".into(), errno: Errno::EPERM };
+        assert_eq!(err.to_string(), "creating device nodes: mknodat /dev/fuse: EPERM: Operation not permitted");
     }
 }
