@@ -81,6 +81,22 @@ pub fn open_tree_clone(source: &Path, recursive: bool) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
 }
 
+/// open_tree(OPEN_TREE_CLONE) of the mount `fd` is open on (AT_EMPTY_PATH):
+/// a bind of what was already resolved, with no path looked up again.
+pub fn clone_tree(fd: &OwnedFd, recursive: bool) -> io::Result<OwnedFd> {
+    let mut flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | libc::AT_EMPTY_PATH as libc::c_uint;
+    if recursive {
+        flags |= libc::AT_RECURSIVE as libc::c_uint;
+    }
+    // SAFETY: a valid descriptor and an empty C string; the result is checked.
+    let tree = unsafe { libc::syscall(libc::SYS_open_tree, fd.as_raw_fd(), c"".as_ptr(), flags) };
+    if tree < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this descriptor to us.
+    Ok(unsafe { OwnedFd::from_raw_fd(tree as libc::c_int) })
+}
+
 /// move_mount(2) of the detached mount `from` onto the path `to` is open on.
 pub fn move_mount(from: &OwnedFd, to: &OwnedFd) -> nix::Result<()> {
     // SAFETY: valid descriptors and empty C strings.

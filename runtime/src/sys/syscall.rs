@@ -50,7 +50,15 @@ pub trait Syscall {
     fn move_mount(&self, from: &OwnedFd, to: &OwnedFd) -> nix::Result<()>;
 
     /// fstat(2): whether `fd` is a directory.
-    fn is_dir(&self, fd: &OwnedFd) -> nix::Result<bool>;
+    fn is_dir(&self, fd: &OwnedFd) -> nix::Result<bool> {
+        self.file_kind(fd).map(|(mode, _)| mode & libc::S_IFMT == libc::S_IFDIR)
+    }
+
+    /// fstat(2): the file type and permissions, and the device a node is.
+    fn file_kind(&self, fd: &OwnedFd) -> nix::Result<(u32, u64)>;
+
+    /// open_tree(OPEN_TREE_CLONE) of the mount `fd` is open on.
+    fn clone_tree(&self, fd: &OwnedFd, recursive: bool) -> io::Result<OwnedFd>;
 
     /// A directory opened inside `root` with no symlink followed, made if
     /// missing (`mount_target::open_dir_no_symlinks`).
@@ -107,8 +115,12 @@ impl Syscall for LinuxSyscall {
         mount_api::move_mount(from, to)
     }
 
-    fn is_dir(&self, fd: &OwnedFd) -> nix::Result<bool> {
-        nix::sys::stat::fstat(fd.as_raw_fd()).map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+    fn file_kind(&self, fd: &OwnedFd) -> nix::Result<(u32, u64)> {
+        nix::sys::stat::fstat(fd.as_raw_fd()).map(|st| (st.st_mode, st.st_rdev))
+    }
+
+    fn clone_tree(&self, fd: &OwnedFd, recursive: bool) -> io::Result<OwnedFd> {
+        mount_api::clone_tree(fd, recursive)
     }
 
     fn open_dir_no_symlinks(&self, root: &OwnedFd, path: &Path) -> Result<OwnedFd, TargetError> {
@@ -159,7 +171,8 @@ mod recording {
         NewFs(NewFs),
         /// `from` as labelled: `tree:<source>` or `fs:<type>`.
         Move { from: PathBuf, to: PathBuf },
-        IsDir { path: PathBuf },
+        Fstat { path: PathBuf },
+        CloneTree { path: PathBuf, recursive: bool },
         OpenDir { path: PathBuf },
         Mknod { path: PathBuf, mode: u32, dev: u64 },
         Chown { path: PathBuf, uid: u32, gid: u32 },
@@ -176,6 +189,8 @@ mod recording {
         setattr_fails: Option<nix::errno::Errno>,
         fails: Option<(&'static str, nix::errno::Errno)>,
         file_sources: Vec<PathBuf>,
+        nodes: Vec<(PathBuf, u32, u64)>,
+        missing: Vec<PathBuf>,
     }
 
     impl Recording {
@@ -207,6 +222,18 @@ mod recording {
             self
         }
 
+        /// `path` (an open or open_tree label) is a node of `mode` and `rdev`.
+        pub fn with_node(mut self, path: &str, mode: u32, rdev: u64) -> Self {
+            self.nodes.push((path.into(), mode, rdev));
+            self
+        }
+
+        /// Opening `path` in the root fails with ENOENT.
+        pub fn with_missing(mut self, path: &str) -> Self {
+            self.missing.push(path.into());
+            self
+        }
+
         fn fail(&self, call: &'static str) -> Option<nix::errno::Errno> {
             self.fails.filter(|(name, _)| *name == call).map(|(_, errno)| errno)
         }
@@ -232,6 +259,9 @@ mod recording {
             self.calls.borrow_mut().push(Call::Open { path: path.to_path_buf(), flags });
             if let Some(errno) = self.open_fails {
                 return Err(errno.into());
+            }
+            if self.missing.iter().any(|m| m == path) {
+                return Err(nix::errno::Errno::ENOENT.into());
             }
             // A real descriptor, so the step can hold and drop it.
             let fd: OwnedFd = std::fs::File::open("/dev/null")?.into();
@@ -284,10 +314,23 @@ mod recording {
             self.fail("move_mount").map_or(Ok(()), Err)
         }
 
-        fn is_dir(&self, fd: &OwnedFd) -> nix::Result<bool> {
+        fn file_kind(&self, fd: &OwnedFd) -> nix::Result<(u32, u64)> {
             let path = self.path_of(fd);
-            self.calls.borrow_mut().push(Call::IsDir { path: path.clone() });
-            Ok(!path.starts_with("file:"))
+            self.calls.borrow_mut().push(Call::Fstat { path: path.clone() });
+            if let Some((_, mode, rdev)) = self.nodes.iter().find(|(p, _, _)| *p == path) {
+                return Ok((*mode, *rdev));
+            }
+            let file = path.starts_with("file:") || self.file_sources.contains(&path);
+            Ok((if file { libc::S_IFREG | 0o644 } else { libc::S_IFDIR | 0o755 }, 0))
+        }
+
+        fn clone_tree(&self, fd: &OwnedFd, recursive: bool) -> io::Result<OwnedFd> {
+            let path = self.path_of(fd);
+            self.calls.borrow_mut().push(Call::CloneTree { path: path.clone(), recursive });
+            if let Some(errno) = self.fail("clone_tree") {
+                return Err(errno.into());
+            }
+            Ok(self.labelled(PathBuf::from(format!("tree:{}", path.display()))))
         }
 
         fn open_dir_no_symlinks(&self, _root: &OwnedFd, path: &Path) -> Result<OwnedFd, TargetError> {

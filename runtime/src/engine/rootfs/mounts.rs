@@ -174,7 +174,7 @@ mod tests {
             sys.calls(),
             vec![
                 Call::OpenTree { source: "/etc/hosts".into(), recursive: true },
-                Call::IsDir { path: tree.into() },
+                Call::Fstat { path: tree.into() },
                 set_attr(tree, flags, 0),
                 set_attr(tree, MountAttr::flags(libc::MOUNT_ATTR_NOEXEC, 0), libc::AT_RECURSIVE),
                 Call::Target { path: "/etc/hosts".into(), want: Want::File },
@@ -192,7 +192,7 @@ mod tests {
             sys.calls(),
             vec![
                 Call::OpenTree { source: "/srv".into(), recursive: false },
-                Call::IsDir { path: "tree:/srv".into() },
+                Call::Fstat { path: "tree:/srv".into() },
                 Call::Target { path: "/mnt".into(), want: Want::Dir },
                 Call::Move { from: "tree:/srv".into(), to: "/mnt".into() },
             ]
