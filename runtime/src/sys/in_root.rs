@@ -15,14 +15,22 @@ pub fn open(root: Option<&OwnedFd>, path: &Path, flags: i32) -> io::Result<Owned
 
 /// [`open`] with more `RESOLVE_*` flags inside `root` (`RESOLVE_NO_SYMLINKS`).
 pub fn open_resolving(root: Option<&OwnedFd>, path: &Path, flags: i32, resolve: u64) -> io::Result<OwnedFd> {
-    let (dirfd, rel, resolve) = match root {
-        Some(root) => (
-            root.as_raw_fd(),
-            path.strip_prefix("/").unwrap_or(path),
-            libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS | resolve,
-        ),
-        None => (libc::AT_FDCWD, path, 0),
-    };
+    match root {
+        Some(root) => {
+            let rel = path.strip_prefix("/").unwrap_or(path);
+            openat2(root.as_raw_fd(), rel, flags, libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS | resolve)
+        }
+        None => openat2(libc::AT_FDCWD, path, flags, 0),
+    }
+}
+
+/// openat2 of the relative `path` under `dir` with exactly the `resolve`
+/// flags given (`RESOLVE_BENEATH`, …).
+pub fn open_beneath(dir: &OwnedFd, path: &Path, flags: i32, resolve: u64) -> io::Result<OwnedFd> {
+    openat2(dir.as_raw_fd(), path, flags, resolve)
+}
+
+fn openat2(dirfd: i32, rel: &Path, flags: i32, resolve: u64) -> io::Result<OwnedFd> {
     let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
     let cpath = CString::new(rel.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // SAFETY: open_how is plain data; zeroed is a valid value.
