@@ -75,6 +75,30 @@ pub trait Syscall {
 
     /// unlinkat(2) of the non-directory `name` in `dir`.
     fn unlink_at(&self, dir: &OwnedFd, name: &OsStr) -> nix::Result<()>;
+
+    /// open(`path`, O_PATH|O_DIRECTORY) in our own view: the rootfs.
+    fn open_dir(&self, path: &Path) -> io::Result<OwnedFd>;
+
+    /// openat(`dir`, "..", O_PATH): the directory above.
+    fn parent_of(&self, dir: &OwnedFd) -> nix::Result<OwnedFd>;
+
+    /// fchdir(2).
+    fn fchdir(&self, dir: &OwnedFd) -> nix::Result<()>;
+
+    /// pivot_root(".", "."): the working directory becomes the root, and the
+    /// old root is stacked on top of it.
+    fn pivot_root_here(&self) -> nix::Result<()>;
+
+    /// mount(2) of a propagation type (`MS_REC` for all below) on a path of
+    /// our own mount namespace, never one the container controls: `.`
+    /// right after pivot_root, `/`.
+    fn set_propagation(&self, path: &Path, flags: MsFlags) -> nix::Result<()>;
+
+    /// umount2(`path`, MNT_DETACH).
+    fn umount_detach(&self, path: &Path) -> nix::Result<()>;
+
+    /// chdir(2).
+    fn chdir(&self, path: &Path) -> nix::Result<()>;
 }
 
 /// The kernel.
@@ -144,6 +168,37 @@ impl Syscall for LinuxSyscall {
     fn unlink_at(&self, dir: &OwnedFd, name: &OsStr) -> nix::Result<()> {
         unlinkat(Some(dir.as_raw_fd()), name, UnlinkatFlags::NoRemoveDir)
     }
+
+    fn open_dir(&self, path: &Path) -> io::Result<OwnedFd> {
+        in_root::open(None, path, libc::O_PATH | libc::O_DIRECTORY)
+    }
+
+    fn parent_of(&self, dir: &OwnedFd) -> nix::Result<OwnedFd> {
+        let flags = nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC;
+        let fd = nix::fcntl::openat(Some(dir.as_raw_fd()), "..", flags, Mode::empty())?;
+        // SAFETY: openat just returned this descriptor to us.
+        Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
+    }
+
+    fn fchdir(&self, dir: &OwnedFd) -> nix::Result<()> {
+        nix::unistd::fchdir(dir.as_raw_fd())
+    }
+
+    fn pivot_root_here(&self) -> nix::Result<()> {
+        nix::unistd::pivot_root(".", ".")
+    }
+
+    fn set_propagation(&self, path: &Path, flags: MsFlags) -> nix::Result<()> {
+        mount(None::<&str>, path, None::<&str>, flags, None::<&str>)
+    }
+
+    fn umount_detach(&self, path: &Path) -> nix::Result<()> {
+        nix::mount::umount2(path, nix::mount::MntFlags::MNT_DETACH)
+    }
+
+    fn chdir(&self, path: &Path) -> nix::Result<()> {
+        nix::unistd::chdir(path)
+    }
 }
 
 #[cfg(test)]
@@ -178,6 +233,13 @@ mod recording {
         Chown { path: PathBuf, uid: u32, gid: u32 },
         Symlink { target: PathBuf, path: PathBuf },
         Unlink { path: PathBuf },
+        OpenHostDir { path: PathBuf },
+        Parent { path: PathBuf },
+        Fchdir { path: PathBuf },
+        PivotRootHere,
+        Propagation { path: PathBuf, flags: MsFlags },
+        UmountDetach { path: PathBuf },
+        Chdir { path: PathBuf },
     }
 
     #[derive(Default)]
@@ -191,6 +253,7 @@ mod recording {
         file_sources: Vec<PathBuf>,
         nodes: Vec<(PathBuf, u32, u64)>,
         missing: Vec<PathBuf>,
+        mount_roots: Option<Vec<PathBuf>>,
     }
 
     impl Recording {
@@ -225,6 +288,13 @@ mod recording {
         /// `path` (an open or open_tree label) is a node of `mode` and `rdev`.
         pub fn with_node(mut self, path: &str, mode: u32, rdev: u64) -> Self {
             self.nodes.push((path.into(), mode, rdev));
+            self
+        }
+
+        /// Only these paths are a mount's root: mount_setattr on any other
+        /// fails with EINVAL, as the kernel's.
+        pub fn with_mount_roots(mut self, roots: &[&str]) -> Self {
+            self.mount_roots = Some(roots.iter().map(PathBuf::from).collect());
             self
         }
 
@@ -275,7 +345,11 @@ mod recording {
         }
 
         fn mount_setattr(&self, target: &OwnedFd, attr: MountAttr, flags: libc::c_int) -> nix::Result<()> {
-            self.calls.borrow_mut().push(Call::SetAttr { path: self.path_of(target), attr, flags });
+            let path = self.path_of(target);
+            self.calls.borrow_mut().push(Call::SetAttr { path: path.clone(), attr, flags });
+            if self.mount_roots.as_ref().is_some_and(|roots| !roots.contains(&path)) {
+                return Err(nix::errno::Errno::EINVAL);
+            }
             self.setattr_fails.map_or(Ok(()), Err)
         }
 
@@ -359,6 +433,43 @@ mod recording {
         fn unlink_at(&self, dir: &OwnedFd, name: &OsStr) -> nix::Result<()> {
             self.calls.borrow_mut().push(Call::Unlink { path: self.path_of(dir).join(name) });
             self.fail("unlink_at").map_or(Ok(()), Err)
+        }
+
+        fn open_dir(&self, path: &Path) -> io::Result<OwnedFd> {
+            self.calls.borrow_mut().push(Call::OpenHostDir { path: path.to_path_buf() });
+            Ok(self.labelled(path.to_path_buf()))
+        }
+
+        fn parent_of(&self, dir: &OwnedFd) -> nix::Result<OwnedFd> {
+            let path = self.path_of(dir);
+            self.calls.borrow_mut().push(Call::Parent { path: path.clone() });
+            let parent = path.parent().map(Path::to_path_buf).unwrap_or(path);
+            Ok(self.labelled(parent))
+        }
+
+        fn fchdir(&self, dir: &OwnedFd) -> nix::Result<()> {
+            self.calls.borrow_mut().push(Call::Fchdir { path: self.path_of(dir) });
+            self.fail("fchdir").map_or(Ok(()), Err)
+        }
+
+        fn pivot_root_here(&self) -> nix::Result<()> {
+            self.calls.borrow_mut().push(Call::PivotRootHere);
+            self.fail("pivot_root_here").map_or(Ok(()), Err)
+        }
+
+        fn set_propagation(&self, path: &Path, flags: MsFlags) -> nix::Result<()> {
+            self.calls.borrow_mut().push(Call::Propagation { path: path.to_path_buf(), flags });
+            self.fail("set_propagation").map_or(Ok(()), Err)
+        }
+
+        fn umount_detach(&self, path: &Path) -> nix::Result<()> {
+            self.calls.borrow_mut().push(Call::UmountDetach { path: path.to_path_buf() });
+            self.fail("umount_detach").map_or(Ok(()), Err)
+        }
+
+        fn chdir(&self, path: &Path) -> nix::Result<()> {
+            self.calls.borrow_mut().push(Call::Chdir { path: path.to_path_buf() });
+            self.fail("chdir").map_or(Ok(()), Err)
         }
     }
 }
