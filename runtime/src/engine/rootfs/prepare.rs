@@ -149,6 +149,59 @@ mod tests {
         assert!(!Rootfs::from_spec(&bound, Path::new("/b/rootfs"), false).unwrap().setup_dev, "/dev bound: no nodes");
     }
 
+    /// On the kernel, end to end: a child of this test binary runs
+    /// `kernel_child` alone, in a mount namespace of its own, on a scratch
+    /// rootfs, and checks from inside what the steps made. The host's mounts
+    /// never see it.
+    #[test]
+    fn on_the_kernel_the_rootfs_is_made_pivoted_into_and_confined() {
+        if !nix::unistd::geteuid().is_root() {
+            return eprintln!("SKIP: mounts and pivot_root need root");
+        }
+        let base = std::env::temp_dir().join(format!("rustpod-prepare-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(base.join("rootfs")).unwrap();
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "engine::rootfs::prepare::tests::kernel_child", "--test-threads=1", "--nocapture"])
+            .env("RUSTPOD_PREPARE_CHILD", base.join("rootfs"))
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&base);
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && text.contains("1 passed"), "{text}");
+    }
+
+    /// Run by the test above in its own process; returns at once otherwise.
+    #[test]
+    fn kernel_child() {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+
+        use crate::sys::syscall::LinuxSyscall;
+
+        let Some(rootfs) = std::env::var_os("RUSTPOD_PREPARE_CHILD") else { return };
+        // This thread only: its own fs struct and mount namespace.
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).unwrap();
+        // timer_list: every kernel has it, not every one has kcore.
+        let spec = spec(serde_json::json!({"linux": {"maskedPaths": ["/proc/timer_list"], "readonlyPaths": ["/proc/sys"]}}));
+        let rootfs = Rootfs::from_spec(&spec, Path::new(&rootfs), false).unwrap();
+        let root = rootfs.before_hooks(&LinuxSyscall).unwrap();
+        let proc = ProcFd::new().unwrap();
+        rootfs.after_hooks(&LinuxSyscall, root, Some(&proc)).unwrap();
+        // Inside: the masked file is the container's /dev/null, the
+        // readonly path and the root refuse writes, /dev has runc's links.
+        let masked = std::fs::metadata("/proc/timer_list").unwrap();
+        assert!(masked.file_type().is_char_device() && masked.rdev() == libc::makedev(1, 3), "timer_list masked");
+        let err = std::fs::write("/proc/sys/kernel/hostname", "x").unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EROFS), "/proc/sys read-only");
+        let err = std::fs::create_dir("/new").unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EROFS), "the root read-only");
+        assert_eq!(std::fs::read_link("/dev/ptmx").unwrap(), Path::new("pts/ptmx"));
+        // thread-self: only this thread is in the new mount namespace.
+        let dev = std::fs::read_to_string("/proc/thread-self/mountinfo").unwrap();
+        let lines: Vec<&str> = dev.lines().collect();
+        assert_eq!(lines.len(), 5, "the rootfs, proc, /dev, and the two binds: {dev}");
+    }
+
     /// The order every call is made in, end to end: what the init driver
     /// will run.
     #[test]
