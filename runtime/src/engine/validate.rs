@@ -302,7 +302,7 @@ fn resctrl_mounted() -> bool {
 
 /// The files under /proc that runc ≥ 1.2 lets a mount cover (lxcfs emulates
 /// them); every other place inside /proc is refused.
-const PROC_FILES_LXCFS_EMULATES: &[&str] = &[
+pub(crate) const PROC_FILES_LXCFS_EMULATES: &[&str] = &[
     "/proc/cpuinfo",
     "/proc/diskstats",
     "/proc/meminfo",

@@ -21,6 +21,9 @@ pub enum Want {
     Dir,
     /// A file: a bind of anything but a directory.
     File,
+    /// A directory that is not itself a symlink, even one leading inside
+    /// the rootfs: where proc and sysfs go, as runc wants them.
+    PlainDir,
 }
 
 /// The step that failed: the call, the path inside the rootfs it was on,
@@ -53,6 +56,7 @@ fn open_resolving(root: &OwnedFd, dest: &Path, want: Want, resolve: u64) -> Resu
     let lookup = |path: &Path, flags: i32| open_in(root, path, flags, resolve);
     let final_flags = match want {
         Want::Dir => libc::O_PATH | libc::O_DIRECTORY,
+        Want::PlainDir => libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
         Want::File => libc::O_PATH,
     };
     match lookup(dest, final_flags) {
@@ -204,6 +208,17 @@ mod tests {
         assert_eq!(fs::read_dir(s.rootfs().join("real")).unwrap().count(), 0);
         let fd = open_dir_no_symlinks(&s.root_fd(), Path::new("/real/net")).unwrap();
         assert_eq!(real_path(&fd), s.rootfs().join("real/net"));
+    }
+
+    #[test]
+    fn a_plain_directory_is_no_symlink() {
+        let s = Scratch::new("plain");
+        fs::create_dir_all(s.rootfs().join("real")).unwrap();
+        symlink("real", s.rootfs().join("proc")).unwrap();
+        let err = open(&s.root_fd(), Path::new("/proc"), Want::PlainDir).unwrap_err();
+        assert_eq!((err.call, err.errno), ("openat2", Errno::ENOTDIR), "{err}");
+        open(&s.root_fd(), Path::new("/real"), Want::PlainDir).unwrap();
+        open(&s.root_fd(), Path::new("/sys"), Want::PlainDir).unwrap();
     }
 
     #[test]

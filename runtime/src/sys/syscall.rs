@@ -57,6 +57,9 @@ pub trait Syscall {
     /// fstat(2): the file type and permissions, and the device a node is.
     fn file_kind(&self, fd: &OwnedFd) -> nix::Result<(u32, u64)>;
 
+    /// fstatfs(2): the filesystem type (its magic) `fd` is on.
+    fn fs_magic(&self, fd: &OwnedFd) -> nix::Result<i64>;
+
     /// open_tree(OPEN_TREE_CLONE) of the mount `fd` is open on.
     fn clone_tree(&self, fd: &OwnedFd, recursive: bool) -> io::Result<OwnedFd>;
 
@@ -141,6 +144,10 @@ impl Syscall for LinuxSyscall {
 
     fn file_kind(&self, fd: &OwnedFd) -> nix::Result<(u32, u64)> {
         nix::sys::stat::fstat(fd.as_raw_fd()).map(|st| (st.st_mode, st.st_rdev))
+    }
+
+    fn fs_magic(&self, fd: &OwnedFd) -> nix::Result<i64> {
+        nix::sys::statfs::fstatfs(fd).map(|fs| fs.filesystem_type().0 as i64)
     }
 
     fn clone_tree(&self, fd: &OwnedFd, recursive: bool) -> io::Result<OwnedFd> {
@@ -228,6 +235,7 @@ mod recording {
         Move { from: PathBuf, to: PathBuf },
         Fstat { path: PathBuf },
         CloneTree { path: PathBuf, recursive: bool },
+        Statfs { path: PathBuf },
         OpenDir { path: PathBuf },
         Mknod { path: PathBuf, mode: u32, dev: u64 },
         Chown { path: PathBuf, uid: u32, gid: u32 },
@@ -254,6 +262,7 @@ mod recording {
         nodes: Vec<(PathBuf, u32, u64)>,
         missing: Vec<PathBuf>,
         mount_roots: Option<Vec<PathBuf>>,
+        procfs: Vec<PathBuf>,
     }
 
     impl Recording {
@@ -295,6 +304,12 @@ mod recording {
         /// fails with EINVAL, as the kernel's.
         pub fn with_mount_roots(mut self, roots: &[&str]) -> Self {
             self.mount_roots = Some(roots.iter().map(PathBuf::from).collect());
+            self
+        }
+
+        /// What is opened at or below `path` is on a procfs (`fs_magic`).
+        pub fn with_procfs(mut self, path: &str) -> Self {
+            self.procfs.push(path.into());
             self
         }
 
@@ -396,6 +411,13 @@ mod recording {
             }
             let file = path.starts_with("file:") || self.file_sources.contains(&path);
             Ok((if file { libc::S_IFREG | 0o644 } else { libc::S_IFDIR | 0o755 }, 0))
+        }
+
+        fn fs_magic(&self, fd: &OwnedFd) -> nix::Result<i64> {
+            let path = self.path_of(fd);
+            self.calls.borrow_mut().push(Call::Statfs { path: path.clone() });
+            let on_proc = self.procfs.iter().any(|p| path.starts_with(p));
+            Ok(if on_proc { nix::sys::statfs::PROC_SUPER_MAGIC.0 as i64 } else { nix::sys::statfs::TMPFS_MAGIC.0 as i64 })
         }
 
         fn clone_tree(&self, fd: &OwnedFd, recursive: bool) -> io::Result<OwnedFd> {

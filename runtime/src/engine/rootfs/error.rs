@@ -26,6 +26,9 @@ pub enum Detail {
     /// Making the new filesystem.
     #[error("{0}")]
     NewFs(NewFsError),
+    /// A mount landing on procfs where runc refuses one.
+    #[error("the destination is on procfs: only a procfs on /proc, or the files lxcfs emulates")]
+    InsideProc,
     /// What these steps do not make yet; the engine's route does.
     #[error("{0} is not made by rustpod's own rootfs steps yet")]
     NotCovered(&'static str),

@@ -53,13 +53,16 @@ pub fn make(sys: &dyn Syscall, root: &OwnedFd, m: &PlannedMount) -> Result<(), R
         }
         Kind::New { fstype } => {
             let fs = sys.new_fs(&new_fs(fstype, m)).map_err(|e| fail(Detail::NewFs(e)))?;
-            (fs, Want::Dir)
+            // runc: proc and sysfs go on a directory, never on a symlink.
+            let want = if fstype == "proc" || fstype == "sysfs" { Want::PlainDir } else { Want::Dir };
+            (fs, want)
         }
     };
     if m.recursive.named != MsFlags::empty() {
         sys.mount_setattr(&mount, m.recursive.to_attr(), libc::AT_RECURSIVE).map_err(call("mount_setattr", dest))?;
     }
     let target = sys.open_target(root, dest, want).map_err(|e| fail(e.into()))?;
+    refuse_inside_proc(sys, &target, m).map_err(fail)?;
     sys.move_mount(&mount, &target).map_err(call("move_mount", dest))?;
     for flags in &m.propagation {
         let recursive = if flags.contains(MsFlags::MS_REC) { libc::AT_RECURSIVE } else { 0 };
@@ -67,6 +70,23 @@ pub fn make(sys: &dyn Syscall, root: &OwnedFd, m: &PlannedMount) -> Result<(), R
         sys.mount_setattr(&mount, attr, recursive).map_err(call("mount_setattr", dest))?;
     }
     Ok(())
+}
+
+/// runc ≥ 1.2's rule where the mount lands, on the opened target: nothing
+/// over a procfs file but those lxcfs emulates, and on a procfs only another
+/// procfs (create checks the paths first; this holds if the image changed
+/// since, or a mount before this one put a procfs there).
+fn refuse_inside_proc(sys: &dyn Syscall, target: &OwnedFd, m: &PlannedMount) -> Result<(), Detail> {
+    let magic = sys.fs_magic(target).map_err(|errno| Detail::Call { call: "fstatfs", path: m.destination.clone(), errno })?;
+    if magic != nix::sys::statfs::PROC_SUPER_MAGIC.0 as i64 {
+        return Ok(());
+    }
+    let allowed = crate::engine::validate::PROC_FILES_LXCFS_EMULATES.iter().any(|f| Path::new(f) == m.destination);
+    let procfs_on_proc = matches!(&m.kind, Kind::New { fstype } if fstype == "proc") && m.destination == Path::new("/proc");
+    if allowed || procfs_on_proc {
+        return Ok(());
+    }
+    Err(Detail::InsideProc)
 }
 
 /// The new filesystem's parameters: its source, its data in order, and the
@@ -158,6 +178,7 @@ mod tests {
             vec![
                 Call::NewFs(fs),
                 Call::Target { path: "/dev".into(), want: Want::Dir },
+                Call::Statfs { path: "/dev".into() },
                 Call::Move { from: "fs:tmpfs".into(), to: "/dev".into() },
             ]
         );
@@ -178,6 +199,7 @@ mod tests {
                 set_attr(tree, flags, 0),
                 set_attr(tree, MountAttr::flags(libc::MOUNT_ATTR_NOEXEC, 0), libc::AT_RECURSIVE),
                 Call::Target { path: "/etc/hosts".into(), want: Want::File },
+                Call::Statfs { path: "/etc/hosts".into() },
                 Call::Move { from: tree.into(), to: "/etc/hosts".into() },
                 set_attr(tree, MountAttr::propagation(libc::MS_SLAVE), libc::AT_RECURSIVE),
             ]
@@ -194,6 +216,7 @@ mod tests {
                 Call::OpenTree { source: "/srv".into(), recursive: false },
                 Call::Fstat { path: "tree:/srv".into() },
                 Call::Target { path: "/mnt".into(), want: Want::Dir },
+                Call::Statfs { path: "/mnt".into() },
                 Call::Move { from: "tree:/srv".into(), to: "/mnt".into() },
             ]
         );
@@ -212,6 +235,19 @@ mod tests {
         assert_eq!(err.to_string(), r#"error mounting "/srv" to rootfs at "/mnt": move_mount /mnt: EBUSY: Device or resource busy"#);
         let err = make(&Recording::failing("open_tree", Errno::ENOENT), &root(), &m).unwrap_err();
         assert_eq!(err.to_string(), r#"error mounting "/srv" to rootfs at "/mnt": open_tree /srv: ENOENT: No such file or directory"#);
+    }
+
+    #[test]
+    fn nothing_lands_inside_proc_but_what_runc_allows() {
+        let on_proc = || Recording::default().with_procfs("/proc");
+        let err = make(&on_proc(), &root(), &planned("bind", "/x", "/proc/sys/kernel/core_pattern", &["bind"])).unwrap_err();
+        assert_eq!(err.detail, Detail::InsideProc);
+        assert!(err.to_string().ends_with("the destination is on procfs: only a procfs on /proc, or the files lxcfs emulates"), "{err}");
+        make(&on_proc(), &root(), &planned("bind", "/x", "/proc/cpuinfo", &["bind"])).unwrap();
+        make(&on_proc(), &root(), &planned("proc", "proc", "/proc", &[])).unwrap();
+        let sys = Recording::default();
+        make(&sys, &root(), &planned("sysfs", "sysfs", "/sys", &[])).unwrap();
+        assert!(sys.calls().contains(&Call::Target { path: "/sys".into(), want: Want::PlainDir }), "sysfs on no symlink");
     }
 
     #[test]

@@ -235,13 +235,14 @@ mod tests {
                 Call::Chdir { .. } => "chdir".into(),
                 Call::Open { path, .. } => format!("openat2 {}", path.display()),
                 Call::Fstat { path } => format!("fstat {}", path.display()),
+                Call::Statfs { path } => format!("statfs {}", path.display()),
                 other => format!("{other:?}"),
             })
             .collect();
         let expected = [
             "propagation /", "open /b/rootfs", "clone /b/rootfs", "move tree:/b/rootfs /b/rootfs", "..", "setattr tree:/b",
-            "new proc", "target /proc", "move fs:proc /proc",
-            "new tmpfs", "target /dev", "move fs:tmpfs /dev",
+            "new proc", "target /proc", "statfs /proc", "move fs:proc /proc",
+            "new tmpfs", "target /dev", "statfs /dev", "move fs:tmpfs /dev",
             "dir /dev", "mknod /dev/null", "chown",
             "dir /dev", "symlink /dev/fd", "symlink /dev/stdin", "symlink /dev/stdout", "symlink /dev/stderr", "unlink /dev/ptmx", "symlink /dev/ptmx",
             "fchdir", "pivot_root", "propagation .", "umount", "chdir",
