@@ -8,13 +8,15 @@ use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
+use nix::errno::Errno;
 use nix::mount::MsFlags;
 use oci_spec::runtime::Spec;
 
 use crate::engine::mount::propagation::propagation_flags;
+use crate::engine::rootfs::cgroup::{self, Placed, Step};
 use crate::engine::rootfs::dev::{self, Node};
-use crate::engine::rootfs::error::{RootfsError, StepFailed};
-use crate::engine::rootfs::plan::{plan, Kind, PlannedMount};
+use crate::engine::rootfs::error::{Detail, RootfsError, StepFailed};
+use crate::engine::rootfs::plan::{plan, Kind};
 use crate::engine::rootfs::{finish, mounts, pivot, sysctl};
 use crate::sys::mount_api::MountAttr;
 use crate::sys::procfs::ProcFd;
@@ -25,7 +27,8 @@ use crate::sys::syscall::Syscall;
 pub struct Rootfs {
     pub path: PathBuf,
     pub propagation: MsFlags,
-    pub mounts: Vec<PlannedMount>,
+    /// The spec's mounts in order, a cgroup mount expanded.
+    pub mounts: Vec<Step>,
     /// Device nodes and /dev's links are made unless /dev is a bind.
     pub setup_dev: bool,
     pub devices: Vec<Node>,
@@ -49,17 +52,37 @@ pub enum PrepareError {
 impl Rootfs {
     /// The steps for `spec` with its rootfs at `path`, or what of it they
     /// do not cover yet.
-    pub fn from_spec(spec: &Spec, path: &Path, in_userns: bool) -> Result<Self, &'static str> {
+    /// `cgroups`: the host's hierarchies with the container's cgroup in
+    /// each, for a cgroup mount; `cgroupns`: the container has its own.
+    pub fn from_spec(spec: &Spec, path: &Path, in_userns: bool, cgroups: &[Placed], cgroupns: bool) -> Result<Self, &'static str> {
         let linux = spec.linux().as_ref();
-        let mounts = plan(spec.mounts().as_deref().unwrap_or_default());
-        if let Some(what) = mounts.iter().find_map(mounts::uncovered) {
+        let planned = plan(spec.mounts().as_deref().unwrap_or_default());
+        let mut mounts = Vec::with_capacity(planned.len());
+        for m in planned {
+            match &m.kind {
+                Kind::New { fstype } if fstype == "cgroup" || fstype == "cgroup2" => {
+                    if cgroups.is_empty() {
+                        return Err("a cgroup mount on a host with no cgroup hierarchy read");
+                    }
+                    mounts.extend(cgroup::expand(&m, cgroups, cgroupns));
+                }
+                _ => mounts.push(Step::Mount(m)),
+            }
+        }
+        let uncovered = |step: &Step| match step {
+            Step::Mount(m) | Step::MountOr(m, _) => mounts::uncovered(m),
+            _ => None,
+        };
+        if let Some(what) = mounts.iter().find_map(uncovered) {
             return Err(what);
         }
         let propagation = match linux.and_then(|l| l.rootfs_propagation().as_deref()) {
             None | Some("") => MsFlags::MS_SLAVE | MsFlags::MS_REC,
             Some(other) => propagation_flags(other).ok_or("an unknown rootfsPropagation")?,
         };
-        let setup_dev = !mounts.iter().any(|m| matches!(m.kind, Kind::Bind { .. }) && m.destination == Path::new("/dev"));
+        let setup_dev = !mounts
+            .iter()
+            .any(|s| matches!(s, Step::Mount(m) if matches!(m.kind, Kind::Bind { .. }) && m.destination == Path::new("/dev")));
         Ok(Rootfs {
             path: path.to_path_buf(),
             propagation,
@@ -79,8 +102,8 @@ impl Rootfs {
     /// namespace: the rootfs's own mount, which `after_hooks` pivots into.
     pub fn before_hooks(&self, sys: &dyn Syscall) -> Result<OwnedFd, PrepareError> {
         let root = pivot::prepare(sys, &self.path, self.propagation)?;
-        for m in &self.mounts {
-            mounts::make(sys, &root, m)?;
+        for step in &self.mounts {
+            run_step(sys, &root, step)?;
         }
         if self.setup_dev {
             dev::make_nodes(sys, &root, &self.devices, self.in_userns)?;
@@ -98,12 +121,9 @@ impl Rootfs {
         if let Some(proc) = proc {
             sysctl::write_all(proc, &self.sysctl)?;
         }
-        let slash = sys.open_dir(Path::new("/")).map_err(|e| StepFailed {
-            step: "after pivot_root",
-            call: "open",
-            path: "/".into(),
-            errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-        })?;
+        let slash = sys
+            .open_dir(Path::new("/"))
+            .map_err(|e| StepFailed { step: "after pivot_root", call: "open", path: "/".into(), errno: errno_of(&e) })?;
         if self.readonly {
             sys.mount_setattr(&slash, MountAttr::flags(libc::MOUNT_ATTR_RDONLY, 0), 0)
                 .map_err(|errno| StepFailed { step: "making the rootfs read-only", call: "mount_setattr", path: "/".into(), errno })?;
@@ -112,6 +132,41 @@ impl Rootfs {
         finish::masked_paths(sys, &slash, &self.masked_paths)?;
         Ok(())
     }
+}
+
+/// One mount step; the second of a `MountOr` where the kernel refuses the
+/// first with EPERM or EBUSY (cgroup2 in a user namespace without a cgroup
+/// namespace), as runc falls back.
+fn run_step(sys: &dyn Syscall, root: &OwnedFd, step: &Step) -> Result<(), PrepareError> {
+    let fail = |step: &'static str, call: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |errno: Errno| StepFailed { step, call, path, errno }
+    };
+    match step {
+        Step::Mount(m) => mounts::make(sys, root, m)?,
+        Step::MountOr(first, second) => match mounts::make(sys, root, first) {
+            Err(RootfsError { detail: Detail::NewFs(e), .. }) if matches!(e.errno, Errno::EPERM | Errno::EBUSY) => {
+                mounts::make(sys, root, second)?
+            }
+            other => other?,
+        },
+        Step::Symlink { at, target } => {
+            let (parent, name) = (at.parent().unwrap_or(Path::new("/")), at.file_name().unwrap_or_default());
+            let dir = sys.open_dir_no_symlinks(root, parent).map_err(|e| StepFailed { step: STEP_CGROUP, call: e.call, path: e.path, errno: e.errno })?;
+            sys.symlink_at(target, &dir, name).map_err(fail(STEP_CGROUP, "symlinkat", at))?;
+        }
+        Step::ReadOnly(path) => {
+            let fd = sys.open_in_root(root, path, libc::O_PATH).map_err(|e| fail(STEP_CGROUP, "openat2", path)(errno_of(&e)))?;
+            sys.mount_setattr(&fd, MountAttr::flags(libc::MOUNT_ATTR_RDONLY, 0), 0).map_err(fail(STEP_CGROUP, "mount_setattr", path))?;
+        }
+    }
+    Ok(())
+}
+
+const STEP_CGROUP: &str = "mounting the cgroup filesystem";
+
+fn errno_of(e: &std::io::Error) -> Errno {
+    Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
 }
 
 #[cfg(test)]
@@ -141,12 +196,12 @@ mod tests {
     #[test]
     fn what_the_steps_do_not_cover_sends_the_spec_the_engines_way() {
         let cgroup = spec(serde_json::json!({"mounts": [{"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup"}]}));
-        assert_eq!(Rootfs::from_spec(&cgroup, Path::new("/b/rootfs"), false).unwrap_err(), "a cgroup mount");
-        let rootfs = Rootfs::from_spec(&spec(serde_json::json!({})), Path::new("/b/rootfs"), false).unwrap();
+        assert_eq!(Rootfs::from_spec(&cgroup, Path::new("/b/rootfs"), false, &[], false).unwrap_err(), "a cgroup mount on a host with no cgroup hierarchy read");
+        let rootfs = Rootfs::from_spec(&spec(serde_json::json!({})), Path::new("/b/rootfs"), false, &[], false).unwrap();
         assert_eq!(rootfs.propagation, MsFlags::MS_SLAVE | MsFlags::MS_REC, "runc's default");
         assert!(rootfs.setup_dev && rootfs.readonly);
         let bound = spec(serde_json::json!({"mounts": [{"destination": "/dev", "type": "bind", "source": "/dev", "options": ["rbind"]}]}));
-        assert!(!Rootfs::from_spec(&bound, Path::new("/b/rootfs"), false).unwrap().setup_dev, "/dev bound: no nodes");
+        assert!(!Rootfs::from_spec(&bound, Path::new("/b/rootfs"), false, &[], false).unwrap().setup_dev, "/dev bound: no nodes");
     }
 
     /// On the kernel, end to end: a child of this test binary runs
@@ -182,8 +237,21 @@ mod tests {
         // This thread only: its own fs struct and mount namespace.
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).unwrap();
         // timer_list: every kernel has it, not every one has kcore.
-        let spec = spec(serde_json::json!({"linux": {"maskedPaths": ["/proc/timer_list"], "readonlyPaths": ["/proc/sys"]}}));
-        let rootfs = Rootfs::from_spec(&spec, Path::new(&rootfs), false).unwrap();
+        let spec = spec(serde_json::json!({
+            "mounts": [
+                {"destination": "/proc", "type": "proc", "source": "proc"},
+                {"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "mode=755"]},
+                {"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup", "options": ["ro", "nosuid", "noexec", "nodev"]}
+            ],
+            "linux": {"maskedPaths": ["/proc/timer_list"], "readonlyPaths": ["/proc/sys"]}
+        }));
+        // The host's hierarchies, the container's cgroup their root: binds
+        // of them, seen in this namespace alone.
+        let hierarchies = crate::engine::cgroup::fs::hierarchies();
+        let placed: Vec<Placed> = hierarchies.iter().map(|h| Placed { hierarchy: h.clone(), cgroup: "/".into() }).collect();
+        let v2 = crate::engine::cgroup::fs::is_unified(&hierarchies);
+        let cgroup_mounts = if v2 { 1 } else { 1 + hierarchies.iter().filter(|h| !h.unified).count() };
+        let rootfs = Rootfs::from_spec(&spec, Path::new(&rootfs), false, &placed, false).unwrap();
         let root = rootfs.before_hooks(&LinuxSyscall).unwrap();
         let proc = ProcFd::new().unwrap();
         rootfs.after_hooks(&LinuxSyscall, root, Some(&proc)).unwrap();
@@ -199,14 +267,26 @@ mod tests {
         // thread-self: only this thread is in the new mount namespace.
         let dev = std::fs::read_to_string("/proc/thread-self/mountinfo").unwrap();
         let lines: Vec<&str> = dev.lines().collect();
-        assert_eq!(lines.len(), 5, "the rootfs, proc, /dev, and the two binds: {dev}");
+        assert_eq!(lines.len(), 5 + cgroup_mounts, "the rootfs, proc, /dev, the cgroup mounts and the two binds: {dev}");
+        let err = std::fs::create_dir("/sys/fs/cgroup/x").unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EROFS), "the cgroup mount read-only");
+        if let Some(memory) = hierarchies.iter().find(|h| h.has("memory")) {
+            let inside = Path::new("/sys/fs/cgroup").join(memory.mount_point.file_name().unwrap());
+            let fs = nix::sys::statfs::statfs(&inside).unwrap();
+            assert_eq!(fs.filesystem_type(), nix::sys::statfs::CGROUP_SUPER_MAGIC, "{}", inside.display());
+            let err = std::fs::write(inside.join("memory.limit_in_bytes"), "1").unwrap_err();
+            assert_eq!(err.raw_os_error(), Some(libc::EROFS), "the memory hierarchy read-only");
+        }
+        if hierarchies.iter().any(|h| h.mount_point.ends_with("cpu,cpuacct")) {
+            assert_eq!(std::fs::read_link("/sys/fs/cgroup/cpu").unwrap(), Path::new("cpu,cpuacct"));
+        }
     }
 
     /// The order every call is made in, end to end: what the init driver
     /// will run.
     #[test]
     fn the_steps_run_in_runcs_order() {
-        let mut rootfs = Rootfs::from_spec(&spec(serde_json::json!({})), Path::new("/b/rootfs"), false).unwrap();
+        let mut rootfs = Rootfs::from_spec(&spec(serde_json::json!({})), Path::new("/b/rootfs"), false, &[], false).unwrap();
         rootfs.devices.truncate(1);
         rootfs.kcore = false;
         let sys = Recording::default().with_file_source("/proc/kcore").with_node("/dev/null", libc::S_IFCHR | 0o666, libc::makedev(1, 3));
