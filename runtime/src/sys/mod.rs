@@ -8,6 +8,7 @@ pub mod children_pid_ns;
 pub mod clone3;
 pub mod in_root;
 pub mod inherited_fds;
+pub mod io_errno;
 pub mod mount_api;
 pub mod mount_target;
 pub mod new_mount;

@@ -68,33 +68,27 @@ const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
 /// (with `recursive`, of every mount below it too), for a bind mount.
 pub fn open_tree_clone(source: &Path, recursive: bool) -> io::Result<OwnedFd> {
     let path = CString::new(source.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    let mut flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC;
-    if recursive {
-        flags |= libc::AT_RECURSIVE as libc::c_uint;
-    }
-    // SAFETY: a NUL-terminated path; the result is checked.
-    let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned this descriptor to us.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
+    open_tree(libc::AT_FDCWD, &path, 0, recursive)
 }
 
 /// open_tree(OPEN_TREE_CLONE) of the mount `fd` is open on (AT_EMPTY_PATH):
 /// a bind of what was already resolved, with no path looked up again.
 pub fn clone_tree(fd: &OwnedFd, recursive: bool) -> io::Result<OwnedFd> {
-    let mut flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | libc::AT_EMPTY_PATH as libc::c_uint;
+    open_tree(fd.as_raw_fd(), c"", libc::AT_EMPTY_PATH as libc::c_uint, recursive)
+}
+
+fn open_tree(dirfd: libc::c_int, path: &std::ffi::CStr, flags: libc::c_uint, recursive: bool) -> io::Result<OwnedFd> {
+    let mut flags = flags | OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC;
     if recursive {
         flags |= libc::AT_RECURSIVE as libc::c_uint;
     }
-    // SAFETY: a valid descriptor and an empty C string; the result is checked.
-    let tree = unsafe { libc::syscall(libc::SYS_open_tree, fd.as_raw_fd(), c"".as_ptr(), flags) };
-    if tree < 0 {
+    // SAFETY: a NUL-terminated path and a descriptor or AT_FDCWD; the result is checked.
+    let fd = unsafe { libc::syscall(libc::SYS_open_tree, dirfd, path.as_ptr(), flags) };
+    if fd < 0 {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: the kernel just returned this descriptor to us.
-    Ok(unsafe { OwnedFd::from_raw_fd(tree as libc::c_int) })
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
 }
 
 /// move_mount(2) of the detached mount `from` onto the path `to` is open on.

@@ -13,6 +13,7 @@ use nix::errno::Errno;
 use nix::sys::stat::{mkdirat, mknodat, Mode, SFlag};
 
 use crate::sys::in_root;
+use crate::sys::io_errno::errno_of;
 
 /// What the mount needs at its destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,7 +102,7 @@ fn open_in(root: &OwnedFd, path: &Path, flags: i32, resolve: u64) -> Result<Owne
     in_root::open_resolving(Some(root), path, flags, resolve).map_err(|e| TargetError {
         call: "openat2",
         path: path.to_path_buf(),
-        errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+        errno: errno_of(&e),
     })
 }
 

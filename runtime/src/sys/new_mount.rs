@@ -75,7 +75,7 @@ pub struct NewFsError {
 #[allow(dead_code)]
 pub fn new_fs(fs: &NewFs) -> Result<OwnedFd, NewFsError> {
     let errno = |call: &'static str, param: Option<String>| {
-        move |e: io::Error| NewFsError { call, param, errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)) }
+        move |e: io::Error| NewFsError { call, param, errno: crate::sys::io_errno::errno_of(&e) }
     };
     let ctx = fsopen(&fs.fstype).map_err(errno("fsopen", None))?;
     for (key, value) in &fs.params {

@@ -12,7 +12,8 @@ use oci_spec::runtime::Spec;
 
 use crate::engine::idmap::plan::{Mapping, Planned};
 use crate::engine::idmap::hook::{ensure_destination, hook, HookError};
-use crate::engine::idmap::userns::{self as idmap_userns, errno_of, UsernsError};
+use crate::engine::idmap::userns::{self as idmap_userns, UsernsError};
+use crate::sys::io_errno::errno_of;
 use crate::sys::in_root;
 
 /// Why an idmapped mount could not be made: which mount, then the path,

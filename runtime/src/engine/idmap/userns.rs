@@ -12,6 +12,8 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use nix::errno::Errno;
 use oci_spec::runtime::LinuxIdMapping;
 
+use crate::sys::io_errno::errno_of;
+
 /// Why the user namespace could not be made: the syscall, the file and the
 /// errno.
 #[derive(Debug, thiserror::Error)]
@@ -91,11 +93,6 @@ fn map_text(mappings: &[LinuxIdMapping]) -> String {
         .collect()
 }
 
-/// The errno of an I/O error from a syscall (`EINVAL: Invalid argument`
-/// rather than "Invalid argument (os error 22)").
-pub fn errno_of(e: &std::io::Error) -> Errno {
-    Errno::from_raw(e.raw_os_error().unwrap_or(0))
-}
 
 #[cfg(test)]
 mod tests {

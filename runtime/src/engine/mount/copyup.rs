@@ -17,6 +17,7 @@ use nix::sys::stat::{fchmodat, fstatat, mkdirat, mknodat, FchmodatFlags, Mode, S
 use nix::unistd::{fchownat, symlinkat, Gid, Uid};
 
 use crate::sys::in_root;
+use crate::sys::io_errno::errno_of;
 
 pub fn is_copyup(option: &str) -> bool {
     option == "tmpcopyup"
@@ -57,9 +58,6 @@ pub fn apply(root: &OwnedFd, dest: &Path) -> Result<(), CopyupError> {
     copy_dir(&from, &to, Path::new("")).map_err(|err| CopyupError::Copy { dest: dest.to_path_buf(), err })
 }
 
-fn errno_of(e: &std::io::Error) -> Errno {
-    Errno::from_raw(e.raw_os_error().unwrap_or(0))
-}
 
 /// A detached copy of the mount `root` is on, without the mounts below it.
 fn clone_mount(root: &OwnedFd) -> Result<OwnedFd, Errno> {

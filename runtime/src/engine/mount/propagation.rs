@@ -38,7 +38,7 @@ pub fn propagation_flags(option: &str) -> Option<MsFlags> {
 
 /// mount_setattr(2)'s form of [`propagation_flags`]: the propagation type,
 /// and `AT_RECURSIVE` for the `r` forms.
-fn setattr_of(flags: MsFlags) -> (MountAttr, libc::c_int) {
+pub(crate) fn setattr_of(flags: MsFlags) -> (MountAttr, libc::c_int) {
     let recursive = if flags.contains(MsFlags::MS_REC) { libc::AT_RECURSIVE } else { 0 };
     let propagation = flags.difference(MsFlags::MS_REC).bits();
     (MountAttr::propagation(propagation), recursive)

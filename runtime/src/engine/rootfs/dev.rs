@@ -17,6 +17,7 @@ use nix::errno::Errno;
 use oci_spec::runtime::{LinuxDevice, LinuxDeviceType};
 
 use crate::engine::rootfs::error::StepFailed;
+use crate::sys::io_errno::errno_of;
 use crate::sys::mount_target::Want;
 use crate::sys::syscall::Syscall;
 
@@ -32,10 +33,6 @@ pub struct Node {
     pub gid: u32,
 }
 
-/// runc's default nodes: made unless the spec lists the path itself.
-const DEFAULTS: &[(&str, u64, u64)] =
-    &[("/dev/null", 1, 3), ("/dev/zero", 1, 5), ("/dev/full", 1, 7), ("/dev/tty", 5, 0), ("/dev/urandom", 1, 9), ("/dev/random", 1, 8)];
-
 /// runc's links in /dev: name, target.
 const LINKS: &[(&str, &str)] =
     &[("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")];
@@ -45,20 +42,22 @@ const STEP_LINKS: &str = "creating /dev symlinks";
 
 /// The nodes to make for the spec's `devices`: those, then the defaults
 /// they do not replace. A mode not given is 0666, an owner not given root.
+/// (The defaults are runc's six, as libcontainer lists them.)
 pub fn nodes(devices: &[LinuxDevice]) -> Vec<Node> {
-    let listed = devices.iter().map(|d| Node {
+    let defaults = libcontainer::rootfs::utils::default_devices();
+    let unlisted = defaults.iter().filter(|d| !devices.iter().any(|listed| listed.path() == d.path()));
+    devices.iter().chain(unlisted).map(node).collect()
+}
+
+fn node(d: &LinuxDevice) -> Node {
+    Node {
         path: d.path().clone(),
         mode: file_type(d.typ()) | d.file_mode().unwrap_or(0o666) & 0o7777,
         major: d.major() as u64,
         minor: d.minor() as u64,
         uid: d.uid().unwrap_or(0),
         gid: d.gid().unwrap_or(0),
-    });
-    let defaults = DEFAULTS
-        .iter()
-        .filter(|(path, _, _)| !devices.iter().any(|d| d.path() == Path::new(path)))
-        .map(|(path, major, minor)| Node { path: path.into(), mode: libc::S_IFCHR | 0o666, major: *major, minor: *minor, uid: 0, gid: 0 });
-    listed.chain(defaults).collect()
+    }
 }
 
 fn file_type(typ: LinuxDeviceType) -> u32 {
@@ -89,7 +88,7 @@ pub fn make_nodes(sys: &dyn Syscall, root: &OwnedFd, nodes: &[Node], in_userns: 
 /// The host's node at the same path, bind-mounted onto an empty file.
 fn bind_host_node(sys: &dyn Syscall, root: &OwnedFd, node: &Node) -> Result<(), StepFailed> {
     let fail = |call: &'static str| move |errno: Errno| StepFailed { step: STEP_NODES, call, path: node.path.clone(), errno };
-    let tree = sys.open_tree(&node.path, false).map_err(|e| fail("open_tree")(Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))))?;
+    let tree = sys.open_tree(&node.path, false).map_err(|e| fail("open_tree")(errno_of(&e)))?;
     let target = sys.open_target(root, &node.path, Want::File).map_err(|e| StepFailed { step: STEP_NODES, call: e.call, path: e.path, errno: e.errno })?;
     sys.move_mount(&tree, &target).map_err(fail("move_mount"))
 }

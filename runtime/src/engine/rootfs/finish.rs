@@ -17,13 +17,11 @@ use crate::engine::rootfs::error::StepFailed;
 use crate::sys::mount_api::MountAttr;
 use crate::sys::new_mount::NewFs;
 use crate::sys::syscall::Syscall;
+use crate::sys::io_errno::errno_of;
 
 const STEP_READONLY: &str = "making readonlyPaths read-only";
 const STEP_MASKED: &str = "masking maskedPaths";
 
-fn errno_of(e: &std::io::Error) -> Errno {
-    Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
-}
 
 /// `path` opened inside `root` for a bind, or None when it does not exist.
 fn open_existing(sys: &dyn Syscall, root: &OwnedFd, path: &Path, step: &'static str) -> Result<Option<OwnedFd>, StepFailed> {

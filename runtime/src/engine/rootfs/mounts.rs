@@ -10,12 +10,13 @@ use std::path::Path;
 use nix::errno::Errno;
 use nix::mount::MsFlags;
 
+use crate::engine::mount::propagation::setattr_of;
 use crate::engine::rootfs::error::{Detail, RootfsError};
 use crate::engine::rootfs::plan::{Kind, PlannedMount};
-use crate::sys::mount_api::MountAttr;
 use crate::sys::new_mount::NewFs;
 use crate::sys::mount_target::Want;
 use crate::sys::syscall::Syscall;
+use crate::sys::io_errno::errno_of;
 
 /// What of `m` these steps do not make yet (later steps of
 /// `docs/rootfs-plan.md`), so the engine must.
@@ -42,6 +43,7 @@ pub fn make(sys: &dyn Syscall, root: &OwnedFd, m: &PlannedMount) -> Result<(), R
     };
     let dest = &m.destination;
     let (mount, want) = match &m.kind {
+        Kind::Bind { .. } if !m.data.is_empty() => return Err(fail(Detail::BindData(m.data.join(",")))),
         Kind::Bind { recursive } => {
             let source = m.source.as_deref().unwrap_or(Path::new(""));
             let tree = sys.open_tree(source, *recursive).map_err(|e| call("open_tree", source)(errno_of(&e)))?;
@@ -65,8 +67,7 @@ pub fn make(sys: &dyn Syscall, root: &OwnedFd, m: &PlannedMount) -> Result<(), R
     refuse_inside_proc(sys, &target, m).map_err(fail)?;
     sys.move_mount(&mount, &target).map_err(call("move_mount", dest))?;
     for flags in &m.propagation {
-        let recursive = if flags.contains(MsFlags::MS_REC) { libc::AT_RECURSIVE } else { 0 };
-        let attr = MountAttr::propagation(flags.difference(MsFlags::MS_REC).bits());
+        let (attr, recursive) = setattr_of(*flags);
         sys.mount_setattr(&mount, attr, recursive).map_err(call("mount_setattr", dest))?;
     }
     Ok(())
@@ -127,9 +128,6 @@ fn source_name(m: &PlannedMount) -> String {
     }
 }
 
-fn errno_of(e: &std::io::Error) -> Errno {
-    Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
-}
 
 #[cfg(test)]
 mod tests {
@@ -137,6 +135,7 @@ mod tests {
 
     use super::*;
     use crate::engine::rootfs::plan::plan_one;
+    use crate::sys::mount_api::MountAttr;
     use crate::sys::syscall::{Call, Recording};
 
     fn planned(typ: &str, source: &str, dest: &str, options: &[&str]) -> PlannedMount {
@@ -248,6 +247,16 @@ mod tests {
         let sys = Recording::default();
         make(&sys, &root(), &planned("sysfs", "sysfs", "/sys", &[])).unwrap();
         assert!(sys.calls().contains(&Call::Target { path: "/sys".into(), want: Want::PlainDir }), "sysfs on no symlink");
+    }
+
+    /// runc hands a bind's unknown options to mount(2), which ignores them
+    /// for a bind; we refuse them rather than drop them unseen.
+    #[test]
+    fn filesystem_data_on_a_bind_is_refused_before_any_call() {
+        let sys = Recording::default();
+        let err = make(&sys, &root(), &planned("bind", "/srv", "/mnt", &["rbind", "size=1m", "ro"])).unwrap_err();
+        assert_eq!(err.to_string(), r#"error mounting "/srv" to rootfs at "/mnt": "size=1m" is filesystem data, which a bind mount cannot take"#);
+        assert!(sys.calls().is_empty());
     }
 
     #[test]

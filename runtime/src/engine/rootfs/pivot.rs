@@ -15,6 +15,7 @@ use nix::errno::Errno;
 use nix::mount::MsFlags;
 
 use crate::engine::rootfs::error::StepFailed;
+use crate::sys::io_errno::errno_of;
 use crate::sys::mount_api::MountAttr;
 use crate::sys::syscall::Syscall;
 
@@ -31,10 +32,9 @@ pub fn prepare(sys: &dyn Syscall, rootfs: &Path, propagation: MsFlags) -> Result
         let path = path.to_path_buf();
         move |errno: Errno| StepFailed { step: STEP_PREPARE, call, path, errno }
     };
-    let errno_of = |e: std::io::Error| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO));
     sys.set_propagation(Path::new("/"), propagation).map_err(fail("mount", Path::new("/")))?;
-    let dir = sys.open_dir(rootfs).map_err(|e| fail("open", rootfs)(errno_of(e)))?;
-    let root = sys.clone_tree(&dir, true).map_err(|e| fail("open_tree", rootfs)(errno_of(e)))?;
+    let dir = sys.open_dir(rootfs).map_err(|e| fail("open", rootfs)(errno_of(&e)))?;
+    let root = sys.clone_tree(&dir, true).map_err(|e| fail("open_tree", rootfs)(errno_of(&e)))?;
     sys.move_mount(&root, &dir).map_err(fail("move_mount", rootfs))?;
     make_parent_private(sys, &root, rootfs)?;
     Ok(root)

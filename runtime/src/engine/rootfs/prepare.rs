@@ -21,6 +21,7 @@ use crate::engine::rootfs::{finish, mounts, pivot, sysctl};
 use crate::sys::mount_api::MountAttr;
 use crate::sys::procfs::ProcFd;
 use crate::sys::syscall::Syscall;
+use crate::sys::io_errno::errno_of;
 
 /// What the rootfs steps make for one container.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,9 +166,6 @@ fn run_step(sys: &dyn Syscall, root: &OwnedFd, step: &Step) -> Result<(), Prepar
 
 const STEP_CGROUP: &str = "mounting the cgroup filesystem";
 
-fn errno_of(e: &std::io::Error) -> Errno {
-    Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
-}
 
 #[cfg(test)]
 mod tests {

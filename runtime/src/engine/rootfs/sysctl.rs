@@ -12,6 +12,7 @@ use nix::errno::Errno;
 
 use crate::engine::rootfs::error::StepFailed;
 use crate::sys::procfs::ProcFd;
+use crate::sys::io_errno::errno_of;
 
 const STEP: &str = "writing sysctl";
 
@@ -41,9 +42,6 @@ pub fn write_all(proc: &ProcFd, sysctl: &HashMap<String, String>) -> Result<(), 
     Ok(())
 }
 
-fn errno_of(e: &std::io::Error) -> Errno {
-    Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
-}
 
 #[cfg(test)]
 mod tests {
