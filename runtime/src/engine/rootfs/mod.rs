@@ -16,3 +16,23 @@ pub mod pivot;
 pub mod plan;
 pub mod prepare;
 pub mod sysctl;
+
+/// For tests that mount: runs the test `name` of this binary again, alone,
+/// as a child with `var` set to a new scratch directory, and returns
+/// whether it passed and what it printed. The child test is expected to
+/// return at once when `var` is unset, and to unshare its mount namespace
+/// first; the scratch directory is removed afterwards.
+#[cfg(test)]
+pub(crate) fn in_child(name: &str, var: &str) -> (bool, String) {
+    let scratch = std::env::temp_dir().join(format!("rustpod-{}-{}", var.to_lowercase(), std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--test-threads=1", "--nocapture"])
+        .env(var, &scratch)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&scratch);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success() && text.contains("1 passed"), text)
+}

@@ -131,6 +131,8 @@ fn source_name(m: &PlannedMount) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use oci_spec::runtime::MountBuilder;
 
     use super::*;
@@ -155,6 +157,99 @@ mod tests {
 
     fn set_attr(path: &str, attr: MountAttr, flags: libc::c_int) -> Call {
         Call::SetAttr { path: path.into(), attr, flags }
+    }
+
+    /// CVE-2021-30465's race against this step, on the kernel: while a
+    /// thread swaps the destination's directory with a symlink to a host
+    /// directory (renameat2 RENAME_EXCHANGE), 300 tmpfs mounts are made
+    /// there. None may land on the host directory, and some must land where
+    /// asked (else the race tested nothing).
+    #[test]
+    fn on_the_kernel_a_racing_symlink_never_leads_a_mount_out() {
+        if !nix::unistd::geteuid().is_root() {
+            return eprintln!("SKIP: mounts need root");
+        }
+        let (passed, text) = crate::engine::rootfs::in_child("engine::rootfs::mounts::tests::race_child", "RUSTPOD_RACE_CHILD");
+        assert!(passed, "{text}");
+    }
+
+    #[test]
+    fn race_child() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+
+        use crate::sys::syscall::LinuxSyscall;
+
+        let Some(scratch) = std::env::var_os("RUSTPOD_RACE_CHILD") else { return };
+        let scratch = PathBuf::from(scratch);
+        let (rootfs, victim) = (scratch.join("rootfs"), scratch.join("host-victim"));
+        std::fs::create_dir_all(rootfs.join("race/target")).unwrap();
+        std::fs::create_dir_all(&victim).unwrap();
+        std::os::unix::fs::symlink(&victim, rootfs.join("race/link")).unwrap();
+        // Where the link leads inside the root exists too, so a mount that
+        // follows it succeeds there (one that fails tests nothing).
+        std::fs::create_dir_all(rootfs.join(victim.strip_prefix("/").unwrap())).unwrap();
+        // This thread only, and no mount propagates out or in.
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).unwrap();
+        nix::mount::mount(None::<&str>, "/", None::<&str>, MsFlags::MS_PRIVATE | MsFlags::MS_REC, None::<&str>).unwrap();
+        let root: OwnedFd = std::fs::File::open(&rootfs).unwrap().into();
+        let stop = Arc::new(AtomicBool::new(false));
+        // Paused while a mount is looked at and undone, so its path holds.
+        let (pause, paused) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+        let swapper = {
+            let (stop, race) = (stop.clone(), rootfs.join("race"));
+            let (pause, paused) = (pause.clone(), paused.clone());
+            std::thread::spawn(move || {
+                let dir = std::fs::File::open(&race).unwrap();
+                let fd = std::os::fd::AsRawFd::as_raw_fd(&dir);
+                let mut swaps = 0u64;
+                let swap = || nix::fcntl::renameat2(Some(fd), "target", Some(fd), "link", nix::fcntl::RenameFlags::RENAME_EXCHANGE);
+                while !stop.load(Ordering::Relaxed) {
+                    paused.store(pause.load(Ordering::SeqCst), Ordering::SeqCst);
+                    if pause.load(Ordering::SeqCst) {
+                        std::thread::yield_now();
+                        continue;
+                    }
+                    // EBUSY while a mount is on the directory.
+                    match swap() {
+                        Ok(()) => swaps += 1,
+                        Err(nix::errno::Errno::EBUSY) => {}
+                        Err(e) => panic!("renameat2: {e}"),
+                    }
+                }
+                if swaps % 2 == 1 {
+                    swap().unwrap();
+                }
+            })
+        };
+        let (mut asked, mut elsewhere) = (0, 0);
+        for _ in 0..300 {
+            let m = planned("tmpfs", "rustpod-race", "/race/target", &[]);
+            if make(&LinuxSyscall, &root, &m).is_err() {
+                continue; // a swap mid-walk may fail the step: never a way out
+            }
+            pause.store(true, Ordering::SeqCst);
+            while !paused.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            let info = std::fs::read_to_string("/proc/thread-self/mountinfo").unwrap();
+            let ours = info.lines().find(|l| l.contains(" - tmpfs rustpod-race ")).expect("the mount made is listed");
+            let point = PathBuf::from(ours.split_whitespace().nth(4).unwrap());
+            assert!(!point.starts_with(&victim), "a mount landed on the host directory: {}", point.display());
+            assert!(point.starts_with(&rootfs), "a mount left the rootfs: {}", point.display());
+            if point == rootfs.join("race/target") || point == rootfs.join("race/link") {
+                asked += 1;
+            } else {
+                elsewhere += 1; // the link resolved inside the root: made there
+            }
+            nix::mount::umount2(&point, nix::mount::MntFlags::MNT_DETACH).unwrap();
+            pause.store(false, Ordering::SeqCst);
+        }
+        stop.store(true, Ordering::Relaxed);
+        swapper.join().unwrap();
+        eprintln!("race: {asked} where asked, {elsewhere} inside the rootfs through the link");
+        assert!(asked > 0, "no mount landed where asked: the race tested nothing");
+        assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0, "nothing made in the host directory");
     }
 
     #[test]

@@ -211,17 +211,8 @@ mod tests {
         if !nix::unistd::geteuid().is_root() {
             return eprintln!("SKIP: mounts and pivot_root need root");
         }
-        let base = std::env::temp_dir().join(format!("rustpod-prepare-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&base);
-        std::fs::create_dir_all(base.join("rootfs")).unwrap();
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "engine::rootfs::prepare::tests::kernel_child", "--test-threads=1", "--nocapture"])
-            .env("RUSTPOD_PREPARE_CHILD", base.join("rootfs"))
-            .output()
-            .unwrap();
-        let _ = std::fs::remove_dir_all(&base);
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success() && text.contains("1 passed"), "{text}");
+        let (passed, text) = crate::engine::rootfs::in_child("engine::rootfs::prepare::tests::kernel_child", "RUSTPOD_PREPARE_CHILD");
+        assert!(passed, "{text}");
     }
 
     /// Run by the test above in its own process; returns at once otherwise.
@@ -231,7 +222,9 @@ mod tests {
 
         use crate::sys::syscall::LinuxSyscall;
 
-        let Some(rootfs) = std::env::var_os("RUSTPOD_PREPARE_CHILD") else { return };
+        let Some(scratch) = std::env::var_os("RUSTPOD_PREPARE_CHILD") else { return };
+        let rootfs = Path::new(&scratch).join("rootfs");
+        std::fs::create_dir(&rootfs).unwrap();
         // This thread only: its own fs struct and mount namespace.
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).unwrap();
         // timer_list: every kernel has it, not every one has kcore.
@@ -249,7 +242,7 @@ mod tests {
         let placed: Vec<Placed> = hierarchies.iter().map(|h| Placed { hierarchy: h.clone(), cgroup: "/".into() }).collect();
         let v2 = crate::engine::cgroup::fs::is_unified(&hierarchies);
         let cgroup_mounts = if v2 { 1 } else { 1 + hierarchies.iter().filter(|h| !h.unified).count() };
-        let rootfs = Rootfs::from_spec(&spec, Path::new(&rootfs), false, &placed, false).unwrap();
+        let rootfs = Rootfs::from_spec(&spec, &rootfs, false, &placed, false).unwrap();
         let root = rootfs.before_hooks(&LinuxSyscall).unwrap();
         let proc = ProcFd::new().unwrap();
         rootfs.after_hooks(&LinuxSyscall, root, Some(&proc)).unwrap();
