@@ -263,6 +263,7 @@ mod recording {
         missing: Vec<PathBuf>,
         mount_roots: Option<Vec<PathBuf>>,
         procfs: Vec<PathBuf>,
+        sysfs: Vec<PathBuf>,
     }
 
     impl Recording {
@@ -310,6 +311,12 @@ mod recording {
         /// What is opened at or below `path` is on a procfs (`fs_magic`).
         pub fn with_procfs(mut self, path: &str) -> Self {
             self.procfs.push(path.into());
+            self
+        }
+
+        /// What is opened at or below `path` is on a sysfs (`fs_magic`).
+        pub fn with_sysfs(mut self, path: &str) -> Self {
+            self.sysfs.push(path.into());
             self
         }
 
@@ -416,8 +423,15 @@ mod recording {
         fn fs_magic(&self, fd: &OwnedFd) -> nix::Result<i64> {
             let path = self.path_of(fd);
             self.calls.borrow_mut().push(Call::Statfs { path: path.clone() });
-            let on_proc = self.procfs.iter().any(|p| path.starts_with(p));
-            Ok(if on_proc { nix::sys::statfs::PROC_SUPER_MAGIC.0 as i64 } else { nix::sys::statfs::TMPFS_MAGIC.0 as i64 })
+            let on = |list: &[PathBuf]| list.iter().any(|p| path.starts_with(p));
+            let magic = if on(&self.procfs) {
+                nix::sys::statfs::PROC_SUPER_MAGIC
+            } else if on(&self.sysfs) {
+                nix::sys::statfs::SYSFS_MAGIC
+            } else {
+                nix::sys::statfs::TMPFS_MAGIC
+            };
+            Ok(magic.0 as i64)
         }
 
         fn clone_tree(&self, fd: &OwnedFd, recursive: bool) -> io::Result<OwnedFd> {

@@ -24,12 +24,28 @@ const STEP_MASKED: &str = "masking maskedPaths";
 
 
 /// `path` opened inside `root` for a bind, or None when it does not exist.
+/// A path under /proc or /sys must be on a procfs or a sysfs: one that leads
+/// elsewhere (a symlink or a mount raced in, CVE-2025-52881's class) would
+/// leave the real file unmasked, so it is refused.
 fn open_existing(sys: &dyn Syscall, root: &OwnedFd, path: &Path, step: &'static str) -> Result<Option<OwnedFd>, StepFailed> {
-    match sys.open_in_root(root, path, libc::O_PATH) {
-        Ok(fd) => Ok(Some(fd)),
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
-        Err(e) => Err(StepFailed { step, call: "openat2", path: path.to_path_buf(), errno: errno_of(&e) }),
+    let fail = |call: &'static str, errno: Errno| StepFailed { step, call, path: path.to_path_buf(), errno };
+    let fd = match sys.open_in_root(root, path, libc::O_PATH) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
+        Err(e) => return Err(fail("openat2", errno_of(&e))),
+    };
+    let wanted = if path.starts_with("/proc") {
+        nix::sys::statfs::PROC_SUPER_MAGIC
+    } else if path.starts_with("/sys") {
+        nix::sys::statfs::SYSFS_MAGIC
+    } else {
+        return Ok(Some(fd));
+    };
+    let magic = sys.fs_magic(&fd).map_err(|errno| fail("fstatfs", errno))?;
+    if magic != wanted.0 as i64 {
+        return Err(fail("fstatfs (not on the filesystem its path names)", Errno::EXDEV));
     }
+    Ok(Some(fd))
 }
 
 /// Each path becomes a read-only bind of itself (with what is mounted below
@@ -106,17 +122,22 @@ mod tests {
     const NULL: (u32, u64) = (libc::S_IFCHR | 0o666, 0);
 
     fn real_null() -> Recording {
-        Recording::default().with_file_source("/proc/kcore").with_node("/dev/null", NULL.0, libc::makedev(1, 3))
+        Recording::default()
+            .with_file_source("/proc/kcore")
+            .with_node("/dev/null", NULL.0, libc::makedev(1, 3))
+            .with_procfs("/proc")
+            .with_sysfs("/sys")
     }
 
     #[test]
     fn a_readonly_path_is_a_read_only_bind_of_itself_and_a_missing_one_is_skipped() {
-        let sys = Recording::default().with_missing("/proc/nope");
+        let sys = Recording::default().with_missing("/proc/nope").with_procfs("/proc");
         readonly_paths(&sys, &root(), &paths(&["/proc/sys", "/proc/nope"])).unwrap();
         assert_eq!(
             sys.calls(),
             vec![
                 open("/proc/sys", libc::O_PATH),
+                Call::Statfs { path: "/proc/sys".into() },
                 Call::CloneTree { path: "/proc/sys".into(), recursive: true },
                 Call::SetAttr { path: "tree:/proc/sys".into(), attr: MountAttr::flags(libc::MOUNT_ATTR_RDONLY, 0), flags: 0 },
                 Call::Move { from: "tree:/proc/sys".into(), to: "/proc/sys".into() },
@@ -134,10 +155,12 @@ mod tests {
             sys.calls(),
             vec![
                 open("/sys/firmware", libc::O_PATH),
+                Call::Statfs { path: "/sys/firmware".into() },
                 Call::Fstat { path: "/sys/firmware".into() },
                 Call::NewFs(tmpfs),
                 Call::Move { from: "fs:tmpfs".into(), to: "/sys/firmware".into() },
                 open("/proc/kcore", libc::O_PATH),
+                Call::Statfs { path: "/proc/kcore".into() },
                 Call::Fstat { path: "/proc/kcore".into() },
                 open("/dev/null", libc::O_PATH | libc::O_NOFOLLOW),
                 Call::Fstat { path: "/dev/null".into() },
@@ -147,6 +170,18 @@ mod tests {
         );
     }
 
+    /// A /proc path that leads off procfs (the rootfs's /proc swapped for a
+    /// symlink, or a mount raced in) would leave the real file unmasked.
+    #[test]
+    fn a_proc_or_sys_path_off_its_filesystem_is_refused() {
+        let sys = Recording::default().with_file_source("/proc/kcore").with_node("/dev/null", NULL.0, libc::makedev(1, 3));
+        let err = masked_paths(&sys, &root(), &paths(&["/proc/kcore"])).unwrap_err();
+        assert_eq!(err.to_string(), "masking maskedPaths: fstatfs (not on the filesystem its path names) /proc/kcore: EXDEV: Cross-device link");
+        let err = readonly_paths(&Recording::default().with_procfs("/proc"), &root(), &paths(&["/sys/fs"])).unwrap_err();
+        assert_eq!(err.errno, Errno::EXDEV);
+        readonly_paths(&Recording::default(), &root(), &paths(&["/etc"])).unwrap();
+    }
+
     #[test]
     fn a_dev_null_that_is_not_1_3_masks_nothing() {
         for (mode, rdev, what) in [
@@ -154,7 +189,7 @@ mod tests {
             (libc::S_IFREG | 0o644, 0, "a file"),
             (libc::S_IFCHR | 0o666, libc::makedev(1, 5), "/dev/zero"),
         ] {
-            let sys = Recording::default().with_file_source("/proc/kcore").with_node("/dev/null", mode, rdev);
+            let sys = Recording::default().with_file_source("/proc/kcore").with_node("/dev/null", mode, rdev).with_procfs("/proc");
             let err = masked_paths(&sys, &root(), &paths(&["/proc/kcore"])).unwrap_err();
             assert_eq!(err.errno, Errno::EPERM, "{what}");
             assert_eq!(err.path, Path::new("/dev/null"), "{what}");

@@ -280,7 +280,10 @@ mod tests {
         let mut rootfs = Rootfs::from_spec(&spec(serde_json::json!({})), Path::new("/b/rootfs"), false, &[], false).unwrap();
         rootfs.devices.truncate(1);
         rootfs.kcore = false;
-        let sys = Recording::default().with_file_source("/proc/kcore").with_node("/dev/null", libc::S_IFCHR | 0o666, libc::makedev(1, 3));
+        let sys = Recording::default()
+            .with_file_source("/proc/kcore")
+            .with_node("/dev/null", libc::S_IFCHR | 0o666, libc::makedev(1, 3))
+            .with_procfs("/proc");
         let root = rootfs.before_hooks(&sys).unwrap();
         rootfs.after_hooks(&sys, root, None).unwrap();
         let kinds: Vec<String> = sys
@@ -318,8 +321,8 @@ mod tests {
             "dir /dev", "symlink /dev/fd", "symlink /dev/stdin", "symlink /dev/stdout", "symlink /dev/stderr", "unlink /dev/ptmx", "symlink /dev/ptmx",
             "fchdir", "pivot_root", "propagation .", "umount", "chdir",
             "open /", "setattr /",
-            "openat2 /proc/sys", "clone /proc/sys", "setattr tree:/proc/sys", "move tree:/proc/sys /proc/sys",
-            "openat2 /proc/kcore", "fstat /proc/kcore", "openat2 /dev/null", "fstat /dev/null", "clone /dev/null", "move tree:/dev/null /proc/kcore",
+            "openat2 /proc/sys", "statfs /proc/sys", "clone /proc/sys", "setattr tree:/proc/sys", "move tree:/proc/sys /proc/sys",
+            "openat2 /proc/kcore", "statfs /proc/kcore", "fstat /proc/kcore", "openat2 /dev/null", "fstat /dev/null", "clone /dev/null", "move tree:/dev/null /proc/kcore",
         ];
         assert_eq!(kinds, expected);
     }
