@@ -215,6 +215,51 @@ mod tests {
         assert!(passed, "{text}");
     }
 
+    /// The image's owner swaps the rootfs's /proc, already mounted, for a
+    /// symlink to a plain directory between the mounts and pivot_root (the
+    /// host sees no mount there, so the rename works): the masked paths
+    /// would land off procfs and leave the real files unmasked. The step
+    /// refuses instead, naming the path.
+    #[test]
+    fn on_the_kernel_a_proc_swapped_after_its_mount_fails_the_masks() {
+        if !nix::unistd::geteuid().is_root() {
+            return eprintln!("SKIP: mounts and pivot_root need root");
+        }
+        let (passed, text) = crate::engine::rootfs::in_child("engine::rootfs::prepare::tests::swap_child", "RUSTPOD_SWAP_CHILD");
+        assert!(passed, "{text}");
+    }
+
+    #[test]
+    fn swap_child() {
+        use crate::sys::syscall::LinuxSyscall;
+
+        let Some(scratch) = std::env::var_os("RUSTPOD_SWAP_CHILD") else { return };
+        let rootfs = Path::new(&scratch).join("rootfs");
+        std::fs::create_dir_all(rootfs.join("fake")).unwrap();
+        std::fs::write(rootfs.join("fake/timer_list"), "not procfs").unwrap();
+        // A thread started before the unshare stays in the host's mount
+        // namespace, where rootfs/proc is a plain directory.
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let swap = rootfs.clone();
+        let swapper = std::thread::spawn(move || {
+            wait.recv().unwrap();
+            std::fs::rename(swap.join("proc"), swap.join("proc-moved")).unwrap();
+            std::os::unix::fs::symlink("fake", swap.join("proc")).unwrap();
+        });
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).unwrap();
+        let spec = spec(serde_json::json!({"linux": {"maskedPaths": ["/proc/timer_list"]}}));
+        let rootfs_steps = Rootfs::from_spec(&spec, &rootfs, false, &[], false).unwrap();
+        let root = rootfs_steps.before_hooks(&LinuxSyscall).unwrap();
+        go.send(()).unwrap();
+        swapper.join().unwrap();
+        let err = rootfs_steps.after_hooks(&LinuxSyscall, root, None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "masking maskedPaths: fstatfs (not on the filesystem its path names) /proc/timer_list: EXDEV: Cross-device link"
+        );
+        assert_eq!(std::fs::read_to_string("/fake/timer_list").unwrap(), "not procfs", "nothing bound over it");
+    }
+
     /// Run by the test above in its own process; returns at once otherwise.
     #[test]
     fn kernel_child() {
