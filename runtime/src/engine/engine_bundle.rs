@@ -145,6 +145,9 @@ pub struct EngineOptions<'a> {
     pub systemd_cgroup: bool,
     /// The host's cgroup hierarchies, as the command read them.
     pub cgroups: &'a [crate::engine::cgroup::fs::Hierarchy],
+    /// Our rootfs steps make the rootfs (`engine::rootfs::own`): the engine
+    /// spec needs none of the workarounds for the engine's.
+    pub own_rootfs: bool,
 }
 
 /// The spec the engine runs, derived from the user's.
@@ -168,6 +171,11 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
     normalize_rootfs_propagation(linux, &config)?;
 
     let (propagations, taken) = match spec.mounts_mut() {
+        Some(mounts) if opts.own_rootfs => {
+            check_kernel_fs_targets(mounts, &bundle.rootfs)?;
+            prepare_mounts(mounts, &config)?;
+            Default::default()
+        }
         Some(mounts) => {
             check_kernel_fs_targets(mounts, &bundle.rootfs)?;
             let propagations = prepare_mounts(mounts, &config)?;
@@ -180,10 +188,12 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
         None => Default::default(),
     };
     // Before the rewrite below, which turns some cgroup mounts into binds.
-    let cgroup_flags = cgroup_mount_flags::wanted(&spec, opts.cgroups);
+    let cgroup_flags = if opts.own_rootfs { Vec::new() } else { cgroup_mount_flags::wanted(&spec, opts.cgroups) };
     // After prepare_mounts: these bind sources appear only once the
     // engine has made the container's cgroup.
-    crate::engine::mount::cgroup_ns::rewrite(&mut spec, opts.cgroups);
+    if !opts.own_rootfs {
+        crate::engine::mount::cgroup_ns::rewrite(&mut spec, opts.cgroups);
+    }
     if let Some(hooks) = spec.hooks_mut() {
         wrap_hooks(hooks, &bundle.path);
     }
@@ -270,7 +280,7 @@ pub fn take_poststart(spec: &mut Spec) -> Vec<Hook> {
 
 /// runc puts a container without `cgroupsPath` under `/<runtime>/<id>`; the
 /// engine would pick `:youki:<id>`, which is a systemd name and wrong here.
-fn default_cgroups_path(linux: &mut oci_spec::runtime::Linux, id: &str, systemd: bool) {
+pub(crate) fn default_cgroups_path(linux: &mut oci_spec::runtime::Linux, id: &str, systemd: bool) {
     let empty = linux
         .cgroups_path()
         .as_ref()
@@ -467,7 +477,7 @@ mod tests {
     }
 
     fn spec_of(config: serde_json::Value, systemd: bool) -> Result<Spec> {
-        engine_spec("c1", &bundle(config), &EngineOptions { systemd_cgroup: systemd, cgroups: &[] })
+        engine_spec("c1", &bundle(config), &EngineOptions { systemd_cgroup: systemd, cgroups: &[], own_rootfs: false })
     }
 
     fn cgroups_path(spec: &Spec) -> String {

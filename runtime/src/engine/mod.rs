@@ -14,8 +14,6 @@ pub mod hook_state;
 pub mod idmap;
 pub mod mount;
 pub mod process;
-// Not called yet: the own init driver will (docs/rootfs-plan.md step 4).
-#[allow(dead_code)]
 pub mod rootfs;
 pub mod seccomp;
 pub mod self_exec;

@@ -94,9 +94,25 @@ fn build(
     opts: CreateOptions,
     idmapped: &[crate::engine::idmap::plan::Planned],
 ) -> Result<Container> {
+    let request = crate::engine::rootfs::own::Request {
+        id: &dir.id,
+        cgroups,
+        systemd_cgroup: opts.systemd_cgroup,
+        no_pivot: opts.no_pivot,
+    };
+    // Not with idmapped mounts: their detached fds and hook are the engine route's.
+    let own_rootfs = match crate::engine::rootfs::own::decide(bundle, &request) {
+        Ok(rootfs) if idmapped.is_empty() => Some(rootfs),
+        Ok(_) => None,
+        Err(why) => {
+            tracing::debug!("the engine makes the rootfs: {why}");
+            None
+        }
+    };
     let engine_opts = EngineOptions {
         systemd_cgroup: opts.systemd_cgroup,
         cgroups,
+        own_rootfs: own_rootfs.is_some(),
     };
     let mut spec = engine_bundle::engine_spec(&dir.id, bundle, &engine_opts)?;
     // Made here, moved in by our first createContainer step; the fds close
@@ -114,6 +130,7 @@ fn build(
         systemd_cgroup: opts.systemd_cgroup,
         no_pivot: opts.no_pivot,
         cgroups,
+        rootfs: own_rootfs,
     };
     // Shared: a delete removing the default cgroup parent waits for us.
     let _cgroup_guard = std::fs::File::open(&dir.root)

@@ -80,7 +80,7 @@ fn restore_claimed(
     images: &std::fs::File,
     stdio_keys: &[String],
 ) -> Result<i32> {
-    let spec = engine_bundle::engine_spec(&dir.id, bundle, &EngineOptions { systemd_cgroup: opts.systemd_cgroup, cgroups })?;
+    let spec = engine_bundle::engine_spec(&dir.id, bundle, &EngineOptions { systemd_cgroup: opts.systemd_cgroup, cgroups, own_rootfs: false })?;
     dir.write_config(&spec)?;
     YoukiConfig::from_spec(&spec, &dir.id)
         .and_then(|config| config.save(dir.path()))

@@ -13,7 +13,6 @@ pub mod mount_api;
 pub mod mount_target;
 pub mod new_mount;
 pub mod pid_file;
-#[allow(dead_code)] // engine::rootfs's, not called yet (docs/rootfs-plan.md step 4)
 pub mod procfs;
 pub mod read_only_fs;
 pub mod process_setup;

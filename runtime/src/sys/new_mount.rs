@@ -47,8 +47,6 @@ pub fn fsmount(ctx: &OwnedFd, attrs: u64) -> io::Result<OwnedFd> {
     owned(fd)
 }
 
-// `engine::rootfs`'s, which the init does not call yet (docs/rootfs-plan.md step 4).
-#[allow(dead_code)]
 /// A filesystem to make: its type, and its parameters in order, each a
 /// key with a value (`mode=755`, `source`) or a flag alone (`lazytime`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,7 +59,6 @@ pub struct NewFs {
 
 /// Why making a filesystem failed: the call, the parameter it was given
 /// (none for fsopen, FSCONFIG_CMD_CREATE and fsmount) and the errno.
-#[allow(dead_code)]
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{call}{}: {errno}", param.as_ref().map(|p| format!(" {p}")).unwrap_or_default())]
 pub struct NewFsError {
@@ -72,7 +69,6 @@ pub struct NewFsError {
 
 /// fsopen, fsconfig per parameter, FSCONFIG_CMD_CREATE and fsmount: a
 /// detached mount of a new filesystem.
-#[allow(dead_code)]
 pub fn new_fs(fs: &NewFs) -> Result<OwnedFd, NewFsError> {
     let errno = |call: &'static str, param: Option<String>| {
         move |e: io::Error| NewFsError { call, param, errno: crate::sys::io_errno::errno_of(&e) }
@@ -93,7 +89,6 @@ pub fn new_fs(fs: &NewFs) -> Result<OwnedFd, NewFsError> {
     fsmount(&ctx, fs.attrs).map_err(errno("fsmount", None))
 }
 
-#[allow(dead_code)]
 fn fsconfig_set_flag(ctx: &OwnedFd, key: &str) -> io::Result<()> {
     let key = CString::new(key).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // SAFETY: valid descriptor and a NUL-terminated key; the result is checked.

@@ -30,6 +30,8 @@ pub struct InitOptions<'a> {
     pub no_pivot: bool,
     /// The host's cgroup hierarchies, as the command read them.
     pub cgroups: &'a [crate::engine::cgroup::fs::Hierarchy],
+    /// Set when our steps make the rootfs (`engine::rootfs::own`).
+    pub rootfs: Option<crate::engine::rootfs::prepare::Rootfs>,
 }
 
 /// Starts `spec`'s init for `dir` (whose directory the caller made) and
@@ -99,7 +101,8 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
     let all_cpus = crate::engine::process::cpu_affinity::all_cpus_for_children()?;
     let capture = Capture::new().map_err(|e| Error::sys("pipe2 for the init's rootfs errors", e))?;
     let spawned = capture.during(|| match init_launch::route(&args.spec, args.cgroup_config.systemd_cgroup) {
-        Route::Direct => init_launch::spawn(&args, &dir.id, cgroups),
+        Route::Direct => init_launch::spawn(&args, &dir.id, cgroups, opts.rootfs.as_ref()),
+        Route::Engine(_) if opts.rootfs.is_some() => Err(Error::Invalid(format!("create {}: our rootfs steps need the direct route", dir.id))),
         Route::Engine(why) => {
             tracing::debug!("create through the engine's intermediate process: {why}");
             let pid = libcontainer::process::container_main_process::container_main_process(&args)

@@ -31,6 +31,7 @@ use oci_spec::runtime::{LinuxNamespaceType, Spec};
 use crate::engine::cgroup::fs::Hierarchy;
 use crate::engine::cgroup::{v1_setup, v2_setup};
 use crate::engine::process::child_init;
+use crate::engine::rootfs::prepare::Rootfs;
 use crate::error::{Error, Result};
 use crate::sys::children_pid_ns;
 use crate::sys::clone3::{self, Forked};
@@ -70,7 +71,8 @@ pub fn route(spec: &Spec, systemd: bool) -> Route {
 
 /// Clones the init `args` describes and returns its pid once the engine's
 /// init steps are done and it waits for `start`.
-pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy]) -> Result<Pid> {
+/// With `own`, our rootfs steps make the rootfs (`engine::rootfs::own`).
+pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<&Rootfs>) -> Result<Pid> {
     let channel_err = |e: ChannelError| Error::engine("create", id, &e);
     let (mut main_sender, mut main_receiver) = channel::main_channel().map_err(channel_err)?;
     let (mut init_sender, mut init_receiver) = channel::init_channel().map_err(channel_err)?;
@@ -90,8 +92,16 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy]) -> Result<Pi
         None => None,
     };
     let born = born_namespaces(&args.spec);
-    // Only when the clone makes a namespace does the init need a spec without it.
-    let init_spec = (!born.is_empty()).then(|| without(&args.spec, born));
+    // The mount (and cgroup) namespace our rootfs steps run in: unshared by
+    // the init itself once it is in its cgroup.
+    let unshared = own.map_or(CloneFlags::empty(), |_| own_namespaces(&args.spec));
+    // Only when a namespace is ours does the init need a spec without it;
+    // on our rootfs route that includes those it joins by path first, while
+    // the host's /proc still names them.
+    let init_spec = match own {
+        Some(_) => Some(without_joined(&without(&args.spec, born | unshared))),
+        None => (!born.is_empty()).then(|| without(&args.spec, born)),
+    };
     // SAFETY: the child only runs the engine's init steps and exits or
     // execs, as the engine's own forked children do.
     let forked = unsafe { clone3::fork(flags | born, born_in.as_ref().map(|fd| fd.as_fd())) };
@@ -99,8 +109,9 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy]) -> Result<Pi
         Ok(Forked::Child) => {
             // Never dropped (the child execs or exits): a cloned
             // NotifyListener shares the parent's fd and would close it.
-            let own = init_spec.map(|spec| ManuallyDrop::new(ContainerArgs { spec: Rc::new(spec), ..args.clone() }));
-            let args = own.as_deref().unwrap_or(args);
+            let original = Rc::clone(&args.spec);
+            let with_spec = init_spec.map(|spec| ManuallyDrop::new(ContainerArgs { spec: Rc::new(spec), ..args.clone() }));
+            let args = with_spec.as_deref().unwrap_or(args);
             if let Some(ns) = &joined {
                 let _ = nix::unistd::close(ns.own_fd().as_raw_fd());
             }
@@ -110,7 +121,13 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy]) -> Result<Pi
             let _ = main_receiver.close();
             let _ = init_sender.close();
             drop(go_write);
-            child_init::run(args, &mut main_sender, &mut init_receiver, || before_init(args, go_read))
+            let before = || before_init(args, go_read);
+            match own {
+                Some(rootfs) => {
+                    child_init::run_own_rootfs(args, &original, rootfs, unshared, &mut main_sender, &mut init_receiver, before)
+                }
+                None => child_init::run(args, &mut main_sender, &mut init_receiver, before),
+            }
         }
         Ok(Forked::Parent(pid)) => {
             drop(joined);
@@ -150,22 +167,61 @@ fn born_namespaces(spec: &Spec) -> CloneFlags {
     })
 }
 
-/// `spec` without the namespaces the clone made, which the engine's init
-/// steps would otherwise make again.
-fn without(spec: &Spec, born: CloneFlags) -> Spec {
-    let made = |ns: &oci_spec::runtime::LinuxNamespace| {
-        ns.path().is_none()
-            && match ns.typ() {
-                LinuxNamespaceType::Network => born.contains(CloneFlags::CLONE_NEWNET),
-                LinuxNamespaceType::Ipc => born.contains(CloneFlags::CLONE_NEWIPC),
-                _ => false,
+/// The new mount and cgroup namespaces of `spec`, which the init unshares
+/// itself for our rootfs steps (a cgroup namespace after it is in its
+/// cgroup, so that the container's cgroup is its root).
+fn own_namespaces(spec: &Spec) -> CloneFlags {
+    let listed = spec.linux().as_ref().and_then(|l| l.namespaces().as_ref());
+    listed.into_iter().flatten().filter(|ns| ns.path().is_none()).fold(CloneFlags::empty(), |flags, ns| {
+        flags
+            | match ns.typ() {
+                LinuxNamespaceType::Mount => CloneFlags::CLONE_NEWNS,
+                LinuxNamespaceType::Cgroup => CloneFlags::CLONE_NEWCGROUP,
+                _ => CloneFlags::empty(),
             }
+    })
+}
+
+/// `spec` without the namespaces the clone or the init made, which the
+/// engine's init steps would otherwise make again.
+fn without(spec: &Spec, made_by_us: CloneFlags) -> Spec {
+    let made = |ns: &oci_spec::runtime::LinuxNamespace| {
+        let flag = match ns.typ() {
+            LinuxNamespaceType::Network => CloneFlags::CLONE_NEWNET,
+            LinuxNamespaceType::Ipc => CloneFlags::CLONE_NEWIPC,
+            LinuxNamespaceType::Mount => CloneFlags::CLONE_NEWNS,
+            LinuxNamespaceType::Cgroup => CloneFlags::CLONE_NEWCGROUP,
+            _ => return false,
+        };
+        ns.path().is_none() && made_by_us.contains(flag)
     };
     let mut spec = spec.clone();
     if let Some(listed) = spec.linux_mut().as_mut().and_then(|l| l.namespaces_mut().as_mut()) {
         listed.retain(|ns| !made(ns));
     }
     spec
+}
+
+/// `spec` without the namespaces given by path that the init joins itself
+/// (all but pid, which our children enter, and user, mount and time, which
+/// the rootfs route does not take).
+fn without_joined(spec: &Spec) -> Spec {
+    let mut spec = spec.clone();
+    if let Some(listed) = spec.linux_mut().as_mut().and_then(|l| l.namespaces_mut().as_mut()) {
+        listed.retain(|ns| !(ns.path().is_some() && joined_by_init(ns.typ()).is_some()));
+    }
+    spec
+}
+
+/// The setns(2) type of a namespace the init joins by path on the rootfs route.
+pub fn joined_by_init(typ: LinuxNamespaceType) -> Option<CloneFlags> {
+    match typ {
+        LinuxNamespaceType::Network => Some(CloneFlags::CLONE_NEWNET),
+        LinuxNamespaceType::Ipc => Some(CloneFlags::CLONE_NEWIPC),
+        LinuxNamespaceType::Uts => Some(CloneFlags::CLONE_NEWUTS),
+        LinuxNamespaceType::Cgroup => Some(CloneFlags::CLONE_NEWCGROUP),
+        _ => None,
+    }
 }
 
 enum PidNs<'a> {

@@ -26,9 +26,6 @@ pub enum Detail {
     /// Making the new filesystem.
     #[error("{0}")]
     NewFs(NewFsError),
-    /// Options a bind cannot honour (the kernel ignores a bind's data).
-    #[error("{0:?} is filesystem data, which a bind mount cannot take")]
-    BindData(String),
     /// A mount landing on procfs where runc refuses one.
     #[error("the destination is on procfs: only a procfs on /proc, or the files lxcfs emulates")]
     InsideProc,

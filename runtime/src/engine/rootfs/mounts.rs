@@ -27,6 +27,14 @@ pub fn uncovered(m: &PlannedMount) -> Option<&'static str> {
         _ if m.idmap.is_some() => Some("an idmapped mount"),
         Kind::New { fstype } if fstype == "cgroup" || fstype == "cgroup2" => Some("a cgroup mount"),
         Kind::Bind { .. } if m.superblock.named != MsFlags::empty() => Some("a superblock flag on a bind"),
+        // runc and the engine hand these to mount(2), which ignores a
+        // bind's data; until a runc comparison settles it, the engine's way.
+        Kind::Bind { .. } if !m.data.is_empty() => Some("filesystem data on a bind"),
+        // Not every one is an fsconfig flag (iversion, silent): the engine
+        // route's remount sets them.
+        _ if m.superblock.named.intersects(MsFlags::MS_LAZYTIME | MsFlags::MS_I_VERSION | MsFlags::MS_SILENT) => {
+            Some("lazytime, iversion or silent")
+        }
         _ => None,
     }
 }
@@ -43,7 +51,6 @@ pub fn make(sys: &dyn Syscall, root: &OwnedFd, m: &PlannedMount) -> Result<(), R
     };
     let dest = &m.destination;
     let (mount, want) = match &m.kind {
-        Kind::Bind { .. } if !m.data.is_empty() => return Err(fail(Detail::BindData(m.data.join(",")))),
         Kind::Bind { recursive } => {
             let source = m.source.as_deref().unwrap_or(Path::new(""));
             let tree = sys.open_tree(source, *recursive).map_err(|e| call("open_tree", source)(errno_of(&e)))?;
@@ -97,9 +104,6 @@ fn new_fs(fstype: &str, m: &PlannedMount) -> NewFs {
         (MsFlags::MS_SYNCHRONOUS, "sync"),
         (MsFlags::MS_DIRSYNC, "dirsync"),
         (MsFlags::MS_MANDLOCK, "mand"),
-        (MsFlags::MS_LAZYTIME, "lazytime"),
-        (MsFlags::MS_I_VERSION, "iversion"),
-        (MsFlags::MS_SILENT, "silent"),
     ];
     let mut params = Vec::new();
     if let Some(source) = &m.source {
@@ -255,7 +259,7 @@ mod tests {
     #[test]
     fn a_new_filesystem_is_made_with_its_flags_then_moved_onto_its_destination() {
         let sys = Recording::default();
-        let m = planned("tmpfs", "tmpfs", "/dev", &["nosuid", "strictatime", "mode=755", "size=65536k", "lazytime"]);
+        let m = planned("tmpfs", "tmpfs", "/dev", &["nosuid", "strictatime", "mode=755", "size=65536k", "sync"]);
         make(&sys, &root(), &m).unwrap();
         let fs = NewFs {
             fstype: "tmpfs".into(),
@@ -263,7 +267,7 @@ mod tests {
                 ("source".into(), Some("tmpfs".into())),
                 ("mode".into(), Some("755".into())),
                 ("size".into(), Some("65536k".into())),
-                ("lazytime".into(), None),
+                ("sync".into(), None),
             ],
             attrs: libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_STRICTATIME,
         };
@@ -345,12 +349,14 @@ mod tests {
     }
 
     /// runc hands a bind's unknown options to mount(2), which ignores them
-    /// for a bind; we refuse them rather than drop them unseen.
+    /// for a bind; such a mount stays the engine's (it does the same).
     #[test]
-    fn filesystem_data_on_a_bind_is_refused_before_any_call() {
+    fn filesystem_data_on_a_bind_is_left_to_the_engine() {
         let sys = Recording::default();
-        let err = make(&sys, &root(), &planned("bind", "/srv", "/mnt", &["rbind", "size=1m", "ro"])).unwrap_err();
-        assert_eq!(err.to_string(), r#"error mounting "/srv" to rootfs at "/mnt": "size=1m" is filesystem data, which a bind mount cannot take"#);
+        let m = planned("bind", "/srv", "/mnt", &["rbind", "size=1m", "ro"]);
+        assert_eq!(uncovered(&m), Some("filesystem data on a bind"), "the engine's route takes it");
+        let err = make(&sys, &root(), &m).unwrap_err();
+        assert_eq!(err.detail, Detail::NotCovered("filesystem data on a bind"));
         assert!(sys.calls().is_empty());
     }
 
@@ -362,6 +368,7 @@ mod tests {
             ("bind", &["rbind", "idmap"][..], "an idmapped mount"),
             ("cgroup", &["ro"][..], "a cgroup mount"),
             ("bind", &["rbind", "lazytime"][..], "a superblock flag on a bind"),
+            ("tmpfs", &["iversion"][..], "lazytime, iversion or silent"),
         ] {
             let sys = Recording::default();
             let err = make(&sys, &root(), &planned(typ, "/src", "/mnt", options)).unwrap_err();

@@ -32,47 +32,76 @@ pub fn prepare(sys: &dyn Syscall, rootfs: &Path, propagation: MsFlags) -> Result
         let path = path.to_path_buf();
         move |errno: Errno| StepFailed { step: STEP_PREPARE, call, path, errno }
     };
-    sys.set_propagation(Path::new("/"), propagation).map_err(fail("mount", Path::new("/")))?;
+    let start = start_propagation(propagation);
+    sys.set_propagation(Path::new("/"), start).map_err(fail("mount", Path::new("/")))?;
     let dir = sys.open_dir(rootfs).map_err(|e| fail("open", rootfs)(errno_of(&e)))?;
+    if start.contains(MsFlags::MS_SHARED) {
+        // Before the clone, which takes the propagation of the mount it
+        // copies: pivot_root refuses a shared one.
+        make_private(sys, &dir, rootfs)?;
+    }
     let root = sys.clone_tree(&dir, true).map_err(|e| fail("open_tree", rootfs)(errno_of(&e)))?;
     sys.move_mount(&root, &dir).map_err(fail("move_mount", rootfs))?;
-    make_parent_private(sys, &root, rootfs)?;
     Ok(root)
 }
 
-/// mount_setattr(MS_PRIVATE) on the first directory above `root` that is a
-/// mount's root. Run in the container's mount namespace: the host's mounts
-/// keep their propagation, and this one goes with the old root.
-fn make_parent_private(sys: &dyn Syscall, root: &OwnedFd, rootfs: &Path) -> Result<(), StepFailed> {
+/// What `/` gets before the mounts, as the engine applies rootfsPropagation:
+/// its type on every mount below, but slave for unbindable (nothing could
+/// be bound from an unbindable tree: not the rootfs, not the cgroup
+/// hierarchies), which [`pivot`] sets once the mounts are made.
+fn start_propagation(propagation: MsFlags) -> MsFlags {
+    let kind = propagation.difference(MsFlags::MS_REC);
+    match kind == MsFlags::MS_UNBINDABLE {
+        true => MsFlags::MS_SLAVE | MsFlags::MS_REC,
+        false => kind | MsFlags::MS_REC,
+    }
+}
+
+/// mount_setattr(MS_PRIVATE) on the mount the rootfs is on: `dir` itself
+/// when it is a mount's root, else the first directory above that is. Run
+/// in the container's mount namespace: the host's mounts keep their
+/// propagation. A shared one there would make the rootfs's clone shared,
+/// which pivot_root refuses; an unbindable one could not be cloned.
+fn make_private(sys: &dyn Syscall, dir: &OwnedFd, rootfs: &Path) -> Result<(), StepFailed> {
     let mut at = PathBuf::from(rootfs);
     let fail = |call: &'static str, path: PathBuf| move |errno: Errno| StepFailed { step: STEP_PREPARE, call, path, errno };
-    let mut dir = sys.parent_of(root).map_err(fail("openat ..", at.clone()))?;
+    let mut above: Option<OwnedFd> = None;
     for _ in 0..MAX_DEPTH {
-        at = at.parent().map(Path::to_path_buf).unwrap_or(at);
-        match sys.mount_setattr(&dir, MountAttr::propagation(libc::MS_PRIVATE), 0) {
+        let current = above.as_ref().unwrap_or(dir);
+        match sys.mount_setattr(current, MountAttr::propagation(libc::MS_PRIVATE), 0) {
             Ok(()) => return Ok(()),
-            Err(Errno::EINVAL) => dir = sys.parent_of(&dir).map_err(fail("openat ..", at.clone()))?,
+            Err(Errno::EINVAL) => {
+                above = Some(sys.parent_of(current).map_err(fail("openat ..", at.clone()))?);
+                at = at.parent().map(Path::to_path_buf).unwrap_or(at);
+            }
             Err(errno) => return Err(fail("mount_setattr", at)(errno)),
         }
     }
     Err(fail("mount_setattr", at)(Errno::ELOOP))
 }
 
-/// pivot_root into `root` and the old root detached; then `/` gets
-/// rootfsPropagation again when it is shared or unbindable (set before the
-/// mounts, slave and private already hold), as runc does.
+/// pivot_root into `root` and the old root detached; then `/` itself gets
+/// rootfsPropagation when it is shared or unbindable (slave and private
+/// already hold from [`prepare`]), as the engine does.
 pub fn pivot(sys: &dyn Syscall, root: &OwnedFd, propagation: MsFlags) -> Result<(), StepFailed> {
     let fail = |call: &'static str, path: &str| {
         let path = PathBuf::from(path);
         move |errno: Errno| StepFailed { step: STEP_PIVOT, call, path, errno }
     };
+    let old_root = sys.open_dir(Path::new("/")).map_err(|e| fail("open", "/")(errno_of(&e)))?;
     sys.fchdir(root).map_err(fail("fchdir", "/"))?;
     sys.pivot_root_here().map_err(fail("pivot_root", "."))?;
+    // "." is the old root only from the old root's directory, which the
+    // kernel does not promise the cwd is after pivot_root.
+    sys.fchdir(&old_root).map_err(fail("fchdir", "old /"))?;
+    drop(old_root);
     sys.set_propagation(Path::new("."), MsFlags::MS_SLAVE | MsFlags::MS_REC).map_err(fail("mount", "."))?;
     sys.umount_detach(Path::new(".")).map_err(fail("umount2", "."))?;
     sys.chdir(Path::new("/")).map_err(fail("chdir", "/"))?;
     if propagation.intersects(MsFlags::MS_SHARED | MsFlags::MS_UNBINDABLE) {
-        sys.set_propagation(Path::new("/"), propagation).map_err(fail("mount", "/"))?;
+        // `/` alone, as the engine does: the mounts below stay slaves, and
+        // readonlyPaths can still bind from them.
+        sys.set_propagation(Path::new("/"), propagation.difference(MsFlags::MS_REC)).map_err(fail("mount", "/"))?;
     }
     Ok(())
 }
@@ -89,22 +118,24 @@ mod tests {
     }
 
     #[test]
-    fn the_rootfs_is_bound_onto_itself_and_the_mount_above_made_private() {
+    fn the_mount_the_rootfs_is_on_is_made_private_then_the_rootfs_bound_onto_itself() {
         // The Recording labels `..` of a descriptor by its label's parent;
-        // /var/lib is the one mount root above the rootfs.
-        let sys = Recording::default().with_mount_roots(&["tree:/var/lib"]);
-        prepare(&sys, Path::new("/var/lib/b/rootfs"), RSLAVE).unwrap();
+        // /var/lib is the mount the rootfs is on.
+        let sys = Recording::default().with_mount_roots(&["/var/lib"]);
+        let rshared = MsFlags::MS_SHARED | MsFlags::MS_REC;
+        prepare(&sys, Path::new("/var/lib/b/rootfs"), MsFlags::MS_SHARED).unwrap();
         assert_eq!(
             sys.calls(),
             vec![
-                Call::Propagation { path: "/".into(), flags: RSLAVE },
+                Call::Propagation { path: "/".into(), flags: rshared },
                 Call::OpenHostDir { path: "/var/lib/b/rootfs".into() },
+                private("/var/lib/b/rootfs"),
+                Call::Parent { path: "/var/lib/b/rootfs".into() },
+                private("/var/lib/b"),
+                Call::Parent { path: "/var/lib/b".into() },
+                private("/var/lib"),
                 Call::CloneTree { path: "/var/lib/b/rootfs".into(), recursive: true },
                 Call::Move { from: "tree:/var/lib/b/rootfs".into(), to: "/var/lib/b/rootfs".into() },
-                Call::Parent { path: "tree:/var/lib/b/rootfs".into() },
-                private("tree:/var/lib/b"),
-                Call::Parent { path: "tree:/var/lib/b".into() },
-                private("tree:/var/lib"),
             ]
         );
     }
@@ -132,6 +163,20 @@ mod tests {
     }
 
     #[test]
+    fn slave_and_private_need_no_private_parent_and_unbindable_waits_for_the_pivot() {
+        for (asked, start) in [(RSLAVE, RSLAVE), (MsFlags::MS_PRIVATE, MsFlags::MS_PRIVATE | MsFlags::MS_REC), (MsFlags::MS_UNBINDABLE, RSLAVE)] {
+            let sys = Recording::default();
+            prepare(&sys, Path::new("/b/rootfs"), asked).unwrap();
+            assert_eq!(sys.calls()[0], Call::Propagation { path: "/".into(), flags: start }, "{asked:?}");
+            assert!(!sys.calls().iter().any(|c| matches!(c, Call::SetAttr { .. })), "{asked:?}: no parent made private");
+        }
+        let sys = Recording::default();
+        let root: OwnedFd = std::fs::File::open("/").unwrap().into();
+        pivot(&sys, &root, MsFlags::MS_UNBINDABLE).unwrap();
+        assert_eq!(sys.calls().last(), Some(&Call::Propagation { path: "/".into(), flags: MsFlags::MS_UNBINDABLE }));
+    }
+
+    #[test]
     fn pivot_root_then_the_old_root_is_detached_as_a_slave() {
         let sys = Recording::default();
         let root: OwnedFd = std::fs::File::open("/").unwrap().into();
@@ -139,8 +184,10 @@ mod tests {
         assert_eq!(
             sys.calls(),
             vec![
+                Call::OpenHostDir { path: "/".into() },
                 Call::Fchdir { path: "".into() },
                 Call::PivotRootHere,
+                Call::Fchdir { path: "/".into() },
                 Call::Propagation { path: ".".into(), flags: RSLAVE },
                 Call::UmountDetach { path: ".".into() },
                 Call::Chdir { path: "/".into() },
@@ -148,7 +195,7 @@ mod tests {
         );
         let sys = Recording::default();
         pivot(&sys, &root, MsFlags::MS_SHARED | MsFlags::MS_REC).unwrap();
-        assert_eq!(sys.calls().last(), Some(&Call::Propagation { path: "/".into(), flags: MsFlags::MS_SHARED | MsFlags::MS_REC }));
+        assert_eq!(sys.calls().last(), Some(&Call::Propagation { path: "/".into(), flags: MsFlags::MS_SHARED }));
     }
 
     #[test]

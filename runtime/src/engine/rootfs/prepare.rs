@@ -359,12 +359,12 @@ mod tests {
             })
             .collect();
         let expected = [
-            "propagation /", "open /b/rootfs", "clone /b/rootfs", "move tree:/b/rootfs /b/rootfs", "..", "setattr tree:/b",
+            "propagation /", "open /b/rootfs", "clone /b/rootfs", "move tree:/b/rootfs /b/rootfs",
             "new proc", "target /proc", "statfs /proc", "move fs:proc /proc",
             "new tmpfs", "target /dev", "statfs /dev", "move fs:tmpfs /dev",
             "dir /dev", "mknod /dev/null", "chown",
             "dir /dev", "symlink /dev/fd", "symlink /dev/stdin", "symlink /dev/stdout", "symlink /dev/stderr", "unlink /dev/ptmx", "symlink /dev/ptmx",
-            "fchdir", "pivot_root", "propagation .", "umount", "chdir",
+            "open /", "fchdir", "pivot_root", "fchdir", "propagation .", "umount", "chdir",
             "open /", "setattr /",
             "openat2 /proc/sys", "statfs /proc/sys", "clone /proc/sys", "setattr tree:/proc/sys", "move tree:/proc/sys /proc/sys",
             "openat2 /proc/kcore", "statfs /proc/kcore", "fstat /proc/kcore", "openat2 /dev/null", "fstat /dev/null", "clone /dev/null", "move tree:/dev/null /proc/kcore",

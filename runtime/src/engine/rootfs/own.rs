@@ -1,0 +1,144 @@
+//! Whether a new container's rootfs is made by our own steps: the route
+//! for a spec they cover, started without the engine's intermediate, with
+//! no terminal and with pivot_root; everything else keeps the engine's
+//! rootfs and our createContainer workarounds (docs/rootfs-plan.md, step 4).
+
+use std::path::{Path, PathBuf};
+
+use oci_spec::runtime::LinuxNamespaceType;
+
+use crate::engine::cgroup::fs::Hierarchy;
+use crate::engine::engine_bundle::{is_bind, Bundle};
+use crate::engine::process::init_launch::{route, Route};
+use crate::engine::rootfs::cgroup::Placed;
+use crate::engine::rootfs::prepare::Rootfs;
+
+/// What the decision needs besides the bundle.
+pub struct Request<'a> {
+    pub id: &'a str,
+    pub cgroups: &'a [Hierarchy],
+    pub systemd_cgroup: bool,
+    pub no_pivot: bool,
+}
+
+/// The rootfs steps for `bundle`, or why the engine makes its rootfs.
+pub fn decide(bundle: &Bundle, req: &Request) -> Result<Rootfs, &'static str> {
+    let spec = &bundle.spec;
+    if route(spec, req.systemd_cgroup) != Route::Direct {
+        return Err("the engine's intermediate starts it");
+    }
+    if req.no_pivot {
+        return Err("--no-pivot");
+    }
+    if spec.process().as_ref().and_then(|p| p.terminal()).unwrap_or(false) {
+        return Err("a terminal");
+    }
+    let linux = spec.linux().as_ref().ok_or("no linux section")?;
+    let listed = |typ| linux.namespaces().iter().flatten().find(|ns| ns.typ() == typ);
+    if !listed(LinuxNamespaceType::Mount).is_some_and(|ns| ns.path().is_none()) {
+        return Err("no new mount namespace");
+    }
+    if linux.mount_label().as_deref().is_some_and(|l| !l.is_empty()) {
+        return Err("a mount label");
+    }
+    if spec.hooks().as_ref().and_then(|h| h.start_container().as_ref()).is_some_and(|l| !l.is_empty()) {
+        return Err("startContainer hooks");
+    }
+    let mut spec = spec.clone();
+    if let Some(linux) = spec.linux_mut() {
+        // Where create puts the container's cgroup when the spec says not.
+        crate::engine::engine_bundle::default_cgroups_path(linux, req.id, req.systemd_cgroup);
+    }
+    for mount in spec.mounts_mut().iter_mut().flatten() {
+        if is_bind(mount) {
+            // As create resolves them; a source that cannot be resolved
+            // fails create on the engine's route, in its words.
+            let source = mount.source().clone().ok_or("a bind with no source")?;
+            mount.set_source(Some(std::fs::canonicalize(source).map_err(|_| "a bind source that does not resolve")?));
+        }
+    }
+    let cgroupns = listed(LinuxNamespaceType::Cgroup).is_some_and(|ns| ns.path().is_none());
+    let linux = spec.linux().as_ref().ok_or("no linux section")?;
+    let placed = placed(req.cgroups, &container_cgroup(linux, req.id), &own_cgroups());
+    Rootfs::from_spec(&spec, &bundle.rootfs, false, &placed, cgroupns)
+}
+
+/// The container's cgroup path, as the engine names it.
+fn container_cgroup(linux: &oci_spec::runtime::Linux, id: &str) -> PathBuf {
+    libcontainer::utils::get_cgroup_path(linux.cgroups_path(), id)
+}
+
+/// This process's /proc/self/cgroup: the init inherits its place in the
+/// hierarchies the container gets no cgroup of its own in.
+fn own_cgroups() -> String {
+    std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default()
+}
+
+/// Each hierarchy with where the init will be in it: the container's cgroup
+/// where one is made for it, else where this process is.
+fn placed(cgroups: &[Hierarchy], container: &Path, own: &str) -> Vec<Placed> {
+    let made = |h: &Hierarchy| {
+        h.unified
+            || crate::engine::mount::cgroup_ns::CONTROLLERS.iter().any(|c| h.has(c))
+            || crate::engine::cgroup::named::named(cgroups).any(|n| n == h)
+    };
+    cgroups
+        .iter()
+        .map(|h| {
+            let cgroup = if made(h) {
+                container.to_path_buf()
+            } else {
+                let controller = h.controllers.first().map(String::as_str);
+                PathBuf::from(crate::engine::cgroup::fs::path_in(own, controller).unwrap_or_else(|| "/".into()))
+            };
+            Placed { hierarchy: h.clone(), cgroup }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hierarchy(mount_point: &str, controllers: &[&str], unified: bool) -> Hierarchy {
+        Hierarchy { mount_point: mount_point.into(), controllers: controllers.iter().map(|c| c.to_string()).collect(), unified }
+    }
+
+    /// The init is in the container's cgroup where one is made for it, and
+    /// where this process is in every other hierarchy (it inherits that).
+    #[test]
+    fn each_hierarchy_holds_the_init_where_it_will_be() {
+        let cgroups = [
+            hierarchy("/sys/fs/cgroup/memory", &["memory"], false),
+            hierarchy("/sys/fs/cgroup/systemd", &["name=systemd"], false),
+            hierarchy("/sys/fs/cgroup/misc", &["misc"], false),
+            hierarchy("/sys/fs/cgroup/unified", &[], true),
+        ];
+        let own = "12:misc:/shim.slice\n5:memory:/shim.slice\n1:name=systemd:/shim.slice\n0::/shim.slice\n";
+        let placed = placed(&cgroups, Path::new("/rustpod/c1"), own);
+        let paths: Vec<_> = placed.iter().map(|p| p.cgroup.to_str().unwrap()).collect();
+        assert_eq!(paths, ["/rustpod/c1", "/rustpod/c1", "/shim.slice", "/rustpod/c1"]);
+    }
+
+    #[test]
+    fn a_terminal_no_pivot_or_a_joined_mount_namespace_keep_the_engines_rootfs() {
+        let bundle = |extra: serde_json::Value| {
+            let mut spec = serde_json::json!({
+                "ociVersion": "1.2.0", "root": {"path": "rootfs"}, "process": {"cwd": "/", "args": ["true"], "user": {"uid": 0, "gid": 0}},
+                "linux": {"namespaces": [{"type": "pid"}, {"type": "mount"}]}
+            });
+            for (k, v) in extra.as_object().unwrap() {
+                spec[k] = v.clone();
+            }
+            Bundle { path: "/b".into(), rootfs: "/b/rootfs".into(), spec: serde_json::from_value(spec).unwrap(), pids_init_only: false }
+        };
+        let req = Request { id: "c1", cgroups: &[], systemd_cgroup: false, no_pivot: false };
+        assert!(decide(&bundle(serde_json::json!({})), &req).is_ok());
+        let terminal = serde_json::json!({"process": {"cwd": "/", "args": ["true"], "user": {"uid": 0, "gid": 0}, "terminal": true}});
+        assert_eq!(decide(&bundle(terminal), &req).unwrap_err(), "a terminal");
+        let joined = serde_json::json!({"linux": {"namespaces": [{"type": "pid"}, {"type": "mount", "path": "/proc/1/ns/mnt"}]}});
+        assert_eq!(decide(&bundle(joined), &req).unwrap_err(), "no new mount namespace");
+        let no_pivot = Request { no_pivot: true, ..req };
+        assert_eq!(decide(&bundle(serde_json::json!({})), &no_pivot).unwrap_err(), "--no-pivot");
+    }
+}
