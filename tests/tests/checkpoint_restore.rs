@@ -634,6 +634,50 @@ fn lazy_pages_blocker() -> Option<String> {
     (!out.status.success()).then(|| format!("criu check --feature uffd-noncoop: {}", String::from_utf8_lossy(&out.stdout).trim()))
 }
 
+/// A lazy checkpoint that wrote its ready byte: `checkpoint --lazy-pages --page-server
+/// 127.0.0.1:PORT --status-fd 1`, spawned and read until byte 0 or EOF. A dump that ended on
+/// criu's freeze timeout (see `dump_retrying_criu_freeze_timeouts`) is started again on a new
+/// port, at most three times in all; any other early end panics with the checkpoint's stderr
+/// and criu's errors from its log.
+fn lazy_checkpoint_ready(rt: &Runtime, name: &str, id: &str, images: &ScratchDir, image_path: &str, work_path: &str) -> (Reaped, String, std::path::PathBuf) {
+    let errors = images.join("checkpoint.stderr");
+    for attempt in 1..=3 {
+        let port = free_port().to_string();
+        let server = format!("127.0.0.1:{port}");
+        let cpt = ["--root", rt.root(), "checkpoint", "--lazy-pages", "--page-server", &server, "--status-fd", "1"];
+        let rest = ["--manage-cgroups-mode", "ignore", "--image-path", image_path, "--work-path", work_path, id];
+        let errors_file = std::fs::File::create(&errors).expect("create the checkpoint's stderr file");
+        let mut command = Command::new(rt.bin());
+        command.args(cpt).args(rest).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(errors_file);
+        let mut checkpoint = Reaped(command.spawn().expect("spawn the checkpoint"));
+        let mut status = checkpoint.0.stdout.take().expect("the checkpoint's stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut byte = [1u8];
+            let _ = tx.send(std::io::Read::read(&mut status, &mut byte).map(|n| (n, byte[0])).ok());
+        });
+        let ready = wait::wait_for(&format!("{name}: the status fd"), || rx.try_recv().ok());
+        if ready == Some((1, 0)) {
+            return (checkpoint, port, errors);
+        }
+        let ended = checkpoint.exit(&format!("{name}: the failed lazy checkpoint to end"));
+        let said = std::fs::read_to_string(&errors).unwrap_or_default();
+        let log = std::fs::read_to_string(Path::new(work_path).join("dump.log")).unwrap_or_default();
+        if attempt < 3 && (said.contains("Timeout reached") || log.contains("Timeout reached")) {
+            eprintln!("{name}: criu's freeze timed out in a lazy dump ({ended}); dumping again");
+            let _ = std::fs::remove_file(Path::new(work_path).join("dump.log"));
+            continue;
+        }
+        let criu: Vec<&str> = log.lines().filter(|l| l.contains("Error") || l.contains("Warn")).collect();
+        panic!(
+            "{name}: --status-fd gets byte 0 when the pages are ready, got {ready:?}; the checkpoint {ended}: {}\ncriu's log in {work_path}:\n{}",
+            said.trim(),
+            criu.join("\n")
+        );
+    }
+    unreachable!("the third attempt returns or panics")
+}
+
 /// runc's lazy migration: `checkpoint --lazy-pages --page-server 127.0.0.1:PORT --status-fd 1`
 /// writes byte 0 to its stdout once the images are there and then serves the pages; `criu
 /// lazy-pages` fetches them for a `restore --lazy-pages` under a new id (the old tree is only
@@ -647,24 +691,8 @@ fn lazy_pages_migrate_the_counter() {
     each_runtime(|rt, name| {
         let Counter { data, images, bundle, id } = Counter::start(rt);
         let (image_path, work_path) = (images.join_str("img"), images.join_str("work"));
-        let port = free_port().to_string();
-        let server = format!("127.0.0.1:{port}");
-        let cpt = ["--root", rt.root(), "checkpoint", "--lazy-pages", "--page-server", &server, "--status-fd", "1"];
-        let rest = ["--manage-cgroups-mode", "ignore", "--image-path", &image_path, "--work-path", &work_path, &id];
-        let mut checkpoint = Command::new(rt.bin());
-        let errors = images.join("checkpoint.stderr");
-        let errors_file = std::fs::File::create(&errors).expect("create the checkpoint's stderr file");
-        checkpoint.args(cpt).args(rest).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(errors_file);
         let old_pid = rt.pid(&id);
-        let mut checkpoint = Reaped(checkpoint.spawn().expect("spawn the checkpoint"));
-        let mut status = checkpoint.0.stdout.take().expect("the checkpoint's stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut byte = [1u8];
-            let _ = tx.send(std::io::Read::read(&mut status, &mut byte).map(|n| (n, byte[0])).ok());
-        });
-        let ready = wait::wait_for(&format!("{name}: the status fd"), || rx.try_recv().ok());
-        assert_eq!(ready, Some((1, 0)), "{name}: --status-fd gets byte 0 when the pages are ready");
+        let (mut checkpoint, port, errors) = lazy_checkpoint_ready(rt, name, &id, &images, &image_path, &work_path);
         assert!(Path::new(&image_path).join("inventory.img").exists(), "{name}: the images are written by then");
         let at_checkpoint = read_count(&data).expect("the counter wrote /data/count");
 
