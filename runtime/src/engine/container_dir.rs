@@ -49,6 +49,11 @@ pub struct Metadata {
     /// processes in it, not everything else its cgroup may hold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mount_ns: Option<crate::engine::stop::FileId>,
+    /// The init leads a PID namespace made for it (not joined): once it is
+    /// gone, so is every process of the container, and `delete` need not
+    /// look for them in the cgroup.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub own_pid_ns: bool,
 }
 
 /// The paths that belong to one container under a state root.

@@ -43,6 +43,20 @@ pub struct Members {
     pub mount_ns: Option<FileId>,
     /// Else its root directory (a create that died before we recorded more).
     pub rootfs: Option<FileId>,
+    /// The init leads a PID namespace made for it. When such an init exits,
+    /// the kernel kills every other process in the namespace and waits for
+    /// them before the init turns zombie (`zap_pid_ns_processes`), so a
+    /// gone init means no process of the container is left: runc's destroy
+    /// relies on the same.
+    pub own_pid_ns: bool,
+}
+
+/// Whether `spec` gives the init a new PID namespace (one without a path).
+pub fn leads_pid_ns(spec: &oci_spec::runtime::Spec) -> bool {
+    spec.linux()
+        .as_ref()
+        .and_then(|l| l.namespaces().as_ref())
+        .is_some_and(|ns| ns.iter().any(|n| n.typ() == oci_spec::runtime::LinuxNamespaceType::Pid && n.path().is_none()))
 }
 
 impl Members {
@@ -83,8 +97,8 @@ pub fn kill_members(cgroups: &[Hierarchy], members: &Members, cgroup_path: Optio
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         thaw();
-        let left = members_in(cgroups, members, cgroup_path);
         let init_alive = members.init.is_some_and(is_alive);
+        let left = if members.own_pid_ns { Vec::new() } else { members_in(cgroups, members, cgroup_path) };
         if left.is_empty() && !init_alive {
             return Ok(());
         }
@@ -141,4 +155,30 @@ fn is_alive(pid: i32) -> bool {
     };
     let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
     !matches!(state, None | Some("Z") | Some("X"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec_with(pid: Option<Option<&str>>) -> oci_spec::runtime::Spec {
+        let mut spec = oci_spec::runtime::Spec::default();
+        let mut namespaces: Vec<_> = spec.linux().as_ref().unwrap().namespaces().clone().unwrap_or_default();
+        namespaces.retain(|n| n.typ() != oci_spec::runtime::LinuxNamespaceType::Pid);
+        if let Some(path) = pid {
+            let mut ns = oci_spec::runtime::LinuxNamespace::default();
+            ns.set_typ(oci_spec::runtime::LinuxNamespaceType::Pid).set_path(path.map(Into::into));
+            namespaces.push(ns);
+        }
+        spec.linux_mut().as_mut().unwrap().set_namespaces(Some(namespaces));
+        spec
+    }
+
+    #[test]
+    fn only_a_pid_namespace_made_for_the_init_is_led_by_it() {
+        assert!(leads_pid_ns(&spec_with(Some(None))));
+        // Joined (a pod's shared namespace): other processes outlive the init.
+        assert!(!leads_pid_ns(&spec_with(Some(Some("/proc/1/ns/pid")))));
+        assert!(!leads_pid_ns(&spec_with(None)));
+    }
 }

@@ -9,7 +9,7 @@ use libcgroups::common::CgroupManager;
 
 use crate::engine::cgroup::fs::Hierarchy;
 use crate::engine::cgroup::manager as cgroup;
-use crate::engine::container_dir::ContainerDir;
+use crate::engine::container_dir::{ContainerDir, Metadata};
 use crate::engine::{engine_bundle, stop};
 use crate::error::Result;
 
@@ -21,10 +21,12 @@ pub fn kill_own_processes(cgroups: &[Hierarchy], container: &Container, dir: &Co
         container.status(),
         ContainerStatus::Created | ContainerStatus::Running | ContainerStatus::Paused | ContainerStatus::Creating
     );
+    let meta = dir.metadata();
     let members = stop::Members {
         init: container.pid().filter(|_| alive).map(|p| p.as_raw()),
-        mount_ns: dir.metadata().and_then(|m| m.mount_ns),
-        rootfs: rootfs_id(dir),
+        mount_ns: meta.as_ref().and_then(|m| m.mount_ns),
+        rootfs: rootfs_id(dir, meta.as_ref()),
+        own_pid_ns: meta.as_ref().is_some_and(|m| m.own_pid_ns),
     };
     let paused = container.status() == ContainerStatus::Paused;
     // SIGKILL does not reach a process in a frozen v1 cgroup until it thaws.
@@ -39,9 +41,9 @@ pub fn kill_own_processes(cgroups: &[Hierarchy], container: &Container, dir: &Co
 }
 
 /// The container's root directory, from our metadata or the engine config.
-fn rootfs_id(dir: &ContainerDir) -> Option<stop::FileId> {
-    let rootfs = match dir.metadata() {
-        Some(meta) => meta.rootfs,
+fn rootfs_id(dir: &ContainerDir, meta: Option<&Metadata>) -> Option<stop::FileId> {
+    let rootfs = match meta {
+        Some(meta) => meta.rootfs.clone(),
         None => {
             let spec = engine_bundle::parse_config(&dir.config_path()).ok()?;
             spec.root().as_ref()?.path().clone()
@@ -55,10 +57,13 @@ fn rootfs_id(dir: &ContainerDir) -> Option<stop::FileId> {
 /// and the state. Used after a failed create and by `delete --force`.
 pub fn remove_leftovers(cgroups: &[Hierarchy], dir: &ContainerDir) -> Result<()> {
     let path = dir.cgroups_path();
+    let meta = dir.metadata();
     let members = stop::Members {
         init: None,
-        mount_ns: dir.metadata().and_then(|m| m.mount_ns),
-        rootfs: rootfs_id(dir),
+        mount_ns: meta.as_ref().and_then(|m| m.mount_ns),
+        rootfs: rootfs_id(dir, meta.as_ref()),
+        // A create that died half-way: its init's pid is not known.
+        own_pid_ns: false,
     };
     stop::kill_members(cgroups, &members, path.as_deref(), &|| {})?;
     if let Some(path) = &path {

@@ -160,6 +160,7 @@ fn build(
         start_barrier,
         added_home: !home_env::has_home(user_env),
         mount_ns: own_mount_ns(&bundle.spec, &container),
+        own_pid_ns: crate::engine::stop::leads_pid_ns(&bundle.spec),
     })?;
     Ok(container)
 }

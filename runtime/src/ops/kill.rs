@@ -3,7 +3,6 @@
 
 use libcontainer::container::{Container, ContainerStatus};
 use nix::sys::signal::Signal;
-use oci_spec::runtime::LinuxNamespaceType;
 
 use crate::engine::container_dir::ContainerDir;
 use crate::error::{Error, Result};
@@ -59,11 +58,7 @@ fn cgroup_gone(container: &Container) -> Result<bool> {
 /// init then ends every process in it (pid_namespaces(7)). An unreadable
 /// config counts as not, as containerd's runc shim decides.
 fn owns_pid_namespace(dir: &ContainerDir) -> bool {
-    let Ok(spec) = crate::engine::engine_bundle::parse_config(&dir.config_path()) else { return false };
-    spec.linux()
-        .as_ref()
-        .and_then(|l| l.namespaces().as_ref())
-        .is_some_and(|ns| ns.iter().any(|n| n.typ() == LinuxNamespaceType::Pid && n.path().is_none()))
+    crate::engine::engine_bundle::parse_config(&dir.config_path()).is_ok_and(|spec| crate::engine::stop::leads_pid_ns(&spec))
 }
 
 /// SIGKILLs the init and the container's other processes in its cgroup (as

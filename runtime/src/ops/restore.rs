@@ -230,6 +230,7 @@ fn record_running(dir: &ContainerDir, bundle: &Bundle, spec: &Spec, opts: &Resto
         start_barrier: false,
         added_home: !crate::engine::process::home_env::has_home(user_env),
         mount_ns: crate::engine::stop::FileId::mount_ns(pid),
+        own_pid_ns: crate::engine::stop::leads_pid_ns(spec),
     })
 }
 

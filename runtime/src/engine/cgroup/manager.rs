@@ -165,14 +165,17 @@ pub fn check_new(
 /// As runc (1.2 and later): a new container's cgroup must hold no process
 /// and must not be frozen, or it is not the container's own.
 pub fn check_unused(cgroups: &[Hierarchy], path: &Path) -> Result<()> {
-    let found = pids(cgroups, path).len();
-    if found > 0 {
+    let existing = dirs(cgroups, path);
+    let mut found: Vec<i32> = existing.iter().flat_map(|d| pids_in_tree(d)).collect();
+    found.sort_unstable();
+    found.dedup();
+    if !found.is_empty() {
         return Err(Error::Cgroup {
             path: path.to_path_buf(),
-            reason: format!("container's cgroup is not empty: {found} process(es) found"),
+            reason: format!("container's cgroup is not empty: {} process(es) found", found.len()),
         });
     }
-    if dirs(cgroups, path).iter().any(|d| is_frozen(d)) {
+    if existing.iter().any(|d| is_frozen(d)) {
         return Err(Error::Cgroup {
             path: path.to_path_buf(),
             reason: "container's cgroup unexpectedly frozen".into(),
@@ -191,12 +194,14 @@ fn is_frozen(dir: &Path) -> bool {
 /// without signalling anything. Returns the processes that keep it (none of
 /// them ours, once the caller has killed ours) after a short retry.
 pub fn remove_tree(cgroups: &[Hierarchy], path: &Path) -> Vec<i32> {
+    if path.to_string_lossy().contains(':') || is_root(path) {
+        return Vec::new();
+    }
+    let relative = path.strip_prefix("/").unwrap_or(path);
+    let mut left: Vec<PathBuf> = cgroups.iter().map(|h| h.mount_point.join(relative)).collect();
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
-        for dir in dirs(cgroups, path) {
-            remove_depth_first(&dir);
-        }
-        let left = dirs(cgroups, path);
+        left.retain(|dir| !remove_depth_first(dir));
         // Processes that were just killed leave their cgroup a moment later.
         if left.is_empty() || Instant::now() > deadline {
             return left.iter().flat_map(|d| pids_in_tree(d)).collect();
@@ -205,17 +210,45 @@ pub fn remove_tree(cgroups: &[Hierarchy], path: &Path) -> Vec<i32> {
     }
 }
 
-fn remove_depth_first(dir: &Path) {
+/// rmdir first: a leaf cgroup, the usual case, needs no listing. Only when
+/// it is busy (sub-cgroups, or processes still leaving) are its children
+/// removed and the rmdir tried again. True once `dir` is gone (or never
+/// was a directory).
+fn remove_depth_first(dir: &Path) -> bool {
+    let gone = |result: std::io::Result<()>| match result {
+        Ok(()) => true,
+        Err(e) => matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)),
+    };
+    if gone(std::fs::remove_dir(dir)) {
+        return true;
+    }
     for child in child_dirs(dir) {
         remove_depth_first(&child);
     }
     // EBUSY while a process is still in it; the caller decides.
-    let _ = std::fs::remove_dir(dir);
+    gone(std::fs::remove_dir(dir))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tree_is_removed_children_first_and_a_missing_one_is_gone() {
+        let scratch = tempfile::tempdir().unwrap();
+        let top = scratch.path().join("c1");
+        std::fs::create_dir_all(top.join("a/b")).unwrap();
+        std::fs::create_dir_all(top.join("c")).unwrap();
+        assert!(remove_depth_first(&top), "a tree of directories goes, leaves first");
+        assert!(!top.exists());
+        assert!(remove_depth_first(&top), "what is not there is gone");
+        std::fs::create_dir(&top).unwrap();
+        std::fs::write(top.join("held"), b"").unwrap();
+        // A directory rmdir cannot take (here a file in it, in a cgroup a
+        // process) is reported as kept.
+        assert!(!remove_depth_first(&top));
+        assert!(top.exists());
+    }
 
     #[test]
     fn every_spelling_of_the_root_cgroup_is_the_root() {
