@@ -421,8 +421,10 @@ EXEC_RE = re.compile(r'^(execve|execveat)\((?:\d+, )?"([^"]*)", \[(.*?)\], .*\) 
 THREAD_RE = re.compile(r"^clone3?\(.*CLONE_THREAD.*\) = (\d+)(?: /\* (\d+) in strace's PID NS \*/)?$")
 CHILD_RE = re.compile(r"^(?:clone3?|fork|vfork)\(.*\) = (\d+)(?: /\* (\d+) in strace's PID NS \*/)?$")
 OPEN_RE = re.compile(r'^(?:open|openat|openat2)\((?:[^,]+, )?"([^"]*)".*\) = \d+')
+# Anchored: "sys/fs/cgroup" (a mount target, opened by the rootfs steps) is not a /proc file. A bare
+# "cgroup" is one opened relative to a /proc/self descriptor.
 PROC_SELF_FILE = {"mountinfo": re.compile(r"(^|/)mountinfo$"),
-                  "cgroup": re.compile(r"(^|/proc/)?((self|thread-self|\d+)/)?cgroup$")}
+                  "cgroup": re.compile(r"^(/proc/)?((self|thread-self|\d+)/)?cgroup$")}
 
 
 def split_strace_ff(prefix, runtime_bin, program_argv):

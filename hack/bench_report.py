@@ -35,14 +35,25 @@ def why_cli(F, floor=False):
     fm = _g(F, "run", "floor_multiple", "crun")
     head = f"crun itself is {fm['wall']:.1f}× / {fm['cpu']:.1f}× the floor (wall / CPU). " if floor and fm else ""
     inter = f", intermediate {n(rp, 'intermediate')}" if n(rp, "intermediate") else ""
+    top = lambda d, k: ", ".join(f"{s} {c}" for s, c in list((_g(d, k, "by_syscall") or {}).items())[:3])
+    ours = n(rp, "reexec") == 0  # no rootfs hook re-exec: the rootfs steps were our own
+    init_words = (
+        f"our own rootfs steps (a descriptor per mount target, mask and node), then libcontainer's init steps, "
+        f"which read and set capabilities one call each"
+        + (f" and open /proc/self/cgroup {_g(init, 'opens', 'cgroup')} times" if _g(init, 'opens', 'cgroup') else "")
+        + f"; most calls: {top(rp, 'init')} (crun's: {top(cr, 'init')}). "
+        if ours else
+        f"libcontainer's rootfs steps, each /proc access checked by pathrs ({init.get('statx_fstatfs', 0)} statx+fstatfs). ")
+    left = ("Left: #22's init driver of our own (the capability sets read and written whole), then the CLI's own files"
+            if ours else
+            "Left: #22 item 2, rootfs steps of our own (one /proc handle)"
+            if unified(F) or (_g(cli, 'opens', 'mountinfo') or 0) <= 1
+            else "Left: #22 items 2 and 3, rootfs and cgroup steps of our own (one /proc handle; v1 paths resolved once)")
     return (head + f"`run`: {tot(rp)} syscalls to crun's {tot(cr)}. Init {n(rp, 'init')} (crun {n(cr, 'init')}): "
-            f"libcontainer's rootfs steps, each /proc access checked by pathrs ({init.get('statx_fstatfs', 0)} statx+fstatfs). "
+            + init_words
             + cli_words(n(rp, 'cli'), n(cr, 'cli'), _g(cli, 'opens', 'mountinfo') or 0, _g(cli, 'opens', 'cgroup') or 0,
                         unified(F))
-            + f" Hooks' re-execs {n(rp, 'reexec')}{inter}. "
-            + ("Left: #22 item 2, rootfs steps of our own (one /proc handle)"
-               if unified(F) or (_g(cli, 'opens', 'mountinfo') or 0) <= 1
-               else "Left: #22 items 2 and 3, rootfs and cgroup steps of our own (one /proc handle; v1 paths resolved once)"))
+            + f" Hooks' re-execs {n(rp, 'reexec')}{inter}. " + left)
 
 
 def unified(F):
@@ -124,9 +135,11 @@ def traced_kmem(rp, cr):
     objects = ", ".join(f"{o} {kib:g} ({cr['by_object'].get(o, 0):g})" for o, kib in list(rp["by_object"].items())[:6])
     return (f"Traced, the tasks in the cgroup allocated {total(rp)} KiB of charged kernel memory during `create` (freed "
             f"included: the peak's), crun's {total(cr)}: {procs}. The largest, with crun's in brackets: {objects}. "
-            "Left: the hook's re-exec, which owning the rootfs steps removes (issue 22 item 2), the files and "
-            "lookups of the engine's checked procfs, and the forked init's page tables and copied-on-write pages "
-            "(`pages`, and the anon above), where crun's init is a small C process")
+            + ("Left: the hook's re-exec, which owning the rootfs steps removes (issue 22 item 2), the files and "
+               "lookups of the engine's checked procfs, and "
+               if "exe" in rp["by_process"] else "Left: ")
+            + "the forked init's page tables and copied-on-write pages (`pages`, and the anon above), where crun's "
+            "init is a small C process")
 
 
 def why_ctr(F):
