@@ -71,6 +71,9 @@ fn file_type(typ: LinuxDeviceType) -> u32 {
 /// Makes each node in the rootfs `root` is open on: mknod and chown, or in
 /// a user namespace a bind of the host's node.
 pub fn make_nodes(sys: &dyn Syscall, root: &OwnedFd, nodes: &[Node], in_userns: bool) -> Result<(), StepFailed> {
+    // The directory of the node before, kept for the next one in it: runc's
+    // six default nodes all go in /dev.
+    let mut open: Option<(&Path, OwnedFd)> = None;
     for node in nodes {
         let fail = |call: &'static str| move |errno: Errno| StepFailed { step: STEP_NODES, call, path: node.path.clone(), errno };
         if in_userns {
@@ -78,9 +81,13 @@ pub fn make_nodes(sys: &dyn Syscall, root: &OwnedFd, nodes: &[Node], in_userns: 
             continue;
         }
         let (parent, name) = split(&node.path).map_err(fail("mknodat"))?;
-        let dir = sys.open_dir_no_symlinks(root, parent).map_err(|e| StepFailed { step: STEP_NODES, call: e.call, path: e.path, errno: e.errno })?;
+        let dir = match open.take() {
+            Some((path, dir)) if path == parent => dir,
+            _ => sys.open_dir_no_symlinks(root, parent).map_err(|e| StepFailed { step: STEP_NODES, call: e.call, path: e.path, errno: e.errno })?,
+        };
         sys.mknod_at(&dir, name, node.mode, libc::makedev(node.major as u32, node.minor as u32)).map_err(fail("mknodat"))?;
         sys.chown_at(&dir, name, node.uid, node.gid).map_err(fail("fchownat"))?;
+        open = Some((parent, dir));
     }
     Ok(())
 }
@@ -162,6 +169,22 @@ mod tests {
                 Call::OpenDir { path: "/dev/net".into() },
                 Call::Mknod { path: "/dev/net/tun".into(), mode: libc::S_IFCHR | 0o666, dev: libc::makedev(10, 200) },
                 Call::Chown { path: "/dev/net/tun".into(), uid: 0, gid: 7 },
+            ]
+        );
+    }
+
+    #[test]
+    fn nodes_in_one_directory_share_its_descriptor() {
+        let sys = Recording::default();
+        let node = |path: &str| Node { path: path.into(), mode: libc::S_IFCHR | 0o666, major: 1, minor: 3, uid: 0, gid: 0 };
+        make_nodes(&sys, &root(), &[node("/dev/null"), node("/dev/zero"), node("/dev/net/tun"), node("/dev/full")], false).unwrap();
+        let opened: Vec<Call> = sys.calls().into_iter().filter(|c| matches!(c, Call::OpenDir { .. })).collect();
+        assert_eq!(
+            opened,
+            vec![
+                Call::OpenDir { path: "/dev".into() },
+                Call::OpenDir { path: "/dev/net".into() },
+                Call::OpenDir { path: "/dev".into() },
             ]
         );
     }
