@@ -191,6 +191,31 @@ mod tests {
         serde_json::from_value(base).unwrap()
     }
 
+    /// On a v2 host the cgroup mount is ours too: cgroup2 anew with the
+    /// spec's flags, else (EPERM, EBUSY) a bind of the container's cgroup,
+    /// as runc. A v1 hierarchy anew in a cgroup namespace is still the
+    /// engine's.
+    #[test]
+    fn on_cgroup_v2_the_cgroup_mount_is_ours_on_v1_with_a_cgroupns_not_yet() {
+        let cgroup = spec(serde_json::json!({"mounts": [{"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup", "options": ["ro", "nosuid"]}]}));
+        let v2 = crate::engine::cgroup::fs::Hierarchy { mount_point: "/sys/fs/cgroup".into(), controllers: vec![], unified: true };
+        let placed = [Placed { hierarchy: v2, cgroup: "/rustpod/c1".into() }];
+        for cgroupns in [false, true] {
+            let rootfs = Rootfs::from_spec(&cgroup, Path::new("/b/rootfs"), false, &placed, cgroupns).unwrap();
+            let [Step::MountOr(fresh, bind)] = rootfs.mounts.as_slice() else { panic!("{:?}", rootfs.mounts) };
+            assert_eq!(fresh.kind, Kind::New { fstype: "cgroup2".into() });
+            assert!(fresh.flags.set.contains(MsFlags::MS_RDONLY | MsFlags::MS_NOSUID), "the spec's flags");
+            assert_eq!(bind.source.as_deref(), Some(Path::new("/sys/fs/cgroup/rustpod/c1")));
+        }
+        let v1 = crate::engine::cgroup::fs::Hierarchy { mount_point: "/sys/fs/cgroup/memory".into(), controllers: vec!["rw".into(), "memory".into()], unified: false };
+        let placed = [Placed { hierarchy: v1, cgroup: "/rustpod/c1".into() }];
+        assert!(Rootfs::from_spec(&cgroup, Path::new("/b/rootfs"), false, &placed, false).is_ok(), "binds of the container's cgroups");
+        assert_eq!(
+            Rootfs::from_spec(&cgroup, Path::new("/b/rootfs"), false, &placed, true).unwrap_err(),
+            "a cgroup v1 mount in a cgroup namespace"
+        );
+    }
+
     #[test]
     fn what_the_steps_do_not_cover_sends_the_spec_the_engines_way() {
         let cgroup = spec(serde_json::json!({"mounts": [{"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup"}]}));
