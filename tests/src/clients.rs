@@ -68,9 +68,17 @@ pub fn cgroup_tree(parent: &str) -> Vec<PathBuf> {
     found
 }
 
-/// Removes the (empty) cgroups a client made under `parent`, children first.
+/// Removes the cgroups a client made under `parent`, children first. A process killed just
+/// before (podman's conmon in its `conmon` cgroup) leaves it a moment later, and rmdir says
+/// EBUSY until then: so again until none is left, bounded, saying what stays.
 pub fn remove_cgroup_tree(parent: &str) {
-    for dir in cgroup_tree(parent) {
-        let _ = fs::remove_dir(dir);
+    let gone = crate::wait::eventually(|| {
+        for dir in cgroup_tree(parent) {
+            let _ = fs::remove_dir(dir);
+        }
+        cgroup_tree(parent).is_empty()
+    });
+    if !gone {
+        eprintln!("cgroups left under {parent}: {:?}", cgroup_tree(parent));
     }
 }
