@@ -88,15 +88,19 @@ pub fn is_root(path: &Path) -> bool {
 /// The container's directory in every cgroup hierarchy (v1 and v2) where it
 /// exists. A systemd `slice:prefix:name` has none we could name here.
 pub fn dirs(cgroups: &[Hierarchy], path: &Path) -> Vec<PathBuf> {
+    let mut dirs = named_dirs(cgroups, path);
+    dirs.retain(|d| d.is_dir());
+    dirs
+}
+
+/// Where the container's directory is in every hierarchy, whether or not
+/// it exists there (nothing for a systemd `slice:prefix:name` or the root).
+fn named_dirs(cgroups: &[Hierarchy], path: &Path) -> Vec<PathBuf> {
     if path.to_string_lossy().contains(':') || is_root(path) {
         return Vec::new();
     }
     let relative = path.strip_prefix("/").unwrap_or(path);
-    cgroups
-        .iter()
-        .map(|h| h.mount_point.join(relative))
-        .filter(|d| d.is_dir())
-        .collect()
+    cgroups.iter().map(|h| h.mount_point.join(relative)).collect()
 }
 
 /// Every process in `dir` and its descendants.
@@ -124,7 +128,12 @@ fn child_dirs(dir: &Path) -> Vec<PathBuf> {
 
 /// Every process in the cgroup `path`, in any hierarchy, once.
 pub fn pids(cgroups: &[Hierarchy], path: &Path) -> Vec<i32> {
-    let mut pids: Vec<i32> = dirs(cgroups, path).iter().flat_map(|d| pids_in_tree(d)).collect();
+    pids_in(&dirs(cgroups, path))
+}
+
+/// Every process in `dirs` and their descendants, once.
+fn pids_in(dirs: &[PathBuf]) -> Vec<i32> {
+    let mut pids: Vec<i32> = dirs.iter().flat_map(|d| pids_in_tree(d)).collect();
     pids.sort_unstable();
     pids.dedup();
     pids
@@ -166,9 +175,7 @@ pub fn check_new(
 /// and must not be frozen, or it is not the container's own.
 pub fn check_unused(cgroups: &[Hierarchy], path: &Path) -> Result<()> {
     let existing = dirs(cgroups, path);
-    let mut found: Vec<i32> = existing.iter().flat_map(|d| pids_in_tree(d)).collect();
-    found.sort_unstable();
-    found.dedup();
+    let found = pids_in(&existing);
     if !found.is_empty() {
         return Err(Error::Cgroup {
             path: path.to_path_buf(),
@@ -194,17 +201,14 @@ fn is_frozen(dir: &Path) -> bool {
 /// without signalling anything. Returns the processes that keep it (none of
 /// them ours, once the caller has killed ours) after a short retry.
 pub fn remove_tree(cgroups: &[Hierarchy], path: &Path) -> Vec<i32> {
-    if path.to_string_lossy().contains(':') || is_root(path) {
-        return Vec::new();
-    }
-    let relative = path.strip_prefix("/").unwrap_or(path);
-    let mut left: Vec<PathBuf> = cgroups.iter().map(|h| h.mount_point.join(relative)).collect();
+    // No stat first: rmdir answers ENOENT where it is not.
+    let mut left = named_dirs(cgroups, path);
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
         left.retain(|dir| !remove_depth_first(dir));
         // Processes that were just killed leave their cgroup a moment later.
         if left.is_empty() || Instant::now() > deadline {
-            return left.iter().flat_map(|d| pids_in_tree(d)).collect();
+            return pids_in(&left);
         }
         std::thread::sleep(Duration::from_millis(20));
     }
