@@ -166,9 +166,7 @@ fn dump_retrying_criu_freeze_timeouts(images: &str, mut dump: impl FnMut() -> ru
     // runc names criu's log instead of quoting it: read the one in the images or the one named.
     let timed_out = |out: &rustpod_tests::process::Output| {
         let named = out.stderr.split(|c: char| c.is_whitespace() || c == '"').filter(|word| word.ends_with("dump.log"));
-        let logs = std::iter::once(format!("{images}/dump.log")).chain(named.map(str::to_string));
-        out.stderr.contains("Timeout reached")
-            || logs.into_iter().any(|log| std::fs::read_to_string(log).is_ok_and(|text| text.contains("Timeout reached")))
+        criu_froze_too_long(&out.stderr, std::iter::once(format!("{images}/dump.log")).chain(named.map(str::to_string)))
     };
     for _ in 1..3 {
         let out = dump();
@@ -181,14 +179,24 @@ fn dump_retrying_criu_freeze_timeouts(images: &str, mut dump: impl FnMut() -> ru
     dump()
 }
 
+/// Whether a dump ended on criu's freeze timeout, by the runtime's stderr or criu's `logs`.
+fn criu_froze_too_long(stderr: &str, logs: impl IntoIterator<Item = String>) -> bool {
+    stderr.contains("Timeout reached")
+        || logs.into_iter().any(|log| std::fs::read_to_string(log).is_ok_and(|text| text.contains("Timeout reached")))
+}
+
+/// criu's errors and warnings from the dump.log in `dir`.
+fn criu_errors(dir: &str) -> String {
+    let log = std::fs::read_to_string(Path::new(dir).join("dump.log")).unwrap_or_default();
+    log.lines().filter(|l| l.contains("Error") || l.contains("Warn")).collect::<Vec<_>>().join("\n")
+}
+
 /// `checkpoint FLAGS --image-path IMAGES [--work-path …] id`, which must succeed; on failure
 /// criu's own errors from its log (in `work`) go into the panic.
 fn checkpoint(rt: &Runtime, flags: &[&str], work: &str, id: &str) {
     let out = dump_retrying_criu_freeze_timeouts(work, || rt.cmd(&[&["checkpoint"][..], flags, &[id]].concat()));
     if !out.success() {
-        let log = std::fs::read_to_string(Path::new(work).join("dump.log")).unwrap_or_default();
-        let errors: Vec<&str> = log.lines().filter(|l| l.contains("Error") || l.contains("Warn")).collect();
-        panic!("{}\ncriu's log in {work}:\n{}", out.describe(), errors.join("\n"));
+        panic!("{}\ncriu's log in {work}:\n{}", out.describe(), criu_errors(work));
     }
 }
 
@@ -662,17 +670,15 @@ fn lazy_checkpoint_ready(rt: &Runtime, name: &str, id: &str, images: &ScratchDir
         }
         let ended = checkpoint.exit(&format!("{name}: the failed lazy checkpoint to end"));
         let said = std::fs::read_to_string(&errors).unwrap_or_default();
-        let log = std::fs::read_to_string(Path::new(work_path).join("dump.log")).unwrap_or_default();
-        if attempt < 3 && (said.contains("Timeout reached") || log.contains("Timeout reached")) {
+        if attempt < 3 && criu_froze_too_long(&said, [format!("{work_path}/dump.log")]) {
             eprintln!("{name}: criu's freeze timed out in a lazy dump ({ended}); dumping again");
             let _ = std::fs::remove_file(Path::new(work_path).join("dump.log"));
             continue;
         }
-        let criu: Vec<&str> = log.lines().filter(|l| l.contains("Error") || l.contains("Warn")).collect();
         panic!(
             "{name}: --status-fd gets byte 0 when the pages are ready, got {ready:?}; the checkpoint {ended}: {}\ncriu's log in {work_path}:\n{}",
             said.trim(),
-            criu.join("\n")
+            criu_errors(work_path)
         );
     }
     unreachable!("the third attempt returns or panics")
