@@ -1,6 +1,11 @@
 //! Writes a file as a whole, as runc writes its pid file: a new file with an
 //! exact mode beside the target, then renamed over it. A symlink planted at
 //! the path is replaced, never followed, and readers never see a partial file.
+//! Not fsync'ed, as runc and crun do not: the files are a running
+//! container's state, which no reboot keeps (or a checkpoint's
+//! descriptors.json, whose criu images beside it are not synced either),
+//! and readers rely on the rename alone. On a disk-backed `--root` the
+//! sync cost each `run` ~0.4 ms.
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
@@ -39,8 +44,7 @@ fn write_new(tmp: &Path, data: &[u8], mode: u32) -> Result<()> {
     // The mode given to open is masked by the umask; set it exactly.
     file.set_permissions(fs::Permissions::from_mode(mode))
         .map_err(|e| Error::io("fchmod", tmp, e))?;
-    file.write_all(data).map_err(|e| Error::io("write", tmp, e))?;
-    file.sync_all().map_err(|e| Error::io("fsync", tmp, e))
+    file.write_all(data).map_err(|e| Error::io("write", tmp, e))
 }
 
 fn rename(tmp: &Path, path: &Path) -> Result<()> {
