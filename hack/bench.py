@@ -2,8 +2,8 @@
 """rustpod benchmarks (issue 6): rustpod vs runc vs crun, and the rustpod shim vs the Go runc shim.
 
 Run through hack/bench, which installs the deps, builds the release binaries and a
-matplotlib venv. Must run as root. Everything it creates lives under --work and its own
---root dirs, and is removed at the end.
+matplotlib venv. Must run as root. Everything it creates lives under --work and --state
+(the runtimes' --root dirs), and is removed at the end.
 
 Method (see README "Benchmarks"):
 - This process makes itself a child subreaper, so every container init, every shim
@@ -30,6 +30,7 @@ import platform
 import random
 import re
 import resource
+import shlex
 import shutil
 import signal
 import statistics
@@ -373,6 +374,17 @@ class Runtime:
         run(self.cmd("delete", "--force", cid), check=False)
 
 
+# Syscalls that do one job under two names, counted as one in figure 8. Not clone: crun's
+# clone(2) leaves no frame of its own in the call chains, so figure 8 shows the steps below instead.
+SYSCALL_KIN = {"mkdirat": "mkdir", "execveat": "execve", "unlinkat": "unlink",
+               "renameat2": "rename", "renameat": "rename", "openat2": "openat", "open": "openat", "newfstatat": "statx"}
+
+# Kernel functions whose time (callees included) figure 8 shows whichever syscall led there.
+KERNEL_STEPS = {"copy_namespaces": "making the namespaces", "cgroup_mkdir": "making cgroups",
+                "cgroup_rmdir": "removing cgroups", "load_elf_binary": "loading a binary (exec)",
+                "exit_mmap": "freeing an address space", "asm_exc_page_fault": "page faults"}
+
+
 def make_bundle(path, rootfs, args, hostname=None, cgroups_path=None, memory=None, env=None):
     os.makedirs(path, exist_ok=True)
     rc, out, err = capture(["runc", "spec", "--bundle", path]) if not os.path.exists(f"{path}/config.json") else (0, "", "")
@@ -554,11 +566,11 @@ class Bench:
         self.bins = args.bin_dir
         self.rustpod_bin = os.path.join(self.bins, "rustpod")
         self.shim_bin = os.path.join(self.bins, "containerd-shim-rustpod-v1")
-        w = self.work
+        st = args.state
         self.rt = {
-            "rustpod": Runtime("rustpod", [self.rustpod_bin], f"{w}/root-rustpod"),
-            "runc": Runtime("runc", ["runc"], f"{w}/root-runc"),
-            "crun": Runtime("crun", ["crun"], f"{w}/root-crun"),
+            "rustpod": Runtime("rustpod", [self.rustpod_bin], f"{st}/root-rustpod"),
+            "runc": Runtime("runc", ["runc"], f"{st}/root-runc"),
+            "crun": Runtime("crun", ["crun"], f"{st}/root-crun"),
         }
         for name in args.host_mount_ns:
             self.rt[name].ns = MountNs.host
@@ -588,6 +600,8 @@ class Bench:
         subprocess.run([f"{HERE}/make-rootfs.sh", self.rootfs], check=True)
         self.b_true = make_bundle(f"{self.work}/b-true", self.rootfs, ["/bin/true"])
         self.b_sleep = make_bundle(f"{self.work}/b-sleep", self.rootfs, ["sleep", "1000000"])
+        # As containerd, docker and podman always set it: a cgroup of its own, no parent to make.
+        self.b_true_cg = make_bundle(f"{self.work}/b-true-cg", self.rootfs, ["/bin/true"], cgroups_path="/rpb-run-cg")
         m = self.res
         m["machine"] = {
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -600,6 +614,7 @@ class Bench:
                        else f"{MountNs.host_cgroup} on the host, {cgroup_layout()} in the benchmark's mount namespace"),
             "versions": {n: r.version() for n, r in self.rt.items()},
             "mount_ns": {n: "host" if r.ns == MountNs.host else f"private, without {UNIFIED}" for n, r in self.rt.items()},
+            "state_fs": capture(["stat", "-f", "-c", "%T", self.a.state])[1].strip(),
             "rustpod_binary": self.rustpod_bin,
             "options": {"pairs": self.a.pairs, "quick": self.a.quick},
         }
@@ -637,6 +652,7 @@ class Bench:
             run(["umount", tracefs], check=False)
         if not self.a.keep:
             shutil.rmtree(self.work, ignore_errors=True)
+            shutil.rmtree(self.a.state, ignore_errors=True)
 
     # --- probe: each runtime proves it does the work before it is timed
     def probe(self):
@@ -701,12 +717,12 @@ class Bench:
             raise RuntimeError(f"{r.name}: /bin/true exited {code}")
         return t1 - t0, cpu, Proc.maxrss, Proc.orphans
 
-    def run_once(self, r):
+    def run_once(self, r, bundle=None):
         cid = self.cid("run")
         Proc.reset()
         c0 = cpu_children()
         t0 = time.perf_counter()
-        code = run(r.cmd("run", "--bundle", self.b_true, cid), check=False)
+        code = run(r.cmd("run", "--bundle", bundle or self.b_true, cid), check=False)
         t1 = time.perf_counter()
         reap_ready()
         cpu = cpu_children() - c0
@@ -796,6 +812,8 @@ class Bench:
         self.collect("lifecycle", n, self.lifecycle_once)
         log(f"== figure 1b: run (foreground, deletes on exit) of /bin/true and the floor, {n} rounds")
         self.collect("run", n, self.run_once, floor=True)
+        log(f"== figure 1c: run of /bin/true with a linux.cgroupsPath, {n} rounds")
+        self.collect("run_cg", n, self.run_once, extra={name: (self.b_true_cg,) for name in self.order})
 
     def fig_exec(self):
         n = self.a.pairs
@@ -892,6 +910,72 @@ class Bench:
             if "run_by_process" in res:
                 for op in ("run", "exec"):
                     log(f"  {'':8} {op} by process: " + ", ".join(f"{k} {v['calls']}" for k, v in res[f"{op}_by_process"].items()))
+
+    # --- figure 8: where a run's CPU goes, by kernel entry point (perf)
+    PERF_PERIOD_NS = 50_000  # one cpu-clock sample per 50 µs of a task's CPU
+
+    def fig_profile(self, n=100):
+        """`perf record -g` of n runs (with a cgroupsPath) per runtime: ms per run in user space, in the kernel,
+        and under each syscall (a call's children included). Sampling inflates every figure alike."""
+        log(f"== figure 8: perf profile of {n} runs of /bin/true with a cgroupsPath, rustpod and crun")
+        probe = f"{self.work}/perf-probe.data"
+        if not shutil.which("perf") or run(["perf", "record", "-q", "-e", "cpu-clock", "-o", probe, "true"], check=False) != 0:
+            reason = "perf is missing or cannot record cpu-clock here"
+            log(f"  SKIP figure 8: {reason}")
+            self.res["figures"]["profile"] = {"skipped": reason}
+            return
+        out = {"n": n, "period_ns": self.PERF_PERIOD_NS, "runtimes": {}}
+        for name in ("rustpod", "crun"):
+            r = self.rt[name]
+            data = f"{self.work}/perf-{name}.data"
+            cmd = " ".join(shlex.quote(a) for a in r.cmd("run", "--bundle", self.b_true_cg, ""))
+            loop = f"for i in $(seq {n}); do {cmd}rpb-prof-$i || exit 1; done"
+            run(Argv(["perf", "record", "-q", "-g", "-e", "cpu-clock", "-c", str(self.PERF_PERIOD_NS), "-o", data,
+                      "--", "sh", "-c", loop], r.ns), timeout=300)
+            reap_ready()
+            out["runtimes"][name] = self.perf_split(data, os.path.basename(r.argv[0]), n)
+        self.res["figures"]["profile"] = out
+        for name, p in out["runtimes"].items():
+            log(f"  {name:8} {p['total_ms']:.2f} ms per run: user {p['user_ms']:.2f}, kernel {p['kernel_ms']:.2f}")
+
+    def perf_split(self, data, comm, n):
+        """ms per run of the runtime's own processes (comm): self samples by user/kernel, children by syscall.
+        Sorted by comm and symbol, not filtered with --comm, which drops the chains that start in user space
+        (page faults, exec)."""
+        ms = self.PERF_PERIOD_NS / 1e6 / n
+        rc, text, err = capture(["perf", "report", "-i", data, "--children", "--sort", "comm,sym", "-g", "none", "-n",
+                                 "--stdio"], timeout=300)
+        if rc != 0:
+            raise RuntimeError(f"perf report: {err.strip()[-500:]}")
+        everything = user = kernel = 0
+        children, steps = {}, {}
+        for line in text.splitlines():
+            m = re.match(r"^\s*([\d.]+)%\s+([\d.]+)%\s+(\d+)\s+(\S+)\s+\[(.)\]\s+(\S+)", line)
+            if not m:
+                continue
+            samples = int(m[3])
+            everything += samples
+            if m[4] != comm:
+                continue
+            pct, space, sym = float(m[1]), m[5], m[6]
+            if space == "k":
+                kernel += samples
+            else:
+                user += samples
+            if sym in KERNEL_STEPS:
+                steps[sym] = pct
+            sc = re.match(r"^__(?:x64|do|se)_sys_(\w+)$", sym)
+            if sc:  # __x64_sys_X wraps __do_sys_X: the outer one holds both
+                children[sc[1]] = max(children.get(sc[1], 0), pct)
+        merged = {}
+        for k, v in children.items():  # crun makes mkdirat where we make mkdir
+            k = SYSCALL_KIN.get(k, k)
+            merged[k] = merged.get(k, 0) + v
+        to_ms = lambda pct: round(pct / 100 * everything * ms, 3)
+        return {"total_ms": round((user + kernel) * ms, 3), "user_ms": round(user * ms, 3),
+                "kernel_ms": round(kernel * ms, 3),
+                "by_step_ms": {KERNEL_STEPS[k]: to_ms(steps.get(k, 0)) for k in KERNEL_STEPS},
+                "by_syscall_ms": {k: to_ms(v) for k, v in sorted(merged.items(), key=lambda kv: -kv[1])}}
 
     # --- figure 6: smallest memory limit
     def fig_memlimit(self):
@@ -1261,14 +1345,16 @@ def main():
     ap.add_argument("--pairs", type=int, default=50, help="interleaved rounds per comparison (>= 30 for the report)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="development: 8 rounds, smaller scale figures")
-    ap.add_argument("--only", default="cli,exec,syscalls,memlimit,scale,containerd",
-                    help="comma list of: cli,exec,syscalls,memlimit,scale,containerd")
+    ap.add_argument("--only", default="cli,exec,syscalls,memlimit,scale,containerd,profile",
+                    help="comma list of: cli,exec,syscalls,memlimit,scale,containerd,profile")
     ap.add_argument("--floor-bin", default="/var/tmp/rustpod-bench-floor", help="hack/floor.c, built static")
     ap.add_argument("--host-mount-ns", default="", metavar="RUNTIMES",
                     help="comma list of runtimes (rustpod,runc) to run in the host's mount namespace, "
                          "where cgroup v1 is hybrid, instead of the benchmark's private one")
     ap.add_argument("--out", default=f"{REPO}/bench")
     ap.add_argument("--work", default="/var/tmp/rustpod-bench")
+    ap.add_argument("--state", default="/run/rustpod-bench",
+                    help="the runtimes' --root dirs: on tmpfs, as /run/runc and /run/crun are on a node")
     ap.add_argument("--containerd-dir", default="/tmp/rpbc")
     ap.add_argument("--shim-not-ready", metavar="REASON", help="skip figures 3 and 4 with this reason")
     ap.add_argument("--keep", action="store_true", help="keep the work dir")
@@ -1310,6 +1396,8 @@ def main():
             b.fig_scale()
         if "containerd" in only:
             b.fig_containerd()
+        if "profile" in only:
+            b.fig_profile()
     finally:
         b.cleanup()
     b.res["machine"]["duration_s"] = round(time.time() - t0)

@@ -44,9 +44,10 @@ def why_cli(F, floor=False):
         + f"; most calls: {top(rp, 'init')} (crun's: {top(cr, 'init')}). "
         if ours else
         f"libcontainer's rootfs steps, each /proc access checked by pathrs ({init.get('statx_fstatfs', 0)} statx+fstatfs). ")
-    left = (("Left: the count is at or below crun's, so what the time misses is what the calls cost (new-mount-API "
-             "calls where crun's init makes one mount(2), a fork of a larger static process), which this run does not "
-             "split by time; of the count, #22's init driver of our own (the capability sets read and written whole)"
+    left = (("Left: the count is at or below crun's, so what the time misses is what the calls cost. "
+             + parent_words(F) + profile_words(F) +
+             "Of the count, what is left is #22's init driver of our own (the capability sets read and written "
+             "whole)"
              if tot(rp) <= tot(cr) else
              "Left: #22's init driver of our own (the capability sets read and written whole), then the CLI's own files")
             if ours else
@@ -58,6 +59,17 @@ def why_cli(F, floor=False):
             + cli_words(n(rp, 'cli'), n(cr, 'cli'), _g(cli, 'opens', 'mountinfo') or 0, _g(cli, 'opens', 'cgroup') or 0,
                         unified(F))
             + f" Hooks' re-execs {n(rp, 'reexec')}{inter}. " + left)
+
+
+def parent_words(F):
+    """The default cgroup's share of `run`: figure 1c gives every runtime a cgroupsPath, so none makes a parent."""
+    cg = _g(F, "run_cg", "ratios", "crun")
+    if not cg:
+        return ""
+    verdict = "within" if max(cg["wall"], cg["cpu"]) <= 1.0 else "still above"
+    return (f"Without `linux.cgroupsPath` rustpod makes and removes the `/rustpod` parent in every hierarchy, "
+            f"where crun uses `/<id>` and runc its own cgroup; with one, as containerd, docker and podman set it, "
+            f"`run` is {cg['wall']:.2f}× / {cg['cpu']:.2f}× crun's wall / CPU, {verdict} the goal (figure 1c). ")
 
 
 def unified(F):
@@ -236,6 +248,8 @@ def table(res):
                     [fmt_r(_g(F, "lifecycle", "ratios", o, "peak_rss")) for o in ("runc", "crun")])
     trio("run", "1. run (foreground, deletes), wall", "wall_ms", "wall")
     trio("run", "1. run (foreground, deletes), CPU", "cpu_ms", "cpu")
+    trio("run_cg", "1c. run with a cgroupsPath, wall", "wall_ms", "wall")
+    trio("run_cg", "1c. run with a cgroupsPath, CPU", "cpu_ms", "cpu")
     trio("exec", "2. exec /bin/true, wall", "wall_ms", "wall")
     trio("exec", "2. exec /bin/true, CPU", "cpu_ms", "cpu")
     sc = F.get("scale_concurrent")
@@ -304,6 +318,49 @@ def syscall_table(res, top=5):
     return hdr, rows
 
 
+def profile_diffs(pr, top=6):
+    """The syscalls (children included) where rustpod's run spends the most more, and the most less, than crun's."""
+    rp, cr = pr["rustpod"]["by_syscall_ms"], pr["crun"]["by_syscall_ms"]
+    d = {k: rp.get(k, 0) - cr.get(k, 0) for k in (set(rp) | set(cr)) - {"clone", "clone3"}}
+    ranked = sorted(d.items(), key=lambda kv: -kv[1])
+    return [kv for kv in ranked[:top] if kv[1] > 0], [kv for kv in ranked[::-1][:top // 2] if kv[1] < 0]
+
+
+def profile_table(res):
+    """Figure 8: a run's CPU by user space, kernel and syscall, from perf."""
+    p = _g(res, "figures", "profile")
+    if not p or "runtimes" not in p:
+        return None, []
+    pr = p["runtimes"]
+    hdr = [f"perf, ms of CPU per `run` with a cgroupsPath ({p['n']} runs)", "rustpod", "crun", "difference"]
+    rows = [[label, f"{pr['rustpod'][k]:.2f}", f"{pr['crun'][k]:.2f}", f"{pr['rustpod'][k] - pr['crun'][k]:+.2f}"]
+            for k, label in (("total_ms", "the runtime's processes"), ("user_ms", "user space"), ("kernel_ms", "kernel"))]
+    for k, v in pr["rustpod"].get("by_step_ms", {}).items():
+        c = pr["crun"]["by_step_ms"].get(k, 0)
+        rows.append([k, f"{v:.2f}", f"{c:.2f}", f"{v - c:+.2f}"])
+    more, less = profile_diffs(pr)
+    for k, _ in more + less:
+        rows.append([f"`{k}` (and what it calls)", f"{pr['rustpod']['by_syscall_ms'].get(k, 0):.2f}",
+                     f"{pr['crun']['by_syscall_ms'].get(k, 0):.2f}",
+                     f"{pr['rustpod']['by_syscall_ms'].get(k, 0) - pr['crun']['by_syscall_ms'].get(k, 0):+.2f}"])
+    return hdr, rows
+
+
+def profile_words(F):
+    """What perf says the rest of a run's CPU is, for the goals' "left, and why"."""
+    pr = _g(F, "profile", "runtimes")
+    if not pr:
+        return ""
+    rp, cr = pr["rustpod"], pr["crun"]
+    more, less = profile_diffs(pr, top=4)
+    steps = {k: v - cr.get("by_step_ms", {}).get(k, 0) for k, v in rp.get("by_step_ms", {}).items()}
+    more = [kv for kv in sorted(steps.items(), key=lambda kv: -kv[1])[:2] if kv[1] > 0] + more
+    fmt = lambda kv: f"{kv[0]} {kv[1]:+.2f}"
+    return (f"perf (figure 8, with a cgroupsPath): {rp['total_ms']:.2f} ms per run to crun's {cr['total_ms']:.2f} "
+            f"(user {rp['user_ms']:.2f} / {cr['user_ms']:.2f}, kernel {rp['kernel_ms']:.2f} / {cr['kernel_ms']:.2f}); "
+            f"most above crun's, in ms per run: {', '.join(map(fmt, more))}; below: {', '.join(map(fmt, less))}. ")
+
+
 def process_table(res, op="run"):
     """One `run` (or `exec`) of /bin/true under strace -ff: syscalls per process class, and the top 3 of each."""
     F = res["figures"]
@@ -367,12 +424,13 @@ def markdown(res):
     where = (("every runtime in one private mount namespace" + (" without /sys/fs/cgroup/unified" if hybrid else "")
               + ", entered once, no wrapper")
              if len(set(ns.values())) == 1 else "mount namespaces: " + ", ".join(f"{k} {v}" for k, v in ns.items()))
+    where += f", --root dirs on {m['state_fs']}" if m.get("state_fs") else ""
     lines = [f"Measured {m['date']} on {m['os']}, kernel {m['kernel']}, {m['cpus']} × {m['cpu_model']}, "
              f"{m['mem_gib']} GiB, cgroup {m['cgroup']}; " + ", ".join(f"{k} `{v}`" for k, v in m["versions"].items()) +
              f". {_g(res, 'figures', 'lifecycle', 'n') or '?'} interleaved rounds; median (p25–p75); "
              f"{where}. Run took {m.get('duration_s', '?')} s.", ""]
     lines += md_table(hdr, rows)
-    for h, r in (floor_table(res), syscall_table(res), process_table(res), process_table(res, "exec")):
+    for h, r in (floor_table(res), syscall_table(res), process_table(res), process_table(res, "exec"), profile_table(res)):
         if h:
             lines += [""] + md_table(h, r)
     lines += ["", "| goal | measured | target | met | left, and why |", "|---|---|---|---|---|"]
@@ -393,7 +451,7 @@ def text_rows(hdr, rows):
 
 def text_table(res):
     out = text_rows(*table(res))
-    for h, r in (floor_table(res), syscall_table(res), process_table(res), process_table(res, "exec")):
+    for h, r in (floor_table(res), syscall_table(res), process_table(res), process_table(res, "exec"), profile_table(res)):
         if h:
             out += text_rows(h, r)
     for g, left in zip(res["goals"], left_texts(res["goals"])):
