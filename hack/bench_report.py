@@ -24,7 +24,7 @@ def _split(F, name):
     return _g(F, "syscalls", "runtimes", name, "run_by_process") or {}
 
 
-def why_cli(F, floor=False):
+def why_cli(F):
     """What is left of a CLI CPU/wall goal, and why, from the run's own per-process syscall split."""
     rp, cr = _split(F, "rustpod"), _split(F, "crun")
     if not rp or not cr:
@@ -32,8 +32,6 @@ def why_cli(F, floor=False):
     n = lambda d, k: _g(d, k, "calls") or 0
     tot = lambda d: sum(v["calls"] for v in d.values())
     init, cli = rp.get("init", {}), rp.get("cli", {})
-    fm = _g(F, "run", "floor_multiple", "crun")
-    head = f"crun itself is {fm['wall']:.1f}× / {fm['cpu']:.1f}× the floor (wall / CPU). " if floor and fm else ""
     inter = f", intermediate {n(rp, 'intermediate')}" if n(rp, "intermediate") else ""
     top = lambda d, k: ", ".join(f"{s} {c}" for s, c in list((_g(d, k, "by_syscall") or {}).items())[:3])
     ours = n(rp, "reexec") == 0  # no rootfs hook re-exec: the rootfs steps were our own
@@ -54,7 +52,7 @@ def why_cli(F, floor=False):
             "Left: #22 item 2, rootfs steps of our own (one /proc handle)"
             if unified(F) or (_g(cli, 'opens', 'mountinfo') or 0) <= 1
             else "Left: #22 items 2 and 3, rootfs and cgroup steps of our own (one /proc handle; v1 paths resolved once)")
-    return (head + f"`run`: {tot(rp)} syscalls to crun's {tot(cr)}. Init {n(rp, 'init')} (crun {n(cr, 'init')}): "
+    return (f"`run`: {tot(rp)} syscalls to crun's {tot(cr)}. Init {n(rp, 'init')} (crun {n(cr, 'init')}): "
             + init_words
             + cli_words(n(rp, 'cli'), n(cr, 'cli'), _g(cli, 'opens', 'mountinfo') or 0, _g(cli, 'opens', 'cgroup') or 0,
                         unified(F))
@@ -68,10 +66,11 @@ def why_calls(F):
         return "no per-process syscall split in this run"
     n = lambda d, k: _g(d, k, "calls") or 0
     top = lambda k: ", ".join(f"{s} {c}" for s, c in list((_g(rp, k, "by_syscall") or {}).items())[:4])
+    prctl = (_g(rp, "init", "by_syscall") or {}).get("prctl", 0)
     return (f"The CLI makes {n(rp, 'cli')} (crun {n(cr, 'cli')}; most: {top('cli')}), the init {n(rp, 'init')} "
             f"(crun {n(cr, 'init')}; most: {top('init')}), /bin/true {n(rp, 'program')}. 500 is half of crun's. Left: "
             "#22's init driver of our own, which would drop the bounding set without first reading it one "
-            "capability at a time (41 prctl), then a descriptor per mount target, mask and node, each opened and "
+            f"capability at a time (the init's prctl: {prctl}), then a descriptor per mount target, mask and node, each opened and "
             "closed")
 
 
@@ -91,8 +90,8 @@ def why_floor(F):
             f"{st.get('loading a binary (exec)', 0):.2f} loading binaries, "
             f"{st.get('making cgroups', 0) + st.get('removing cgroups', 0):.2f} making and removing the cgroup in every "
             f"hierarchy, {mounts:.2f} in the rootfs's mounts, {st.get('making the namespaces', 0):.2f} making the "
-            "namespaces (which the floor makes too). Left: a runtime's own work, which crun pays as well; no step of "
-            "ours stands out against crun's in figure 8")
+            "namespaces (which the floor makes too). Left: a runtime's own work, which crun pays as well. "
+            + profile_words(F))
 
 
 def parent_words(F):
@@ -377,10 +376,9 @@ def profile_table(res):
         c = pr["crun"]["by_step_ms"].get(k, 0)
         rows.append([k, f"{v:.2f}", f"{c:.2f}", f"{v - c:+.2f}"])
     more, less = profile_diffs(pr)
-    for k, _ in more + less:
-        rows.append([f"`{k}` (and what it calls)", f"{pr['rustpod']['by_syscall_ms'].get(k, 0):.2f}",
-                     f"{pr['crun']['by_syscall_ms'].get(k, 0):.2f}",
-                     f"{pr['rustpod']['by_syscall_ms'].get(k, 0) - pr['crun']['by_syscall_ms'].get(k, 0):+.2f}"])
+    for k, d in more + less:
+        ours = pr["rustpod"]["by_syscall_ms"].get(k, 0)
+        rows.append([f"`{k}` (and what it calls)", f"{ours:.2f}", f"{ours - d:.2f}", f"{d:+.2f}"])
     return hdr, rows
 
 
