@@ -30,6 +30,44 @@ pub fn is_systemd_form(path: &Path) -> bool {
         && (parts[0].is_empty() || parts[0].ends_with(".slice"))
 }
 
+/// Whether systemd makes the container's cgroup (a transient scope), as
+/// libcgroups decides: its driver on a pure v2 host with a path that is not
+/// absolute. On v1 libcgroups' cgroupfs manager takes every path.
+pub fn placed_by_systemd(path: &Path, systemd: bool, cgroups: &[Hierarchy]) -> bool {
+    (systemd || is_systemd_form(path)) && !path.is_absolute() && crate::engine::cgroup::fs::is_unified(cgroups)
+}
+
+/// The unit systemd makes for `slice:prefix:name`: `prefix-name.scope`, or
+/// the slice itself when the name is one (libcgroups' naming).
+pub fn systemd_unit(path: &Path) -> Option<String> {
+    let text = path.to_str()?;
+    let mut parts = text.splitn(3, ':').skip(1);
+    let (prefix, name) = (parts.next()?, parts.next()?);
+    Some(if name.ends_with(".slice") { name.to_string() } else { format!("{prefix}-{name}.scope") })
+}
+
+/// The cgroup (below the v2 root) of the scope systemd made for `path`,
+/// found where the container's `init` is: the ancestor of its cgroup named
+/// as the unit (a container may have moved its init into a cgroup below).
+/// None when the init is in no such cgroup.
+pub fn systemd_scope_of(path: &Path, init: i32) -> Option<PathBuf> {
+    let unit = systemd_unit(path)?;
+    let text = std::fs::read_to_string(format!("/proc/{init}/cgroup")).ok()?;
+    scope_in(&text, &unit)
+}
+
+fn scope_in(proc_cgroup: &str, unit: &str) -> Option<PathBuf> {
+    let own = crate::engine::cgroup::fs::path_in(proc_cgroup, None)?;
+    let mut scope = PathBuf::from("/");
+    for part in Path::new(&own).components().skip(1) {
+        scope.push(part);
+        if part.as_os_str() == unit {
+            return Some(scope);
+        }
+    }
+    None
+}
+
 /// Removes the default parent `/rustpod` from every hierarchy once its last
 /// container is gone, so that delete leaves no more than create made.
 /// Creates hold `guard` shared while the engine makes their cgroup (and
@@ -274,6 +312,34 @@ mod tests {
 #[cfg(test)]
 mod systemd_form_tests {
     use super::*;
+
+    #[test]
+    fn systemd_names_the_unit_as_libcgroups_does() {
+        let unit = |p: &str| systemd_unit(Path::new(p));
+        assert_eq!(unit("kubepods-pod1.slice:cri-containerd:abc").as_deref(), Some("cri-containerd-abc.scope"));
+        assert_eq!(unit(":rustpod:abc").as_deref(), Some("rustpod-abc.scope"));
+        assert_eq!(unit("system.slice:rp:pods.slice").as_deref(), Some("pods.slice"));
+        assert_eq!(unit("/a/b"), None);
+    }
+
+    #[test]
+    fn the_scope_is_found_where_the_init_is() {
+        let unit = "rp-c1.scope";
+        assert_eq!(scope_in("0::/system.slice/rp-c1.scope\n", unit), Some("/system.slice/rp-c1.scope".into()));
+        assert_eq!(scope_in("0::/system.slice/rp-c1.scope/init.scope\n", unit), Some("/system.slice/rp-c1.scope".into()));
+        assert_eq!(scope_in("0::/system.slice/other.scope\n", unit), None);
+        assert_eq!(scope_in("0::/system.slice/rp-c1.scope.evil\n", unit), None);
+    }
+
+    #[test]
+    fn systemd_places_only_relative_paths_on_a_v2_host() {
+        let v2 = [crate::engine::cgroup::fs::Hierarchy { mount_point: "/sys/fs/cgroup".into(), controllers: vec![], unified: true }];
+        let v1 = [crate::engine::cgroup::fs::Hierarchy { mount_point: "/sys/fs/cgroup/memory".into(), controllers: vec!["memory".into()], unified: false }];
+        assert!(placed_by_systemd(Path::new("system.slice:rp:c1"), false, &v2));
+        assert!(placed_by_systemd(Path::new(":rp:c1"), true, &v2));
+        assert!(!placed_by_systemd(Path::new("/pods/c1"), true, &v2));
+        assert!(!placed_by_systemd(Path::new("system.slice:rp:c1"), true, &v1));
+    }
 
     #[test]
     fn kubelets_systemd_paths_are_recognised() {

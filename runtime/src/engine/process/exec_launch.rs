@@ -11,7 +11,8 @@
 //! and the engine's path runs: a time namespace (setns(2) of one needs a
 //! single-threaded caller, and reaches only its children), a seccomp
 //! notify filter (its fd goes to the listener through the engine's main
-//! process), and systemd-placed cgroups (the path is systemd's).
+//! process), and systemd's cgroups where the caller found no scope's
+//! directory to join (on v1, or an init outside its scope).
 
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};

@@ -100,7 +100,7 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
     // Held across the fork only: the init must not inherit our caller's CPUs.
     let all_cpus = crate::engine::process::cpu_affinity::all_cpus_for_children()?;
     let capture = Capture::new().map_err(|e| Error::sys("pipe2 for the init's rootfs errors", e))?;
-    let spawned = capture.during(|| match init_launch::route(&args.spec, args.cgroup_config.systemd_cgroup) {
+    let spawned = capture.during(|| match init_launch::route(&args.spec, args.cgroup_config.systemd_cgroup, opts.cgroups) {
         Route::Direct => init_launch::spawn(&args, &dir.id, cgroups, opts.rootfs.as_ref()),
         Route::Engine(_) if opts.rootfs.is_some() => Err(Error::Invalid(format!("create {}: our rootfs steps need the direct route", dir.id))),
         Route::Engine(why) => {

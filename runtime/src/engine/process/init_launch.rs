@@ -13,7 +13,13 @@
 //! new user namespace (mapped by the parent between the intermediate's
 //! unshare and its fork), a time namespace (its offsets are written before
 //! any process is in it), a seccomp notify filter and network devices (the
-//! engine's main process serves them), and systemd-placed cgroups.
+//! engine's main process serves them), and systemd on a v1 host.
+//!
+//! Where systemd places the cgroup (its driver on v2) the scope does not
+//! exist before its first process: the init is cloned where we are, and
+//! we ask systemd to start the scope with its pid (libcgroups' manager,
+//! which waits until it is there) while it waits at its go signal, as
+//! the engine's intermediate asks it for itself.
 
 use std::mem::ManuallyDrop;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -29,7 +35,7 @@ use nix::unistd::Pid;
 use oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 use crate::engine::cgroup::fs::Hierarchy;
-use crate::engine::cgroup::{v1_setup, v2_setup};
+use crate::engine::cgroup::{manager, v1_setup, v2_setup};
 use crate::engine::process::child_init;
 use crate::engine::rootfs::prepare::Rootfs;
 use crate::error::{Error, Result};
@@ -44,13 +50,14 @@ pub enum Route {
     Engine(&'static str),
 }
 
-/// Decides how to start the init of `spec` (its engine spec); `systemd` is
-/// the cgroup driver the engine is given.
-pub fn route(spec: &Spec, systemd: bool) -> Route {
+/// Decides how to start the init of `spec` (its engine spec) on a host
+/// with `cgroups`; `systemd` is the cgroup driver the engine is given.
+pub fn route(spec: &Spec, systemd: bool, cgroups: &[Hierarchy]) -> Route {
     let Some(linux) = spec.linux().as_ref() else { return Route::Engine("no linux section") };
     let path = linux.cgroups_path().as_deref().unwrap_or(Path::new(""));
-    if systemd || crate::engine::cgroup::manager::is_systemd_form(path) {
-        return Route::Engine("systemd places the cgroup");
+    let systemd = systemd || crate::engine::cgroup::manager::is_systemd_form(path);
+    if systemd && !crate::engine::cgroup::fs::is_unified(cgroups) {
+        return Route::Engine("systemd's driver on a cgroup v1 host is the engine's");
     }
     let listed = |typ| linux.namespaces().iter().flatten().any(|ns| ns.typ() == typ);
     if listed(LinuxNamespaceType::User) {
@@ -87,9 +94,11 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<
         ),
         PidNs::Host => (CloneFlags::empty(), None),
     };
+    let config = &args.cgroup_config;
+    let by_systemd = manager::placed_by_systemd(&config.cgroup_path, config.systemd_cgroup, cgroups);
     let born_in = match v2_setup::unified_root(cgroups) {
-        Some(root) => Some(v2_setup::prepare(root, &args.cgroup_config, resources(args))?),
-        None => None,
+        Some(root) if !by_systemd => Some(v2_setup::prepare(root, config, resources(args))?),
+        _ => None,
     };
     let born = born_namespaces(&args.spec);
     // The mount (and cgroup) namespace our rootfs steps run in: unshared by
@@ -150,8 +159,9 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<
 /// The namespaces the init is cloned in besides its pid namespace: the
 /// network and IPC namespaces the spec lists without a path. Made by the
 /// clone, in our process's cgroup, they are not charged to the container's
-/// memory limit on v1 (a network namespace is ~80 KiB of kernel memory; on
-/// v2 the init is born in its cgroup either way), as crun's are not. The
+/// memory limit on v1 or under systemd's driver (a network namespace is
+/// ~80 KiB of kernel memory; the scope starts after the clone; on v2 with
+/// cgroupfs the init is born in its cgroup either way), as crun's are not. The
 /// others stay the engine's: it pivots only in a mount namespace it was
 /// told of, sets the hostname only in a UTS one, and a cgroup namespace
 /// must be made after the cgroup is joined.
@@ -276,8 +286,9 @@ fn serve(
 
 /// The init into its cgroup, with the resources applied, as the engine's
 /// intermediate does it for itself: on v1 from the command's hierarchies
-/// (`v1_setup`), else through libcgroups' manager, whose v1 device list is
-/// then corrected.
+/// (`v1_setup`), else through libcgroups' manager (systemd's: the scope
+/// started with the init's pid, then its properties set), whose v1 device
+/// list is then corrected.
 fn join_cgroup(args: &ContainerArgs, cgroups: &[Hierarchy], pid: Pid) -> Result<()> {
     let resources = resources(args);
     let path = &args.cgroup_config.cgroup_path;
@@ -329,10 +340,28 @@ mod tests {
         SpecBuilder::default().linux(linux).build().unwrap()
     }
 
+    fn hosts() -> (Vec<Hierarchy>, Vec<Hierarchy>) {
+        let v2 = vec![Hierarchy { mount_point: "/sys/fs/cgroup".into(), controllers: vec![], unified: true }];
+        let v1 = vec![Hierarchy { mount_point: "/sys/fs/cgroup/memory".into(), controllers: vec!["memory".into()], unified: false }];
+        (v2, v1)
+    }
+
     #[test]
     fn a_plain_container_needs_no_intermediate() {
         use LinuxNamespaceType::*;
-        assert_eq!(route(&spec(&[Pid, Mount, Network, Ipc, Uts, Cgroup], "/pods/c1"), false), Route::Direct);
+        let (v2, v1) = hosts();
+        for host in [&v2, &v1] {
+            assert_eq!(route(&spec(&[Pid, Mount, Network, Ipc, Uts, Cgroup], "/pods/c1"), false, host), Route::Direct);
+        }
+    }
+
+    #[test]
+    fn systemd_places_the_init_without_an_intermediate_on_v2() {
+        use LinuxNamespaceType::*;
+        let (v2, v1) = hosts();
+        assert_eq!(route(&spec(&[Pid, Mount], "system.slice:rp:c1"), true, &v2), Route::Direct);
+        assert_eq!(route(&spec(&[Pid, Mount], "system.slice:rp:c1"), false, &v2), Route::Direct);
+        assert!(matches!(route(&spec(&[Pid, Mount], "system.slice:rp:c1"), true, &v1), Route::Engine(_)));
     }
 
     #[test]
@@ -361,9 +390,12 @@ mod tests {
     fn keeps_the_engines_intermediate_where_its_steps_are_needed() {
         use LinuxNamespaceType::*;
         let engine = |r: Route| matches!(r, Route::Engine(_));
-        assert!(engine(route(&spec(&[Pid, User], "/pods/c1"), false)));
-        assert!(engine(route(&spec(&[Pid, Time], "/pods/c1"), false)));
-        assert!(engine(route(&spec(&[Pid], "/pods/c1"), true)));
-        assert!(engine(route(&spec(&[Pid], "system.slice:rp:c1"), false)));
+        let (v2, v1) = hosts();
+        for host in [&v2, &v1] {
+            assert!(engine(route(&spec(&[Pid, User], "/pods/c1"), false, host)));
+            assert!(engine(route(&spec(&[Pid, Time], "/pods/c1"), false, host)));
+        }
+        assert!(engine(route(&spec(&[Pid], "/pods/c1"), true, &v1)));
+        assert!(engine(route(&spec(&[Pid], "system.slice:rp:c1"), false, &v1)));
     }
 }

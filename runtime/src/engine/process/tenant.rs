@@ -179,7 +179,8 @@ pub fn spawn(
     let all_cpus = crate::engine::process::cpu_affinity::all_cpus_for_children()?;
     let cgroups = crate::engine::cgroup::fs::hierarchies();
     let named = crate::engine::cgroup::named::join_for(&cgroups, &dir.id, &args.spec, container.systemd())?;
-    let spawned = match exec_launch::route(&args.spec, container.systemd(), &cgroups, &args.cgroup_config.cgroup_path) {
+    let (systemd, relative) = where_to_join(container, &container_cgroup, sub_cgroup, &cgroups, &args.cgroup_config)?;
+    let spawned = match exec_launch::route(&args.spec, systemd, &cgroups, &relative) {
         Route::Direct(join) => exec_launch::spawn(&args, &join, &dir.id),
         Route::Engine(why) => {
             tracing::debug!("exec through the engine's intermediate process: {why}");
@@ -195,6 +196,27 @@ pub fn spawn(
     match exec_error(errors_read) {
         Some(reason) => Err(Error::Engine { op: "exec in", id: dir.id.clone(), reason }),
         None => Ok(pid),
+    }
+}
+
+/// The cgroup driver and path the exec'd process joins: where systemd
+/// placed the container, the scope's directory (as runc's exec, which
+/// writes the pid there rather than asking systemd), else the config's.
+fn where_to_join(
+    container: &Container,
+    container_cgroup: &Path,
+    sub_cgroup: Option<&str>,
+    cgroups: &[crate::engine::cgroup::fs::Hierarchy],
+    config: &libcgroups::common::CgroupConfig,
+) -> Result<(bool, PathBuf)> {
+    use crate::engine::cgroup::manager;
+    let scope = container
+        .pid()
+        .filter(|_| manager::placed_by_systemd(container_cgroup, container.systemd(), cgroups))
+        .and_then(|init| manager::systemd_scope_of(container_cgroup, init.as_raw()));
+    match scope {
+        Some(scope) => Ok((false, cgroup_path(&scope, sub_cgroup)?)),
+        None => Ok((container.systemd(), config.cgroup_path.clone())),
     }
 }
 

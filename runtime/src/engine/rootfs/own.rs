@@ -24,7 +24,7 @@ pub struct Request<'a> {
 /// The rootfs steps for `bundle`, or why the engine makes its rootfs.
 pub fn decide(bundle: &Bundle, req: &Request) -> Result<Rootfs, &'static str> {
     let spec = &bundle.spec;
-    if route(spec, req.systemd_cgroup) != Route::Direct {
+    if route(spec, req.systemd_cgroup, req.cgroups) != Route::Direct {
         return Err("the engine's intermediate starts it");
     }
     if req.no_pivot {
@@ -59,7 +59,11 @@ pub fn decide(bundle: &Bundle, req: &Request) -> Result<Rootfs, &'static str> {
     }
     let cgroupns = listed(LinuxNamespaceType::Cgroup).is_some_and(|ns| ns.path().is_none());
     let linux = spec.linux().as_ref().ok_or("no linux section")?;
-    let placed = placed(req.cgroups, &container_cgroup(linux, req.id), &own_cgroups());
+    // Only v1 hierarchies without a cgroup of the container's own need where we are.
+    let needs_own = !crate::engine::cgroup::fs::is_unified(req.cgroups)
+        && spec.mounts().iter().flatten().any(|m| m.typ().as_deref() == Some("cgroup"));
+    let own = if needs_own { own_cgroups() } else { String::new() };
+    let placed = placed(req.cgroups, &container_cgroup(linux, req.id), &own);
     Rootfs::from_spec(&spec, &bundle.rootfs, false, &placed, cgroupns)
 }
 
