@@ -602,6 +602,7 @@ class Bench:
         self.b_sleep = make_bundle(f"{self.work}/b-sleep", self.rootfs, ["sleep", "1000000"])
         # As containerd, docker and podman always set it: a cgroup of its own, no parent to make.
         self.b_true_cg = make_bundle(f"{self.work}/b-true-cg", self.rootfs, ["/bin/true"], cgroups_path="/rpb-run-cg")
+        self.b_true_sd = make_bundle(f"{self.work}/b-true-sd", self.rootfs, ["/bin/true"])
         m = self.res
         m["machine"] = {
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -723,18 +724,29 @@ class Bench:
             raise RuntimeError(f"{r.name}: /bin/true exited {code}")
         return t1 - t0, cpu, Proc.maxrss, Proc.orphans
 
-    def run_once(self, r, bundle=None):
-        cid = self.cid("run")
+    def run_once(self, r, bundle=None, cid=None, flags=()):
+        cid = cid or self.cid("run")
         Proc.reset()
         c0 = cpu_children()
         t0 = time.perf_counter()
-        code = run(r.cmd("run", "--bundle", bundle or self.b_true, cid), check=False)
+        code = run(r.cmd(*flags, "run", "--bundle", bundle or self.b_true, cid), check=False)
         t1 = time.perf_counter()
         reap_ready()
         cpu = cpu_children() - c0
         if code != 0:
             raise RuntimeError(f"{r.name} run: exit {code}\n{errtext()}")
         return t1 - t0, cpu, Proc.maxrss, Proc.orphans
+
+    def run_systemd_once(self, r):
+        """`run` under systemd's cgroup driver, a scope of its own per container (the cgroupsPath
+        written before the clock starts), as docker, podman and kubelet's systemd driver ask."""
+        cid = self.cid("sd")
+        with open(f"{self.b_true_sd}/config.json") as f:
+            spec = json.load(f)
+        spec["linux"]["cgroupsPath"] = f"system.slice:rpb:{cid}"
+        with open(f"{self.b_true_sd}/config.json", "w") as f:
+            json.dump(spec, f)
+        return self.run_once(r, self.b_true_sd, cid, ("--systemd-cgroup",))
 
     def exec_once(self, r, cid):
         Proc.reset()
@@ -820,6 +832,12 @@ class Bench:
         self.collect("run", n, self.run_once, floor=True)
         log(f"== figure 1c: run of /bin/true with a linux.cgroupsPath, {n} rounds")
         self.collect("run_cg", n, self.run_once, extra={name: (self.b_true_cg,) for name in self.order})
+        if os.path.isdir("/run/systemd/system"):
+            log(f"== figure 1d: run of /bin/true under systemd's cgroup driver, {n} rounds")
+            self.collect("run_sd", n, self.run_systemd_once)
+        else:
+            log("== SKIP figure 1d (run under systemd's cgroup driver): systemd is not PID 1 here "
+                "(/run/systemd/system is missing); hack/bench-sid runs it")
 
     def fig_exec(self):
         n = self.a.pairs

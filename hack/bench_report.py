@@ -287,6 +287,8 @@ def table(res):
     trio("run", "1. run (foreground, deletes), CPU", "cpu_ms", "cpu")
     trio("run_cg", "1c. run with a cgroupsPath, wall", "wall_ms", "wall")
     trio("run_cg", "1c. run with a cgroupsPath, CPU", "cpu_ms", "cpu")
+    trio("run_sd", "1d. run under systemd's cgroup driver, wall", "wall_ms", "wall")
+    trio("run_sd", "1d. run under systemd's cgroup driver, CPU", "cpu_ms", "cpu")
     trio("exec", "2. exec /bin/true, wall", "wall_ms", "wall")
     trio("exec", "2. exec /bin/true, CPU", "cpu_ms", "cpu")
     sc = F.get("scale_concurrent")
