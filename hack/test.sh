@@ -44,6 +44,12 @@ if (($# == 0)); then
 		RUSTPOD_CRI_CONTAINERD=$RUSTPOD_CONTAINERD RUSTPOD_CRI_HANDLER=$handler \
 			cargo test --locked -p rustpod-cri-tests --test pod_lifecycle -- --test-threads=2 || status=1
 	done
+	# CRI's state order under 2.x: each test answers on the rustpod handler, then on runc's, in one
+	# containerd (here, not in the sid guest, where TCG made it 111 s of CI's critical path).
+	echo
+	echo "== CRI state order under containerd 2.x ($RUSTPOD_CONTAINERD), handlers rustpod and runc =="
+	RUSTPOD_CRI_CONTAINERD=$RUSTPOD_CONTAINERD \
+		cargo test --locked -p rustpod-cri-tests --test state_order -- --test-threads=2 || status=1
 fi
 
 print_skips "$RUSTPOD_SKIP_LOG"
