@@ -130,3 +130,44 @@ fn pod_containers_join_the_sandbox_namespaces_by_path() {
     assert_ne!(report.at("/pid"), 1, "the sandbox's init is pid 1 there");
     assert_eq!(report.str("/hostname"), "rustpod", "the sandbox's hostname");
 }
+
+/// A user-namespaced pod's container joins the sandbox's namespaces by path while the sandbox's
+/// init has not exec'd yet (held here by a startContainer hook; under CRI, the moment between
+/// the sandbox's Start and its exec). That init is not dumpable, so its namespace files cannot
+/// be opened from inside the user namespace: runc opens them all before its first setns, and
+/// rustpod's parent opens them for the engine (run 46 saw `EACCES` under containerd).
+#[test]
+fn a_userns_pod_container_joins_a_sandbox_that_has_not_exec_d() {
+    skip_if!(needs::containers());
+    for rt in Runtime::runc_and_under_test() {
+        let types = ["pid", "ipc", "uts", "mount", "user", "network"];
+        let mut sandbox = checker::bundle_running(SLEEP);
+        sandbox.set("/linux/namespaces", namespaces(&types));
+        sandbox.set("/linux/uidMappings", mappings());
+        sandbox.set("/linux/gidMappings", mappings());
+        sandbox.set("/hooks", json!({"startContainer": [{"path": "/bin/sleep", "args": ["sleep", "3"]}]}));
+        let sandbox_id = rt.new_id("heldsandbox");
+        rt.create(&sandbox_id, &sandbox);
+        let pid = rt.pid(&sandbox_id);
+        let start = rt.spawn_stdin(&["start", &sandbox_id], b"");
+
+        let joined = [("user", "user"), ("ipc", "ipc"), ("uts", "uts"), ("network", "net")];
+        let mut member = checker::bundle(&[]);
+        let mut list: Vec<Value> = joined
+            .iter()
+            .map(|(oci, link)| json!({"type": oci, "path": format!("/proc/{pid}/ns/{link}")}))
+            .collect();
+        list.extend([json!({"type": "pid"}), json!({"type": "mount"})]);
+        member.set("/linux/namespaces", json!(list));
+        member.set("/linux/uidMappings", mappings());
+        member.set("/linux/gidMappings", mappings());
+        member.remove("/hostname");
+        let out = checker::try_run(&rt, &member);
+        start.wait().ok();
+        assert!(out.success(), "{}: a container joining a held sandbox's namespaces: {}", rt.bin().display(), out.describe());
+        let report = Report::from_output(out);
+        for (oci, link) in joined {
+            assert_eq!(report.str(&format!("/namespaces/{link}")), ns_of(pid, link), "{}: the {oci} namespace", rt.bin().display());
+        }
+    }
+}
