@@ -171,3 +171,27 @@ fn a_userns_pod_container_joins_a_sandbox_that_has_not_exec_d() {
         }
     }
 }
+
+/// A user-namespaced container told to join a namespace that does not exist fails create on one
+/// line naming the path, as runc's does, and leaves nothing behind.
+#[test]
+fn a_userns_container_joining_a_missing_namespace_fails_cleanly() {
+    skip_if!(needs::containers());
+    for rt in Runtime::runc_and_under_test() {
+        let mut bundle = checker::bundle(&[]);
+        let missing = "/proc/999999999/ns/net";
+        bundle.set(
+            "/linux/namespaces",
+            json!([{"type": "pid"}, {"type": "mount"}, {"type": "user"}, {"type": "network", "path": missing}]),
+        );
+        bundle.set("/linux/uidMappings", mappings());
+        bundle.set("/linux/gidMappings", mappings());
+        let id = rt.new_id("missingns");
+        let out = rt.try_create(&id, &bundle, &[]);
+        assert!(!out.success(), "{}: created with {missing}: {}", rt.bin().display(), out.describe());
+        if rt.bin() == rustpod_tests::env::rustpod_bin() {
+            rustpod_tests::assertions::assert_one_line_error(&out, &[missing]);
+        }
+        rt.assert_nothing_left(&id, bundle.path());
+    }
+}

@@ -75,7 +75,8 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
         crate::sys::process_setup::make_undumpable()?;
     }
     // Kept open until the engine's init has joined them.
-    let (spec, _joined) = match init_launch::route(&spec, cgroup_config.systemd_cgroup, opts.cgroups) {
+    let route = init_launch::route(&spec, cgroup_config.systemd_cgroup, opts.cgroups);
+    let (spec, _joined) = match route {
         Route::Engine(_) => match crate::engine::process::namespace_fds::hold(&spec, opts.io.preserve_fds)? {
             Some((engine_spec, fds)) => (engine_spec, fds),
             None => (spec, Vec::new()),
@@ -108,7 +109,7 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
     // Held across the fork only: the init must not inherit our caller's CPUs.
     let all_cpus = crate::engine::process::cpu_affinity::all_cpus_for_children()?;
     let capture = Capture::new().map_err(|e| Error::sys("pipe2 for the init's rootfs errors", e))?;
-    let spawned = capture.during(|| match init_launch::route(&args.spec, args.cgroup_config.systemd_cgroup, opts.cgroups) {
+    let spawned = capture.during(|| match route {
         Route::Direct => init_launch::spawn(&args, &dir.id, cgroups, opts.rootfs.as_ref()),
         Route::Engine(_) if opts.rootfs.is_some() => Err(Error::Invalid(format!("create {}: our rootfs steps need the direct route", dir.id))),
         Route::Engine(why) => {
