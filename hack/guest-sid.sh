@@ -285,6 +285,8 @@ boot() {
 	# tsc=reliable: under TCG the clocksource watchdog finds the TSC skewed minutes into a run and
 	# marks sched_clock unstable, a static key whose live text patch multi-threaded TCG sometimes
 	# runs stale (the int3 oops in sched_clock_cpu that two of the recorded panics show).
+	# softlockup_panic: the same stale patch can leave vCPUs spinning (the v2 guest's lockup);
+	# a panic ends that boot at once, and run_guest resumes as after any panic.
 	# KVM does not work on these machines (NOTES.md); -snapshot: writes go to a temp file
 	# (TMPDIR), the cached image stays as built.
 	TMPDIR=/var/tmp timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 \
@@ -292,7 +294,7 @@ boot() {
 		-display none -no-reboot -nic none -snapshot \
 		-drive "file=$base.ext4,format=raw,if=virtio,cache=unsafe" \
 		-kernel "$base.vmlinuz" -initrd "$base.initrd" \
-		-append "root=/dev/vda rootfstype=ext4 rw console=ttyS0 panic=-1 tsc=reliable systemd.show_status=error systemd.journald.forward_to_console=1 $mounts" \
+		-append "root=/dev/vda rootfstype=ext4 rw console=ttyS0 panic=-1 softlockup_panic=1 tsc=reliable systemd.show_status=error systemd.journald.forward_to_console=1 $mounts" \
 		"${share[@]}" -serial "file:$out/console.log" -monitor none </dev/null || rc=$?
 	((rc != 124)) || say "the guest did not finish within $TIMEOUT s (RUSTPOD_GUEST_TIMEOUT)"
 	return "$rc"

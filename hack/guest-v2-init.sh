@@ -4,6 +4,7 @@
 # does not work from the initramfs itself), mounts a pure cgroup v2 hierarchy with every
 # controller enabled for children, runs the test binaries listed in /guest/tests.list and
 # reports between "=== guest" marker lines on the serial console, then powers off.
+# rustpod.from=N on the kernel command line starts at the list's Nth file (a resumed boot).
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 
 if [ ! -e /.switched ]; then
@@ -50,17 +51,22 @@ export RUSTPOD_CHECKER_BIN=/guest/bin/rustpod-checker RUSTPOD_PAUSE_BIN=/guest/b
 export RUSTPOD_SKIP_LOG=/var/tmp/skips RUST_BACKTRACE=1
 . /guest/env
 
+from=$(sed -n 's/.*rustpod\.from=\([0-9]*\).*/\1/p' /proc/cmdline)
+n=0
 while read -r name args; do
 	[ -n "$name" ] || continue
+	n=$((n + 1))
+	[ "$n" -ge "${from:-1}" ] || continue
 	echo "=== guest run $name $args"
 	start=$(date +%s)
 	# shellcheck disable=SC2086 # the filter words are separate arguments
 	(cd /guest && "/guest/tests/$name" --test-threads=2 $args)
 	echo "=== guest exit $name $? $(($(date +%s) - start))s"
+	# Each file's skips right after it, so that a resumed boot loses none.
+	[ -s "$RUSTPOD_SKIP_LOG" ] && sort -u "$RUSTPOD_SKIP_LOG"
+	: >"$RUSTPOD_SKIP_LOG"
 done </guest/tests.list
 
-echo "=== guest skips"
-[ -s "$RUSTPOD_SKIP_LOG" ] && sort -u "$RUSTPOD_SKIP_LOG"
 echo "=== guest done"
 sync
 poweroff -f

@@ -182,9 +182,7 @@ report() {
 	bad=$(grep -E '^=== guest exit [^ ]+ [1-9]' "$log" | awk '{print $4}' | tr '\n' ' ' || true)
 	echo
 	echo "== cgroup v2 guest: $passed passed, $failed failed =="
-	if grep -q '^=== guest skips' "$log"; then
-		sed -n '/^=== guest skips/,/^=== guest done/p' "$log" | grep '^SKIP' || echo "(no test skipped)"
-	fi
+	grep '^SKIP' "$log" | sort -u || echo "(no test skipped)"
 	if ! grep -q '^=== guest done' "$log"; then
 		echo "guest-v2: the guest did not finish (timeout after ${timeout_s}s or a crash; log: $log)" >&2
 		return 1
@@ -210,10 +208,30 @@ qemu=(qemu-system-x86_64 -nodefaults -no-user-config -display none -serial stdio
 read -ra accel_args <<<"$(accel "$kernel" "$initrd")"
 log=$(mktemp "$cache/console.XXXXXX")
 echo "guest-v2: $kernel, initramfs $initrd ($(du -h "$initrd" | cut -f1), $((t1 - t0))s), ${accel_args[*]}"
-status=0
-timeout --kill-after=10 "$timeout_s" "${qemu[@]}" "${accel_args[@]}" -kernel "$kernel" -initrd "$initrd" \
-	-append "console=ttyS0 quiet loglevel=3 panic=-1 cgroup_no_v1=all" </dev/null |
-	tr -d '\r' | tee "$log" || status=$?
-echo "guest-v2: guest ran $(($(date +%s) - t1))s, qemu exit status $status"
+
+# boot FROM SECONDS: one boot running the list from its FROMth file, its console appended to $log.
+# softlockup_panic ends the boot as soon as the guest's kernel reports a stuck CPU.
+boot() {
+	local status=0 t=$(date +%s)
+	timeout --kill-after=10 "$2" "${qemu[@]}" "${accel_args[@]}" -kernel "$kernel" -initrd "$initrd" \
+		-append "console=ttyS0 quiet loglevel=3 panic=-1 softlockup_panic=1 cgroup_no_v1=all rustpod.from=$1" \
+		</dev/null | tr -d '\r' | tee -a "$log" || status=$?
+	echo "guest-v2: guest ran $(($(date +%s) - t))s from file $1, qemu exit status $status"
+}
+
+# Multi-threaded TCG now and then runs a just-patched static key stale (guest-sid.sh has the
+# same, as panics). Here it showed as a soft lockup of both vCPUs at cgroup_devices' first device
+# program (runc 1.1.5's parent and child, 20 minutes, in CI on 9a8b67c): no test's fault, so the
+# file it stopped in and those after it get one fresh boot. A second lockup, or any other crash, fails.
+boot 1 "$timeout_s"
+if ! grep -q '^=== guest done' "$log" && grep -q 'soft lockup' "$log"; then
+	stuck=$(grep '^=== guest run ' "$log" | tail -n 1 | awk '{print $4}')
+	from=$(grep -c '^=== guest run ' "$log")
+	echo "guest-v2: the guest kernel locked up during ${stuck:-boot} ($(grep -m1 -o 'soft lockup.*' "$log"));" \
+		"booting once more to run it and the files after it" >&2
+	left=$((timeout_s - ($(date +%s) - t1)))
+	((left > 60)) || left=60
+	boot "$((from > 0 ? from : 1))" "$left"
+fi
 report "$log" || exit 1
 rm -f "$log"
