@@ -311,6 +311,11 @@ split_plan() {
 	mv "$out/tests.list.tmp" "$out/tests.list"
 }
 
+# panic_cause CONSOLE: the kernel's first report in CONSOLE (an oops, a soft lockup) and its panic line.
+panic_cause() {
+	grep -m2 -oE '(BUG: .*|Oops: .*|Kernel panic - not syncing: .*)' "$1" | tr -d '\r' | paste -sd ';' -
+}
+
 # run_guest OUT BASE CPUS: boot until the guest has run OUT's whole list.
 # The guest's kernel panics now and then under TCG, with no test at fault: an int3 oops at a
 # nop that the kernel has just patched (a static key), which multi-threaded TCG executes
@@ -338,7 +343,7 @@ run_guest() {
 				say "the guest's kernel panicked $in_file times in file $((done_files + 1)), $boots boots in all (console: $out/console-panic-$boots.log)"
 				break
 			fi
-			say "the guest's kernel panicked after $done_files files (console: $out/console-panic-$boots.log); running file $((done_files + 1)) again on one vCPU"
+			say "the guest's kernel panicked after $done_files files ($(panic_cause "$out/console-panic-$boots.log"); console: $out/console-panic-$boots.log); running file $((done_files + 1)) again on one vCPU"
 			last_done=$done_files
 			touch "$out/one-file"
 			cpus=1
