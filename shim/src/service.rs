@@ -168,19 +168,21 @@ fn start(opts: StartOpts) -> Result<String, Error> {
     Ok(address)
 }
 
-/// `delete`: the shim died; kill and remove the container, unmount its
-/// rootfs, and report it killed (137).
+/// `delete`: the shim died; remove its socket, kill and remove the
+/// container, unmount its rootfs, and report it killed (137).
 fn delete_command(flags: &Flags) -> Result<(), CommandError> {
     let bundle = if flags.bundle.is_empty() { std::env::current_dir().unwrap_or_default() } else { PathBuf::from(&flags.bundle) };
     let root = state_root(&flags.namespace, &bundle);
     let mut errors = Vec::new();
+    // First: containerd kills this command after its shim cleanup timeout
+    // (5 s by default), and the socket needs none of the rest.
+    if let Err(e) = remove_dead_socket(flags, &bundle) {
+        errors.push(e.to_string());
+    }
     if let Err(e) = rustpod::Runtime::new(&root).delete(&flags.id, true) {
         errors.push(e.to_string());
     }
     if let Err(e) = crate::mount::unmount_all(&bundle.join("rootfs")) {
-        errors.push(e.to_string());
-    }
-    if let Err(e) = remove_dead_socket(flags, &bundle) {
         errors.push(e.to_string());
     }
     for e in &errors {
