@@ -857,7 +857,9 @@ fn containerd_checkpoints_and_restores() {
         assert!(Path::new(&image_path).join("descriptors.json").exists(), "{name}: no images in {image_path}");
 
         let reference = format!("localhost/checkpoint-{id}:1");
-        ctd.ctr(&["containers", "checkpoint", "--task", &id, &reference]).ok();
+        // Its dump too can overrun criu's freeze timeout (CI run 51, one vCPU beside the host's tests).
+        let store_dump = images.join_str("store");
+        dump_retrying_criu_freeze_timeouts(&store_dump, || ctd.ctr(&["containers", "checkpoint", "--task", &id, &reference])).ok();
         // --exit: criu ends the tree, the task stops, containerd's delete works.
         let exit_path = images.join_str("exit");
         dump_retrying_criu_freeze_timeouts(&exit_path, || ctd.ctr(&["task", "checkpoint", "--exit", "--image-path", &exit_path, &id])).ok();
