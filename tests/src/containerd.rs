@@ -24,6 +24,16 @@ pub fn script(name: &str) -> PathBuf {
     env::repo_root().join("hack").join(name)
 }
 
+/// `script` for `sh -c` in a process whose output a test reads from ctr through containerd's
+/// runc shim: the shell keeps its stdout open a second after `script` ends, with `script`'s exit
+/// status. That shim can report the exit of a process that exits right after writing before its
+/// last output has reached ctr, which then prints nothing (CI runs 31 and 49, on a loaded
+/// machine, for runc as for rustpod). Our shim reports an exit only after its output
+/// (`reliability_shim`'s soak checks that), so tests of our shim alone do not linger.
+pub fn lingering(script: &str) -> String {
+    format!("trap 'sleep 1' EXIT; {script}")
+}
+
 /// `-n NS --address SOCK args…`, what every ctr call of a private containerd starts with.
 pub fn ctr_argv<'a>(namespace: &'a str, socket: &'a str, args: &[&'a str]) -> Vec<&'a str> {
     [&["-n", namespace, "--address", socket][..], args].concat()

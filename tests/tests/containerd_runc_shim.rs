@@ -1,7 +1,7 @@
 // containerd's stock runc shim driving RUSTPOD_BIN via `ctr run --runc-binary`: output, exit codes,
 // exec and SIGKILL; each test has its own private containerd and namespace, cleaned up even on panic.
 
-use rustpod_tests::containerd::{self, Containerd, IMAGE};
+use rustpod_tests::containerd::{self, lingering, Containerd, IMAGE};
 use rustpod_tests::{env, skip_if};
 
 /// `ctr run --runc-binary BIN [flags] IMAGE id argv…`.
@@ -29,7 +29,7 @@ fn ctr_run_prints_output() {
     skip_if!(containerd::blocker());
     let (ctd, bin) = (Containerd::start(), runtime_bin());
     let out = ctd
-        .ctr(&ctr_run_args(&bin, &["--rm"], "hello", &["echo", "hello"]))
+        .ctr(&ctr_run_args(&bin, &["--rm"], "hello", &["sh", "-c", &lingering("echo hello")]))
         .ok();
     assert_eq!(out.stdout, "hello\n");
 }

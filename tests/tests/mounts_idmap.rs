@@ -10,6 +10,7 @@
 
 use rustpod_tests::assertions::assert_one_line_error;
 use rustpod_tests::checker::{self, Report};
+use rustpod_tests::containerd::lingering;
 use rustpod_tests::host_mount::{is_mount_point, HostMounts};
 use rustpod_tests::scratch::ScratchDir;
 use rustpod_tests::shim::{self, ShimContainerd};
@@ -366,7 +367,7 @@ fn idmapped_volume_through_containerd_runc_shim_and_our_shim() {
         make_dirs(&bundle, &["/disk"]);
         let name = format!("idmap-{path}");
         let mut spec = userns_ctr_spec(&ctd, &name, &bundle, idmapped(&disk, "/disk", &["rbind", "idmap"], None));
-        spec["process"]["args"] = json!(["sh", "-c", "stat -c %u:%g /disk/owned && touch /disk/new"]);
+        spec["process"]["args"] = json!(["sh", "-c", lingering("stat -c %u:%g /disk/owned && touch /disk/new")]);
         let dir = ScratchDir::new("idmap-spec");
         let config = shim::write_spec(&dir, &name, &spec);
         let mut args = vec!["run", "--rm", "--config", config.as_str()];

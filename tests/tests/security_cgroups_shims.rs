@@ -57,7 +57,8 @@ fn containerd_runc_shim_keeps_the_cgroupfs_read_only() {
         let bin = bin.to_string_lossy();
         let id = format!("cgro{i}");
         let flags = ["run", "--runc-binary", &bin, "--rm", "--mount", CRI_CGROUP_MOUNT, IMAGE, &id];
-        let out = ctd.ctr(&[&flags[..], &attack()].concat());
+        let script = containerd::lingering(attack()[2]);
+        let out = ctd.ctr(&[&flags[..], &["sh", "-c", &script]].concat());
         assert_read_only(&bin, &out);
     }
 }

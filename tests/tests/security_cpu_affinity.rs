@@ -7,6 +7,7 @@
 
 use nix::sched::{sched_setaffinity, CpuSet};
 use nix::unistd::Pid;
+use rustpod_tests::containerd::lingering;
 use rustpod_tests::scratch::ScratchDir;
 use rustpod_tests::shim::{self, ShimContainerd, RUNTIME};
 use rustpod_tests::{env, json, needs, skip, skip_if, Bundle, Output, Runtime, SLEEP};
@@ -140,7 +141,7 @@ fn ctr_reports(ctd: &ShimContainerd, name: &str, flags: &[&str]) -> (Output, Out
     let dir = ScratchDir::new("affspec");
     let mut config = ctd.oci_spec(name, &bundle.rootfs());
     config["mounts"].as_array_mut().expect("mounts").push(cgroup_mount());
-    config["process"]["args"] = json!(["sh", "-c", REPORT]);
+    config["process"]["args"] = json!(["sh", "-c", lingering(REPORT)]);
     let once = dir.join_str("once.json");
     fs::write(&once, config.to_string()).expect("write spec");
     let mut args = vec!["run", "--rm", "--config", once.as_str()];
@@ -155,7 +156,7 @@ fn ctr_reports(ctd: &ShimContainerd, name: &str, flags: &[&str]) -> (Output, Out
     let flags: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
     ctd.run_config(&long, &flags, name).ok();
     ctd.wait_task(name, "RUNNING");
-    let exec = ctd.ctr(&["task", "exec", "--exec-id", "report", name, "sh", "-c", REPORT]);
+    let exec = ctd.ctr(&["task", "exec", "--exec-id", "report", name, "sh", "-c", &lingering(REPORT)]);
     ctd.ctr(&["task", "kill", "-s", "KILL", name]);
     ctd.wait_task(name, "STOPPED");
     ctd.delete_task(name);

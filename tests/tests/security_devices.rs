@@ -6,6 +6,7 @@
 // through containerd with our shim next to containerd's runc shim driving runc.
 
 use rustpod_tests::cgroup::systemd_blocker;
+use rustpod_tests::containerd::lingering;
 use rustpod_tests::scratch::ScratchDir;
 use rustpod_tests::shim::{self, ShimContainerd, RUNTIME};
 use rustpod_tests::{json, needs, skip_if, Bundle, Runtime, Value};
@@ -144,6 +145,7 @@ fn denied_devices_stay_denied_through_the_shims() {
         let rootfs = Bundle::new(&["true"]);
         let mut config = ctd.oci_spec(name, &rootfs.rootfs());
         arm(&mut config);
+        config["process"]["args"] = json!(["sh", "-c", lingering(ATTACK)]);
         let file = dir.join_str(&format!("{name}.json"));
         std::fs::write(&file, config.to_string()).expect("write spec");
         let mut args = vec!["run", "--rm", "--config", file.as_str()];

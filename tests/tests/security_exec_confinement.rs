@@ -312,6 +312,7 @@ fn start_container_hook_is_confined_like_the_process() {
 #[test]
 fn exec_through_containerd_runs_under_the_seccomp_filter() {
     use rustpod_tests::shim::{self, ShimContainerd, IMAGE, RUNTIME};
+    use rustpod_tests::containerd::lingering;
     skip_if!(shim::blocker().or_else(blocker));
     let ctd = ShimContainerd::start();
     let profile = ScratchDir::new("seccomp");
@@ -329,7 +330,7 @@ fn exec_through_containerd_runs_under_the_seccomp_filter() {
         run.extend([IMAGE, id, "sleep", "1000"]);
         ctd.ctr(&run).ok();
         ctd.wait_task(id, "RUNNING");
-        let out = ctd.ctr(&["task", "exec", "--exec-id", "seccomp", id, "grep", "Seccomp:", "/proc/self/status"]);
+        let out = ctd.ctr(&["task", "exec", "--exec-id", "seccomp", id, "sh", "-c", &lingering("grep Seccomp: /proc/self/status")]);
         assert_eq!(out.ok().stdout, "Seccomp:\t2\n", "{id}: an exec'd process runs without the filter");
     }
 }

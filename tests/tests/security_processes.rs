@@ -13,6 +13,7 @@
 //   both; containerd's runc shim runs at containerd's score + 1);
 // - two containerds with their own state dirs keep their containers apart through our shim.
 
+use rustpod_tests::containerd::lingering;
 use rustpod_tests::scratch::{unique_name, ScratchDir};
 use rustpod_tests::shim::{self, ShimContainerd, IMAGE};
 use rustpod_tests::{env, json, needs, process, skip_if, wait, Bundle, Output, Runtime, Value, SLEEP};
@@ -366,7 +367,8 @@ fn container_signals_and_oom_score_are_runcs_through_containerd() {
         let id = format!("{path}-facts");
         let mut args = vec!["run", "--rm"];
         args.extend(flags.iter().map(String::as_str));
-        args.extend([IMAGE, id.as_str(), "sh", "-c", PROCESS_FACTS]);
+        let facts = lingering(PROCESS_FACTS);
+        args.extend([IMAGE, id.as_str(), "sh", "-c", &facts]);
         let out = ctd.ctr(&args).ok();
         let facts: Vec<String> = out.stdout.lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect();
         seen.push((path, facts));

@@ -7,6 +7,7 @@
 // Debian 12: hack/test.sh sets RUSTPOD_CONTAINERD to sid's (hack/sid-packages.sh); without it
 // these tests skip loudly.
 
+use rustpod_tests::containerd::lingering;
 use rustpod_tests::containerd2::{blocker, Containerd2};
 use rustpod_tests::events::{assert_task_lifecycle, position};
 use rustpod_tests::shim::RUNTIME;
@@ -44,10 +45,7 @@ fn paths() -> Vec<Path> {
 /// run, exec (output and exit code), metrics, pause/resume, SIGKILL, delete; nothing left.
 fn lifecycle(ctd: &Containerd2, path: &Path, id: &str) {
     ctd.run_sleeping_with(id, &path.flags());
-    // The sleep: ctr loses the last output of a process that exits right after writing it, now and
-    // then on a loaded machine (a containerd client race, seen for runc as for rustpod), and it is
-    // the output's way to ctr that this checks.
-    let out = ctd.ctr(&["task", "exec", "--exec-id", "e1", id, "sh", "-c", "echo exec-ok; sleep 1; exit 3"]);
+    let out = ctd.ctr(&["task", "exec", "--exec-id", "e1", id, "sh", "-c", &lingering("echo exec-ok; exit 3")]);
     assert_eq!(out.stdout, "exec-ok\n", "{}: {}", path.name, out.describe());
     assert_eq!(out.code(), 3, "{}: the exec's exit code: {}", path.name, out.describe());
 
@@ -154,7 +152,7 @@ fn containerd2_records_the_task_api_the_shim_answered() {
     let expected = if ctd.version() >= (2, 3) { 3 } else { 2 };
     assert_eq!(recorded["version"], expected, "{text}");
     assert_eq!(recorded["protocol"], "ttrpc", "{text}");
-    let out = ctd.ctr(&["task", "exec", "--exec-id", "e1", id, "echo", "v-ok"]);
+    let out = ctd.ctr(&["task", "exec", "--exec-id", "e1", id, "sh", "-c", &lingering("echo v-ok")]);
     assert_eq!(out.stdout, "v-ok\n", "{}", out.describe());
 }
 
@@ -181,7 +179,7 @@ fn containerd2_restart_keeps_running_tasks_and_cleans_up_exited_ones() {
         ctd.restart_containerd();
 
         assert_eq!(ctd.task_status(&runs).as_deref(), Some("RUNNING"), "{}", path.name);
-        let out = ctd.ctr(&["task", "exec", "--exec-id", "e1", &runs, "echo", "back"]);
+        let out = ctd.ctr(&["task", "exec", "--exec-id", "e1", &runs, "sh", "-c", &lingering("echo back")]);
         assert_eq!(out.stdout, "back\n", "{}: exec after the restart: {}", path.name, out.describe());
         std::fs::write(ctd.bundle(&runs).join("rootfs/tmp/go"), "").expect("tell the container to exit");
         ctd.wait_task(&runs, "STOPPED");
