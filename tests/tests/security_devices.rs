@@ -3,7 +3,9 @@
 // and a container with CAP_MKNOD (which containerd and kubelet grant by default) must not make a
 // node for an unlisted device, the node's own disk, and read it. Each run is compared with runc
 // in the same test; with --systemd-cgroup where systemd runs (hack/guest-sid.sh's guest), and
-// through containerd with our shim next to containerd's runc shim driving runc.
+// through containerd: its runc shim driving runc (the reference) and rustpod, and our shim. A
+// node for the host's console bound into a user-namespaced container stays closed too, on each
+// of those paths.
 
 use rustpod_tests::cgroup::systemd_blocker;
 use rustpod_tests::containerd::lingering;
@@ -132,30 +134,65 @@ fn denied_devices_stay_denied_with_systemd() {
     same_as_runc(true);
 }
 
-/// The same attack through containerd: our shim (which creates in-process through the library)
-/// and containerd's runc shim driving runc, the reference, with the same spec.
+/// The same attack through containerd, with the same spec: containerd's runc shim driving runc
+/// (the reference) and rustpod, and our shim (which creates in-process through the library).
 #[test]
 fn denied_devices_stay_denied_through_the_shims() {
     skip_if!(blocker().or_else(shim::blocker));
     let ctd = ShimContainerd::start();
     let dir = ScratchDir::new("devspec");
-    let runc = rustpod_tests::env::runc_bin().to_string_lossy().into_owned();
-    let report = |name: &str, flags: &[&str]| {
-        // A rootfs each: the attack leaves its node in /tmp.
-        let rootfs = Bundle::new(&["true"]);
-        let mut config = ctd.oci_spec(name, &rootfs.rootfs());
-        arm(&mut config);
-        config["process"]["args"] = json!(["sh", "-c", lingering(ATTACK)]);
-        let file = dir.join_str(&format!("{name}.json"));
-        std::fs::write(&file, config.to_string()).expect("write spec");
-        let mut args = vec!["run", "--rm", "--config", file.as_str()];
-        args.extend_from_slice(flags);
-        args.push(name);
-        ctd.ctr(&args).ok().stdout
-    };
-    let theirs = report("runc-shim-runc", &["--runc-binary", runc.as_str()]);
-    let ours = report("rustpod-shim", &["--runtime", RUNTIME]);
-    assert_same_denials(&ours, &theirs, "rustpod-shim");
+    let reports: Vec<(&str, String)> = shim::paths()
+        .into_iter()
+        .map(|(path, flags)| {
+            // A rootfs each: the attack leaves its node in /tmp.
+            let rootfs = Bundle::new(&["true"]);
+            let mut config = ctd.oci_spec(path, &rootfs.rootfs());
+            arm(&mut config);
+            config["process"]["args"] = json!(["sh", "-c", lingering(ATTACK)]);
+            (path, ctd.run_spec(&dir, path, &config, "--rm", &flags).ok().stdout)
+        })
+        .collect();
+    let (_, theirs) = &reports[0];
+    for (path, ours) in &reports[1..] {
+        assert_same_denials(ours, theirs, path);
+    }
+}
+
+/// Opens the host's console as bound at /dev/hostconsole.
+const OPEN_CONSOLE: &str =
+    "if (exec 3</dev/hostconsole) 2>/dev/null; then echo console=opened; else echo console=denied; fi";
+
+/// A node for the host's console (c 5:1) in `dir` that anyone may open.
+fn console_node(dir: &ScratchDir) -> std::path::PathBuf {
+    let node = dir.join("console");
+    let mode = nix::sys::stat::Mode::from_bits_truncate(0o666);
+    nix::sys::stat::mknod(&node, nix::sys::stat::SFlag::S_IFCHR, mode, nix::sys::stat::makedev(5, 1))
+        .expect("mknod c 5:1 in the scratch dir");
+    // mknod's mode passes through the umask.
+    nix::sys::stat::fchmodat(None, &node, mode, nix::sys::stat::FchmodatFlags::FollowSymlink).expect("chmod 0666");
+    node
+}
+
+/// `config` in a user namespace of its own (0 → 100000, 65536), with `node` bound at
+/// /dev/hostconsole.
+fn in_a_user_namespace(config: &mut Value, node: &Path) {
+    append(&mut config["linux"]["namespaces"], [json!({"type": "user"})]);
+    let mapping = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
+    config["linux"]["uidMappings"] = mapping.clone();
+    config["linux"]["gidMappings"] = mapping;
+    append(&mut config["mounts"], [json!({"destination": "/dev/hostconsole", "type": "bind", "source": node, "options": ["bind"]})]);
+}
+
+/// Ours denied, and the reference's too unless it is crun, whose default rules allow the host's
+/// console (tests/RUNC_DIFFERENCES.md).
+#[track_caller]
+fn assert_console_denied(ours: &str, reference: &str, path: &str) {
+    assert_eq!(ours, "console=denied", "{path}: the container opened the host's console");
+    if rustpod_tests::env::is_crun(&rustpod_tests::env::runc_bin()) {
+        eprintln!("crun's default rules allow the host's console (c 5:1): not its oracle here ({reference})");
+    } else {
+        assert_eq!(reference, "console=denied", "runc itself opened the console: the test is wrong here");
+    }
 }
 
 /// A user namespace takes the engine's own route, where libcgroups sets the cgroup up with its v1
@@ -165,36 +202,48 @@ fn denied_devices_stay_denied_through_the_shims() {
 fn host_console_stays_denied_in_a_user_namespace() {
     skip_if!(needs::containers().or_else(|| needs::program(&rustpod_tests::env::runc_bin())));
     let dir = ScratchDir::new("console");
-    let node = dir.join("console");
-    let mode = nix::sys::stat::Mode::from_bits_truncate(0o666);
-    nix::sys::stat::mknod(&node, nix::sys::stat::SFlag::S_IFCHR, mode, nix::sys::stat::makedev(5, 1))
-        .expect("mknod c 5:1 in the scratch dir");
-    // mknod's mode passes through the umask.
-    nix::sys::stat::fchmodat(None, &node, mode, nix::sys::stat::FchmodatFlags::FollowSymlink).expect("chmod 0666");
-    let open = "if (exec 3</dev/hostconsole) 2>/dev/null; then echo console=opened; else echo console=denied; fi";
-    let mut bundle = Bundle::new(&["sh", "-c", open]);
-    let config = bundle.config().clone();
-    let mut namespaces = config["linux"]["namespaces"].as_array().cloned().unwrap_or_default();
-    namespaces.push(json!({"type": "user"}));
-    let mut mounts = config["mounts"].as_array().cloned().unwrap_or_default();
-    mounts.push(json!({"destination": "/dev/hostconsole", "type": "bind", "source": node, "options": ["bind"]}));
-    let mapping = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
-    bundle
-        .set("/linux/namespaces", Value::Array(namespaces))
-        .set("/linux/uidMappings", mapping.clone())
-        .set("/linux/gidMappings", mapping)
-        .set("/mounts", Value::Array(mounts));
+    let node = console_node(&dir);
+    let mut bundle = Bundle::new(&["sh", "-c", OPEN_CONSOLE]);
+    let mut config = bundle.config().clone();
+    in_a_user_namespace(&mut config, &node);
+    for section in ["linux", "mounts"] {
+        bundle.set(&format!("/{section}"), config[section].clone());
+    }
     let report = |rt: &Runtime| {
         let out = rt.run(&rt.new_id("console"), &bundle, &[], b"");
         assert!(out.success(), "{} run: {}", rt.bin().display(), out.describe());
         out.stdout.trim().to_string()
     };
     let ours = report(&Runtime::under_test());
-    assert_eq!(ours, "console=denied", "the container opened the host's console");
-    let runc = report(&Runtime::runc());
-    if rustpod_tests::env::is_crun(&rustpod_tests::env::runc_bin()) {
-        eprintln!("crun's default rules allow the host's console (c 5:1): not its oracle here ({runc})");
-    } else {
-        assert_eq!(runc, "console=denied", "runc itself opened the console: the test is wrong here");
+    assert_console_denied(&ours, &report(&Runtime::runc()), "CLI");
+}
+
+/// The same user-namespaced container through containerd, with ctr's own spec: containerd's runc
+/// shim driving runc (the reference) and rustpod, and our shim.
+#[test]
+fn host_console_stays_denied_in_a_user_namespace_through_the_shims() {
+    skip_if!(needs::containers().or_else(shim::blocker));
+    let ctd = ShimContainerd::start();
+    let dir = ScratchDir::new("console-ctr");
+    let node = console_node(&dir);
+    let reports: Vec<(&str, String)> = shim::paths()
+        .into_iter()
+        .map(|(path, flags)| {
+            let rootfs = Bundle::new(&["true"]);
+            let name = format!("console-{path}");
+            let mut config = ctd.oci_spec(&name, &rootfs.rootfs());
+            in_a_user_namespace(&mut config, &node);
+            let script = format!("{OPEN_CONSOLE}; read -r inside host size </proc/self/uid_map; echo \"$inside $host $size\"");
+            config["process"]["args"] = json!(["sh", "-c", lingering(&script)]);
+            let out = ctd.run_spec(&dir, &name, &config, "--rm", &flags);
+            assert!(out.success(), "{path}: {}", out.describe());
+            let (console, uid_map) = out.stdout.trim().split_once('\n').unwrap_or_default();
+            assert_eq!(uid_map, "0 100000 65536", "{path}: not in the user namespace asked for: {}", out.describe());
+            (path, console.to_string())
+        })
+        .collect();
+    let (_, reference) = &reports[0];
+    for (path, ours) in &reports[1..] {
+        assert_console_denied(ours, reference, path);
     }
 }
