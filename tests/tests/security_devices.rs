@@ -10,7 +10,7 @@
 use rustpod_tests::cgroup::systemd_blocker;
 use rustpod_tests::containerd::lingering;
 use rustpod_tests::scratch::ScratchDir;
-use rustpod_tests::shim::{self, ShimContainerd, RUNTIME};
+use rustpod_tests::shim::{self, ShimContainerd};
 use rustpod_tests::{json, needs, skip_if, Bundle, Runtime, Value};
 use std::path::Path;
 
