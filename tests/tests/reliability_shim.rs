@@ -154,12 +154,20 @@ fn shim_socket(ctd: &ShimContainerd, id: &str) -> PathBuf {
 
 /// The dead shim's socket is gone once containerd has cleaned up (`shim delete` removes it).
 #[track_caller]
-fn assert_socket_removed(socket: &std::path::Path) {
+fn assert_socket_removed(ctd: &ShimContainerd, socket: &std::path::Path) {
     assert!(
         wait::eventually(|| !socket.exists()),
-        "the dead shim's socket {} is left",
-        socket.display()
+        "the dead shim's socket {} is left; containerd's log says:\n{}",
+        socket.display(),
+        shim_log_lines(ctd)
     );
+}
+
+/// containerd's log lines about shims (what it did after a shim's death), for a failure's
+/// message: the log goes with the test's scratch dir.
+fn shim_log_lines(ctd: &ShimContainerd) -> String {
+    let log = std::fs::read_to_string(format!("{}/containerd.log", ctd.dir())).unwrap_or_default();
+    log.lines().filter(|l| l.contains("shim") || l.contains("level=error")).collect::<Vec<_>>().join("\n")
 }
 
 fn bundle_dir(ctd: &ShimContainerd, id: &str) -> String {
@@ -266,7 +274,7 @@ fn shim_sigkilled_during_an_exec_leaves_nothing_behind() {
     // containerd notices the dead shim and runs `shim delete`: it reports the task as exited.
     let rm = remove_after_dead_shim(&ctd, "victim");
     assert_nothing_left(&ctd, "victim", &[init, exec_pid], &cgroups);
-    assert_socket_removed(&socket);
+    assert_socket_removed(&ctd, &socket);
     // The only exit status containerd can report for a task whose shim is gone is 137 (from
     // `shim delete`); ctr prints it as a warning when the task is removed.
     if rm.stderr.contains("exit code") {
@@ -372,7 +380,7 @@ fn shim_sigkilled_while_its_container_exits_reports_137_and_leaves_nothing() {
 
     let rm = remove_after_dead_shim(&ctd, "exiting");
     assert_nothing_left(&ctd, "exiting", &[init], &cgroups);
-    assert_socket_removed(&socket);
+    assert_socket_removed(&ctd, &socket);
     assert!(
         ctd.shim_pids().is_empty(),
         "a shim is left: {:?}",
@@ -383,6 +391,9 @@ fn shim_sigkilled_while_its_container_exits_reports_137_and_leaves_nothing() {
     }
     let events = recorded_events(events);
     eprintln!("events: {events:#?}");
+    if !events.iter().any(|e| e.starts_with("tasks/exit")) {
+        eprintln!("no exit event; containerd's log says:\n{}", shim_log_lines(&ctd));
+    }
     let exit = init_exit_event(&events, "exiting");
     assert!(
         exit.contains("\"exit_status\":137"),
