@@ -157,9 +157,40 @@ pub fn socket_path(address: &str) -> &str {
     address.strip_prefix("unix://").unwrap_or(address)
 }
 
-/// Whether a shim answers at `address`.
+/// Whether a shim answers at `address`: the socket takes a connection and
+/// the process listening on it is not exiting. A SIGKILLed shim closes its
+/// descriptors one by one: containerd sees its connection close and runs
+/// `delete` while the dying shim's listener may still take connections.
 pub fn serving(address: &str) -> bool {
-    std::os::unix::net::UnixStream::connect(socket_path(address)).is_ok()
+    let Ok(stream) = std::os::unix::net::UnixStream::connect(socket_path(address)) else {
+        return false;
+    };
+    match nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials) {
+        // A listener in another PID namespace shows as pid 0: it is alive.
+        Ok(peer) if peer.pid() > 0 => !exiting(peer.pid()),
+        _ => true,
+    }
+}
+
+/// Whether process `pid` is gone, dead or exiting.
+fn exiting(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| stat_says_exiting(&stat))
+}
+
+/// The kernel's PF_EXITING task flag: set in do_exit, before any descriptor
+/// of the process is closed.
+const PF_EXITING: u64 = 0x4;
+
+/// Whether a /proc/PID/stat line shows a zombie, a dead task or PF_EXITING.
+fn stat_says_exiting(stat: &str) -> bool {
+    // The command name may hold spaces and parentheses: fields start after the last ')'.
+    let Some((_, fields)) = stat.rsplit_once(')') else {
+        return false;
+    };
+    let fields: Vec<&str> = fields.split_whitespace().collect();
+    let dead = matches!(fields.first(), Some(&("Z" | "X" | "x")));
+    let flags = fields.get(6).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    dead || flags & PF_EXITING != 0
 }
 
 /// Binds the socket; None if a live server already has it.
@@ -217,6 +248,37 @@ mod tests {
 
     struct Unimplemented;
     impl Task for Unimplemented {}
+
+    #[test]
+    fn stat_lines_say_which_process_is_exiting() {
+        let line = |state: &str, flags: u64| format!("4242 (shim (a) b) {state} 1 4242 4242 0 -1 {flags} 120 0 0 0");
+        assert!(!stat_says_exiting(&line("S", 0x40_0140)));
+        assert!(!stat_says_exiting(&line("R", 0x40_0000)));
+        assert!(stat_says_exiting(&line("R", 0x40_0144)), "PF_EXITING");
+        assert!(stat_says_exiting(&line("D", 0x4)), "PF_EXITING");
+        assert!(stat_says_exiting(&line("Z", 0)));
+        assert!(stat_says_exiting(&line("X", 0)));
+    }
+
+    /// On the kernel: this process's own listener serves; once closed, the
+    /// socket left behind does not; a dead process's pid counts as exiting.
+    #[test]
+    fn a_live_listener_serves_and_a_closed_one_does_not() {
+        let dir = std::env::temp_dir().join(format!("rustpod-serving-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.sock");
+        let address = format!("unix://{}", path.display());
+        let listener = UnixListener::bind(&path).unwrap();
+        assert!(serving(&address));
+        drop(listener);
+        assert!(path.exists() && !serving(&address));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        child.wait().unwrap();
+        assert!(exiting(pid), "a reaped child's pid");
+        assert!(!exiting(std::process::id() as i32));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// containerd 2.x (and 2.3's `BootstrapResult` version 3) calls
     /// `containerd.task.v3`, 1.6 `containerd.task.v2`: every method under both.
