@@ -37,6 +37,7 @@ use oci_spec::runtime::{LinuxNamespaceType, Spec};
 use crate::engine::cgroup::fs::Hierarchy;
 use crate::engine::cgroup::{manager, v1_setup, v2_setup};
 use crate::engine::process::child_init;
+use crate::engine::process::init_steps::Init;
 use crate::engine::rootfs::prepare::Rootfs;
 use crate::error::{Error, Result};
 use crate::sys::children_pid_ns;
@@ -133,7 +134,8 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<
             let before = || before_init(args, go_read);
             match own {
                 Some(rootfs) => {
-                    child_init::run_own_rootfs(args, &original, rootfs, unshared, &mut main_sender, &mut init_receiver, before)
+                    let init = Init { args, original: &original, rootfs, unshare: unshared };
+                    child_init::run_own_rootfs(&init, &mut main_sender, &mut init_receiver, before)
                 }
                 None => child_init::run(args, &mut main_sender, &mut init_receiver, before),
             }
@@ -177,9 +179,9 @@ fn born_namespaces(spec: &Spec) -> CloneFlags {
     })
 }
 
-/// The new mount and cgroup namespaces of `spec`, which the init unshares
-/// itself for our rootfs steps (a cgroup namespace after it is in its
-/// cgroup, so that the container's cgroup is its root).
+/// The new mount, cgroup and UTS namespaces of `spec`, which the init
+/// unshares itself on our rootfs route (a cgroup namespace after it is in
+/// its cgroup, so that the container's cgroup is its root).
 fn own_namespaces(spec: &Spec) -> CloneFlags {
     let listed = spec.linux().as_ref().and_then(|l| l.namespaces().as_ref());
     listed.into_iter().flatten().filter(|ns| ns.path().is_none()).fold(CloneFlags::empty(), |flags, ns| {
@@ -187,6 +189,7 @@ fn own_namespaces(spec: &Spec) -> CloneFlags {
             | match ns.typ() {
                 LinuxNamespaceType::Mount => CloneFlags::CLONE_NEWNS,
                 LinuxNamespaceType::Cgroup => CloneFlags::CLONE_NEWCGROUP,
+                LinuxNamespaceType::Uts => CloneFlags::CLONE_NEWUTS,
                 _ => CloneFlags::empty(),
             }
     })
@@ -201,6 +204,7 @@ fn without(spec: &Spec, made_by_us: CloneFlags) -> Spec {
             LinuxNamespaceType::Ipc => CloneFlags::CLONE_NEWIPC,
             LinuxNamespaceType::Mount => CloneFlags::CLONE_NEWNS,
             LinuxNamespaceType::Cgroup => CloneFlags::CLONE_NEWCGROUP,
+            LinuxNamespaceType::Uts => CloneFlags::CLONE_NEWUTS,
             _ => return false,
         };
         ns.path().is_none() && made_by_us.contains(flag)

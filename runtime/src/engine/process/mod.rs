@@ -14,6 +14,7 @@ pub mod executor;
 pub mod home_env;
 pub mod init;
 pub mod init_launch;
+pub mod init_steps;
 pub mod namespace_fds;
 pub mod notify;
 pub mod process_io;

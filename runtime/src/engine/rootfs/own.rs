@@ -1,7 +1,7 @@
 //! Whether a new container's rootfs is made by our own steps: the route
-//! for a spec they cover, started without the engine's intermediate, with
-//! no terminal and with pivot_root; everything else keeps the engine's
-//! rootfs and our createContainer workarounds (docs/rootfs-plan.md, step 4).
+//! for a spec they cover, started without the engine's intermediate and
+//! with pivot_root; everything else keeps the engine's rootfs and our
+//! createContainer workarounds (docs/rootfs-plan.md, steps 4 and 9).
 
 use std::path::{Path, PathBuf};
 
@@ -30,9 +30,6 @@ pub fn decide(bundle: &Bundle, req: &Request) -> Result<Rootfs, &'static str> {
     if req.no_pivot {
         return Err("--no-pivot");
     }
-    if spec.process().as_ref().and_then(|p| p.terminal()).unwrap_or(false) {
-        return Err("a terminal");
-    }
     let linux = spec.linux().as_ref().ok_or("no linux section")?;
     let listed = |typ| linux.namespaces().iter().flatten().find(|ns| ns.typ() == typ);
     if !listed(LinuxNamespaceType::Mount).is_some_and(|ns| ns.path().is_none()) {
@@ -40,9 +37,6 @@ pub fn decide(bundle: &Bundle, req: &Request) -> Result<Rootfs, &'static str> {
     }
     if linux.mount_label().as_deref().is_some_and(|l| !l.is_empty()) {
         return Err("a mount label");
-    }
-    if spec.hooks().as_ref().and_then(|h| h.start_container().as_ref()).is_some_and(|l| !l.is_empty()) {
-        return Err("startContainer hooks");
     }
     let mut spec = spec.clone();
     if let Some(linux) = spec.linux_mut() {
@@ -125,7 +119,7 @@ mod tests {
     }
 
     #[test]
-    fn a_terminal_no_pivot_or_a_joined_mount_namespace_keep_the_engines_rootfs() {
+    fn no_pivot_or_a_joined_mount_namespace_keep_the_engines_rootfs_a_terminal_does_not() {
         let bundle = |extra: serde_json::Value| {
             let mut spec = serde_json::json!({
                 "ociVersion": "1.2.0", "root": {"path": "rootfs"}, "process": {"cwd": "/", "args": ["true"], "user": {"uid": 0, "gid": 0}},
@@ -139,7 +133,7 @@ mod tests {
         let req = Request { id: "c1", cgroups: &[], systemd_cgroup: false, no_pivot: false };
         assert!(decide(&bundle(serde_json::json!({})), &req).is_ok());
         let terminal = serde_json::json!({"process": {"cwd": "/", "args": ["true"], "user": {"uid": 0, "gid": 0}, "terminal": true}});
-        assert_eq!(decide(&bundle(terminal), &req).unwrap_err(), "a terminal");
+        assert!(decide(&bundle(terminal), &req).is_ok(), "our init binds the console");
         let joined = serde_json::json!({"linux": {"namespaces": [{"type": "pid"}, {"type": "mount", "path": "/proc/1/ns/mnt"}]}});
         assert_eq!(decide(&bundle(joined), &req).unwrap_err(), "no new mount namespace");
         let no_pivot = Request { no_pivot: true, ..req };

@@ -100,7 +100,7 @@ impl Rootfs {
     }
 
     /// Before the createContainer hooks, in the container's mount
-    /// namespace: the rootfs's own mount, which `after_hooks` pivots into.
+    /// namespace: the rootfs's own mount, which `pivot_into` enters.
     pub fn before_hooks(&self, sys: &dyn Syscall) -> Result<OwnedFd, PrepareError> {
         let root = pivot::prepare(sys, &self.path, self.propagation)?;
         for step in &self.mounts {
@@ -113,12 +113,19 @@ impl Rootfs {
         Ok(root)
     }
 
-    /// After the hooks: pivot_root, then the confinement of paths. Every
-    /// descriptor is dropped on return, before the init changes directory
-    /// and execs (CVE-2024-21626).
-    pub fn after_hooks(&self, sys: &dyn Syscall, root: OwnedFd, proc: Option<&ProcFd>) -> Result<(), PrepareError> {
+    /// After the hooks: pivot_root into the rootfs `before_hooks` made. Its
+    /// descriptor is dropped here, before the init changes directory and
+    /// execs (CVE-2024-21626).
+    pub fn pivot_into(&self, sys: &dyn Syscall, root: OwnedFd) -> Result<(), PrepareError> {
         pivot::pivot(sys, &root, self.propagation)?;
         drop(root);
+        Ok(())
+    }
+
+    /// In the new root: sysctls, then the read-only root, readonlyPaths and
+    /// maskedPaths, which also cover what came after pivot_root (the
+    /// console), as runc orders them.
+    pub fn confine(&self, sys: &dyn Syscall, proc: Option<&ProcFd>) -> Result<(), PrepareError> {
         if let Some(proc) = proc {
             sysctl::write_all(proc, &self.sysctl)?;
         }
@@ -277,7 +284,7 @@ mod tests {
         let root = rootfs_steps.before_hooks(&LinuxSyscall).unwrap();
         go.send(()).unwrap();
         swapper.join().unwrap();
-        let err = rootfs_steps.after_hooks(&LinuxSyscall, root, None).unwrap_err();
+        let err = rootfs_steps.pivot_into(&LinuxSyscall, root).and_then(|()| rootfs_steps.confine(&LinuxSyscall, None)).unwrap_err();
         assert_eq!(
             err.to_string(),
             "masking maskedPaths: fstatfs (not on the filesystem its path names) /proc/timer_list: EXDEV: Cross-device link"
@@ -315,7 +322,8 @@ mod tests {
         let rootfs = Rootfs::from_spec(&spec, &rootfs, false, &placed, false).unwrap();
         let root = rootfs.before_hooks(&LinuxSyscall).unwrap();
         let proc = ProcFd::new().unwrap();
-        rootfs.after_hooks(&LinuxSyscall, root, Some(&proc)).unwrap();
+        rootfs.pivot_into(&LinuxSyscall, root).unwrap();
+        rootfs.confine(&LinuxSyscall, Some(&proc)).unwrap();
         // Inside: the masked file is the container's /dev/null, the
         // readonly path and the root refuse writes, /dev has runc's links.
         let masked = std::fs::metadata("/proc/timer_list").unwrap();
@@ -355,7 +363,8 @@ mod tests {
             .with_node("/dev/null", libc::S_IFCHR | 0o666, libc::makedev(1, 3))
             .with_procfs("/proc");
         let root = rootfs.before_hooks(&sys).unwrap();
-        rootfs.after_hooks(&sys, root, None).unwrap();
+        rootfs.pivot_into(&sys, root).unwrap();
+        rootfs.confine(&sys, None).unwrap();
         let kinds: Vec<String> = sys
             .calls()
             .iter()
