@@ -11,7 +11,8 @@
 // - a container's signal dispositions and OOM score are those runc's have (runc passes signal
 //   32 on as its caller left it and drops an ignored 33; glibc's posix_spawn up to 2.36 ignores
 //   both; containerd's runc shim runs at containerd's score + 1);
-// - two containerds with their own state dirs keep their containers apart through our shim.
+// - two containerds with their own state dirs keep their containers apart through our shim;
+// - the CLI caller's supplementary groups reach neither a container's init nor an exec'd process.
 
 use rustpod_tests::containerd::lingering;
 use rustpod_tests::scratch::{unique_name, ScratchDir};
@@ -136,6 +137,50 @@ fn container_fds(rt: &Runtime, file: &str, preserve: &[&str], env: &str) -> Vec<
         .filter(|fd| *fd > 2)
         .map(|fd| fd.to_string())
         .collect()
+}
+
+/// The supplementary groups of a container's init and of a process exec'd into it, printed
+/// as /proc's `Groups:` lines, with the runtime's caller in groups 6 (disk) and 27.
+fn groups_seen(rt: &Runtime, userns: bool) -> String {
+    let id = rt.new_id("groups");
+    let mut bundle = Bundle::new(SLEEP);
+    if userns {
+        let mapping = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
+        let mut namespaces = bundle.config()["linux"]["namespaces"].as_array().cloned().unwrap_or_default();
+        namespaces.push(json!({"type": "user"}));
+        bundle
+            .set("/linux/namespaces", Value::Array(namespaces))
+            .set("/linux/uidMappings", mapping.clone())
+            .set("/linux/gidMappings", mapping);
+    }
+    bundle.prepare(&id);
+    let in_groups = |args: &[&str]| {
+        let mut argv = vec!["--groups", "6,27", rt.bin().to_str().expect("UTF-8 path"), "--root", rt.root()];
+        argv.extend_from_slice(args);
+        process::run(Path::new("/usr/bin/setpriv"), &argv, b"").ok()
+    };
+    in_groups(&["create", "--bundle", bundle.path(), &id]);
+    rt.start(&id);
+    let out = in_groups(&["exec", &id, "sh", "-c", "grep -h ^Groups: /proc/1/status /proc/self/status"]);
+    rt.kill(&id, "KILL");
+    out.stdout
+}
+
+/// A caller's supplementary groups are not the container's: runc's init sets exactly
+/// `user.additionalGids` (none here), so a container user holds no group the runtime's caller
+/// had (with `disk`, it could read any block device node it finds). Checked on our rootfs route
+/// and, in a user namespace, on the engine's, where a leaked group shows as the overflow gid.
+#[test]
+fn the_callers_supplementary_groups_reach_no_container_process() {
+    skip_if!(needs::containers().or_else(|| needs::program(Path::new("/usr/bin/setpriv"))));
+    for rt in Runtime::runc_and_under_test() {
+        let name = rt.bin().display().to_string();
+        for userns in [false, true] {
+            let seen = groups_seen(&rt, userns);
+            let lines: Vec<&str> = seen.lines().map(str::trim_end).collect();
+            assert_eq!(lines, ["Groups:", "Groups:"], "{name} (user namespace: {userns}): the init's, then the exec'd process's groups");
+        }
+    }
 }
 
 /// What is passed on by design still is: `--preserve-fds N` and systemd's `LISTEN_FDS`.

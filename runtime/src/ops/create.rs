@@ -78,11 +78,13 @@ pub fn create_from(
 }
 
 /// What must hold before anything is made: capabilities and rlimits we can
-/// grant, the OOM score written, a cgroup of the container's own.
+/// grant, the OOM score written, no supplementary group of our caller's, a
+/// cgroup of the container's own.
 fn check(cgroups: &[Hierarchy], id: &str, bundle: &engine_bundle::Bundle, systemd_cgroup: bool) -> Result<()> {
     crate::engine::process::caps_check::check(bundle.spec.process().as_ref())?;
     crate::engine::process::caps_check::check_rlimits(bundle.spec.process().as_ref())?;
     crate::sys::process_setup::write_oom_score_adj(bundle.spec.process().as_ref())?;
+    crate::sys::process_setup::drop_supplementary_groups()?;
     crate::engine::cgroup::manager::check_new(cgroups, bundle.spec.linux().as_ref().and_then(|l| l.cgroups_path().as_deref()), id, systemd_cgroup)
         .map_err(|e| Error::Config { path: bundle.path.join("config.json"), reason: e.to_string() })
 }

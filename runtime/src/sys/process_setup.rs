@@ -1,5 +1,5 @@
 //! Steps the runtime takes on its own process before the engine forks a
-//! container process from it: both are inherited by what it forks.
+//! container process from it: all are inherited by what it forks.
 
 use std::fs;
 use std::path::Path;
@@ -35,4 +35,21 @@ pub fn make_undumpable() -> Result<()> {
         return Err(Error::sys("prctl(PR_SET_DUMPABLE, 0)", nix::errno::Errno::last()));
     }
     Ok(())
+}
+
+/// Drops our supplementary groups before we fork a container's process,
+/// which would keep them: the engine's init sets only a non-empty
+/// `user.additionalGids`, where runc's sets exactly that list, so a
+/// container user would hold whatever groups the runtime's caller had
+/// (`disk`, `docker`...; the class of CVE-2022-2989). A caller without
+/// CAP_SETGID (EPERM) gives its container no group it does not hold itself.
+pub fn drop_supplementary_groups() -> Result<()> {
+    let held = nix::unistd::getgroups().map_err(|e| Error::sys("getgroups", e))?;
+    if held.is_empty() {
+        return Ok(());
+    }
+    match nix::unistd::setgroups(&[]) {
+        Ok(()) | Err(nix::errno::Errno::EPERM) => Ok(()),
+        Err(e) => Err(Error::sys("setgroups([]) before forking the container's process", e)),
+    }
 }

@@ -152,6 +152,7 @@ pub fn spawn(
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| Error::sys("pipe2 for exec errors", e))?;
     crate::sys::process_setup::write_oom_score_adj(spec.process().as_ref())?;
     crate::sys::process_setup::make_undumpable()?;
+    crate::sys::process_setup::drop_supplementary_groups()?;
     let args = ContainerArgs {
         container_type: ContainerType::TenantContainer { exec_notify_fd: errors_write.as_raw_fd() },
         syscall: SyscallType::default(),
