@@ -5,7 +5,8 @@
 //! namespace given by path is joined for our children first): on cgroup v2
 //! born in its cgroup, made and limited first (`CLONE_INTO_CGROUP`); on v1
 //! it waits while we put it in its cgroups and apply the resources. Then
-//! it runs the engine's init steps, as the engine's init would. Its new
+//! it runs the init's steps: ours on our rootfs route (`init_steps`), else
+//! the engine's, as the engine's init would. Its new
 //! network and IPC namespaces are made by the same clone (see
 //! [`born_namespaces`]).
 //!
