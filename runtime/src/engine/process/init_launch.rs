@@ -103,14 +103,13 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<
         _ => None,
     };
     let born = born_namespaces(&args.spec);
-    // The mount (and cgroup) namespace our rootfs steps run in: unshared by
+    // The mount, cgroup and UTS namespaces our init steps make: unshared by
     // the init itself once it is in its cgroup.
     let unshared = own.map_or(CloneFlags::empty(), |_| own_namespaces(&args.spec));
-    // Only when a namespace is ours does the init need a spec without it;
-    // on our rootfs route that includes those it joins by path first, while
-    // the host's /proc still names them.
-    let init_spec = match own {
-        Some(_) => Some(without_joined(&without(&args.spec, born | unshared))),
+    // The engine's init steps need a spec without the namespaces the clone
+    // made; ours read the spec as the command made it.
+    let engine_spec = match own {
+        Some(_) => None,
         None => (!born.is_empty()).then(|| without(&args.spec, born)),
     };
     // SAFETY: the child only runs the engine's init steps and exits or
@@ -120,8 +119,7 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<
         Ok(Forked::Child) => {
             // Never dropped (the child execs or exits): a cloned
             // NotifyListener shares the parent's fd and would close it.
-            let original = Rc::clone(&args.spec);
-            let with_spec = init_spec.map(|spec| ManuallyDrop::new(ContainerArgs { spec: Rc::new(spec), ..args.clone() }));
+            let with_spec = engine_spec.map(|spec| ManuallyDrop::new(ContainerArgs { spec: Rc::new(spec), ..args.clone() }));
             let args = with_spec.as_deref().unwrap_or(args);
             if let Some(ns) = &joined {
                 let _ = nix::unistd::close(ns.own_fd().as_raw_fd());
@@ -135,7 +133,7 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<
             let before = || before_init(args, go_read);
             match own {
                 Some(rootfs) => {
-                    let init = Init { args, original: &original, rootfs, unshare: unshared };
+                    let init = Init { args, rootfs, unshare: unshared };
                     child_init::run_own_rootfs(&init, &mut main_sender, &mut init_receiver, before)
                 }
                 None => child_init::run(args, &mut main_sender, &mut init_receiver, before),
@@ -169,46 +167,47 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<
 /// told of, sets the hostname only in a UTS one, and a cgroup namespace
 /// must be made after the cgroup is joined.
 fn born_namespaces(spec: &Spec) -> CloneFlags {
-    let listed = spec.linux().as_ref().and_then(|l| l.namespaces().as_ref());
-    listed.into_iter().flatten().filter(|ns| ns.path().is_none()).fold(CloneFlags::empty(), |flags, ns| {
-        flags
-            | match ns.typ() {
-                LinuxNamespaceType::Network => CloneFlags::CLONE_NEWNET,
-                LinuxNamespaceType::Ipc => CloneFlags::CLONE_NEWIPC,
-                _ => CloneFlags::empty(),
-            }
-    })
+    new_namespaces(spec) & (CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWIPC)
 }
 
 /// The new mount, cgroup and UTS namespaces of `spec`, which the init
 /// unshares itself on our rootfs route (a cgroup namespace after it is in
 /// its cgroup, so that the container's cgroup is its root).
 fn own_namespaces(spec: &Spec) -> CloneFlags {
-    let listed = spec.linux().as_ref().and_then(|l| l.namespaces().as_ref());
-    listed.into_iter().flatten().filter(|ns| ns.path().is_none()).fold(CloneFlags::empty(), |flags, ns| {
-        flags
-            | match ns.typ() {
-                LinuxNamespaceType::Mount => CloneFlags::CLONE_NEWNS,
-                LinuxNamespaceType::Cgroup => CloneFlags::CLONE_NEWCGROUP,
-                LinuxNamespaceType::Uts => CloneFlags::CLONE_NEWUTS,
-                _ => CloneFlags::empty(),
-            }
-    })
+    new_namespaces(spec) & (CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWCGROUP | CloneFlags::CLONE_NEWUTS)
 }
 
-/// `spec` without the namespaces the clone or the init made, which the
-/// engine's init steps would otherwise make again.
+/// The namespaces `spec` lists without a path, as clone flags.
+fn new_namespaces(spec: &Spec) -> CloneFlags {
+    let listed = spec.linux().as_ref().and_then(|l| l.namespaces().as_ref());
+    listed
+        .into_iter()
+        .flatten()
+        .filter(|ns| ns.path().is_none())
+        .filter_map(|ns| clone_flag(ns.typ()))
+        .fold(CloneFlags::empty(), |flags, flag| flags | flag)
+}
+
+/// The clone flag of a namespace type (none for time: nix 0.29 has no
+/// flag for it, and `route` keeps it off this path).
+fn clone_flag(typ: LinuxNamespaceType) -> Option<CloneFlags> {
+    match typ {
+        LinuxNamespaceType::Network => Some(CloneFlags::CLONE_NEWNET),
+        LinuxNamespaceType::Ipc => Some(CloneFlags::CLONE_NEWIPC),
+        LinuxNamespaceType::Uts => Some(CloneFlags::CLONE_NEWUTS),
+        LinuxNamespaceType::Cgroup => Some(CloneFlags::CLONE_NEWCGROUP),
+        LinuxNamespaceType::Mount => Some(CloneFlags::CLONE_NEWNS),
+        LinuxNamespaceType::Pid => Some(CloneFlags::CLONE_NEWPID),
+        LinuxNamespaceType::User => Some(CloneFlags::CLONE_NEWUSER),
+        LinuxNamespaceType::Time => None,
+    }
+}
+
+/// `spec` without the new namespaces in `made_by_us`, which the engine's
+/// init steps would otherwise make again.
 fn without(spec: &Spec, made_by_us: CloneFlags) -> Spec {
     let made = |ns: &oci_spec::runtime::LinuxNamespace| {
-        let flag = match ns.typ() {
-            LinuxNamespaceType::Network => CloneFlags::CLONE_NEWNET,
-            LinuxNamespaceType::Ipc => CloneFlags::CLONE_NEWIPC,
-            LinuxNamespaceType::Mount => CloneFlags::CLONE_NEWNS,
-            LinuxNamespaceType::Cgroup => CloneFlags::CLONE_NEWCGROUP,
-            LinuxNamespaceType::Uts => CloneFlags::CLONE_NEWUTS,
-            _ => return false,
-        };
-        ns.path().is_none() && made_by_us.contains(flag)
+        ns.path().is_none() && clone_flag(ns.typ()).is_some_and(|flag| made_by_us.contains(flag))
     };
     let mut spec = spec.clone();
     if let Some(listed) = spec.linux_mut().as_mut().and_then(|l| l.namespaces_mut().as_mut()) {
@@ -217,26 +216,12 @@ fn without(spec: &Spec, made_by_us: CloneFlags) -> Spec {
     spec
 }
 
-/// `spec` without the namespaces given by path that the init joins itself
-/// (all but pid, which our children enter, and user, mount and time, which
-/// the rootfs route does not take).
-fn without_joined(spec: &Spec) -> Spec {
-    let mut spec = spec.clone();
-    if let Some(listed) = spec.linux_mut().as_mut().and_then(|l| l.namespaces_mut().as_mut()) {
-        listed.retain(|ns| !(ns.path().is_some() && joined_by_init(ns.typ()).is_some()));
-    }
-    spec
-}
-
-/// The setns(2) type of a namespace the init joins by path on the rootfs route.
+/// The setns(2) type of a namespace the init joins by path on the rootfs
+/// route: all but pid, which our children enter, and user, mount and time,
+/// which that route does not take.
 pub fn joined_by_init(typ: LinuxNamespaceType) -> Option<CloneFlags> {
-    match typ {
-        LinuxNamespaceType::Network => Some(CloneFlags::CLONE_NEWNET),
-        LinuxNamespaceType::Ipc => Some(CloneFlags::CLONE_NEWIPC),
-        LinuxNamespaceType::Uts => Some(CloneFlags::CLONE_NEWUTS),
-        LinuxNamespaceType::Cgroup => Some(CloneFlags::CLONE_NEWCGROUP),
-        _ => None,
-    }
+    let joined = CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS | CloneFlags::CLONE_NEWCGROUP;
+    clone_flag(typ).filter(|flag| joined.contains(*flag))
 }
 
 enum PidNs<'a> {

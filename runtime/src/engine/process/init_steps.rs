@@ -59,9 +59,9 @@ fn said<E: std::fmt::Display>(e: E) -> InitError {
 
 /// What the init is given.
 pub struct Init<'a> {
+    /// Its spec is the command's: the namespaces the clone made are
+    /// listed too, and those given by path are joined here.
     pub args: &'a ContainerArgs,
-    /// The spec as the command made it: the namespaces joined by path.
-    pub original: &'a Spec,
     pub rootfs: &'a Rootfs,
     /// The namespaces the init makes itself once in its cgroup (mount, and
     /// cgroup and UTS when new).
@@ -156,11 +156,11 @@ pub fn run(init: &Init, main_sender: &mut MainSender, init_receiver: &mut InitRe
     Err(InitError::Said("the executor returned without exec".into()))
 }
 
-/// setns(2) into each namespace the command's spec gives by path that the
-/// init joins itself, while the host's /proc still names them; then the
-/// new ones it makes.
+/// setns(2) into each namespace the spec gives by path that the init
+/// joins itself, while the host's /proc still names them; then the new
+/// ones it makes.
 fn enter_namespaces(init: &Init) -> Result<(), InitError> {
-    let listed = init.original.linux().as_ref().and_then(|l| l.namespaces().as_ref());
+    let listed = init.args.spec.linux().as_ref().and_then(|l| l.namespaces().as_ref());
     for ns in listed.into_iter().flatten() {
         let (Some(path), Some(flag)) = (ns.path(), crate::engine::process::init_launch::joined_by_init(ns.typ())) else {
             continue;
