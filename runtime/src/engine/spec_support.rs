@@ -66,18 +66,24 @@ pub fn pids_limit_is_init_only(raw: &serde_json::Value) -> bool {
     matches!(raw.pointer("/linux/resources/pids/limit").and_then(serde_json::Value::as_i64), Some(0 | 1))
 }
 
+/// The runtime-spec's scheduler flags that oci-spec 0.10 spells otherwise
+/// (it would refuse them), and its spelling.
+const SCHEDULER_FLAG_NAMES: [(&str, &str); 2] =
+    [("SCHED_FLAG_RESET_ON_FORK", "SCHED_RESET_ON_FORK"), ("SCHED_FLAG_DL_OVERRUN", "SCHED_FLAG_D_L_OVERRUN")];
+
 /// Renames, in the config's JSON, the runtime-spec names oci-spec 0.10
-/// spells otherwise (it would refuse them): the scheduler flag
-/// `SCHED_FLAG_RESET_ON_FORK` is its `SCHED_RESET_ON_FORK`. Returns whether
-/// anything was renamed.
+/// spells otherwise (`SCHEDULER_FLAG_NAMES`). Returns whether anything was
+/// renamed.
 pub fn to_oci_spec_names(raw: &mut serde_json::Value) -> bool {
     let Some(flags) = raw.pointer_mut("/process/scheduler/flags").and_then(|f| f.as_array_mut()) else {
         return false;
     };
     let mut renamed = false;
-    for flag in flags.iter_mut().filter(|f| *f == "SCHED_FLAG_RESET_ON_FORK") {
-        *flag = "SCHED_RESET_ON_FORK".into();
-        renamed = true;
+    for flag in flags.iter_mut() {
+        if let Some((_, theirs)) = SCHEDULER_FLAG_NAMES.iter().find(|(spec, _)| *flag == *spec) {
+            *flag = (*theirs).into();
+            renamed = true;
+        }
     }
     renamed
 }
@@ -107,13 +113,14 @@ mod tests {
     }
 
     #[test]
-    fn the_specs_reset_on_fork_flag_parses() {
+    fn the_specs_scheduler_flag_names_parse() {
         let mut raw = json!({"ociVersion": "1.3.0", "process": {"cwd": "/", "user": {"uid": 0, "gid": 0},
-            "scheduler": {"policy": "SCHED_OTHER", "flags": ["SCHED_FLAG_RESET_ON_FORK"]}}});
+            "scheduler": {"policy": "SCHED_DEADLINE", "flags": ["SCHED_FLAG_RESET_ON_FORK", "SCHED_FLAG_RECLAIM", "SCHED_FLAG_DL_OVERRUN"]}}});
         assert!(to_oci_spec_names(&mut raw));
         let spec: Spec = serde_json::from_value(raw).unwrap();
         let flags = spec.process().as_ref().unwrap().scheduler().as_ref().unwrap().flags().clone().unwrap();
-        assert_eq!(flags, [oci_spec::runtime::LinuxSchedulerFlag::SchedResetOnFork]);
+        use oci_spec::runtime::LinuxSchedulerFlag::*;
+        assert_eq!(flags, [SchedResetOnFork, SchedFlagReclaim, SchedFlagDLOverrun]);
     }
 
     #[test]
