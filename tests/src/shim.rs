@@ -91,15 +91,21 @@ impl ShimContainerd {
     /// Starts containerd with `env` added to its environment, which its shims (and their
     /// helpers) inherit: for fault points such as `RUSTPOD_DEBUG_PAUSE`.
     pub fn start_with_env(env: &[(&str, &str)]) -> Self {
-        Self::start_as(&unique_name("ns"), env)
+        Self::start_as(&unique_name("ns"), env, &[])
     }
 
     /// Starts containerd and uses `namespace` (two containerds may share one).
     pub fn start_in_namespace(namespace: &str) -> Self {
-        Self::start_as(namespace, &[])
+        Self::start_as(namespace, &[], &[])
     }
 
-    fn start_as(namespace: &str, env: &[(&str, &str)]) -> Self {
+    /// Starts containerd in the supplementary groups `gids`, which its shims (and what they
+    /// run) inherit, as they inherit containerd's from whatever started it.
+    pub fn start_in_groups(gids: &[u32]) -> Self {
+        Self::start_as(&unique_name("ns"), &[], gids)
+    }
+
+    fn start_as(namespace: &str, env: &[(&str, &str)], gids: &[u32]) -> Self {
         let dir = ScratchDir::new("sd");
         let shim_dir = dir.join("bin");
         std::fs::create_dir_all(&shim_dir).expect("create shim dir");
@@ -111,12 +117,15 @@ impl ShimContainerd {
             socket,
         };
         let shim_dir = shim_dir.to_str().expect("UTF-8 path").to_string();
-        let started = std::process::Command::new(script("containerd.sh"))
-            .args(["start", ctd.dir.str(), "--shim-dir", &shim_dir])
-            .envs(env.iter().copied())
-            .stdin(std::process::Stdio::null())
-            .output()
-            .expect("run hack/containerd.sh");
+        let mut start = std::process::Command::new(script("containerd.sh"));
+        start.args(["start", ctd.dir.str(), "--shim-dir", &shim_dir]).envs(env.iter().copied()).stdin(std::process::Stdio::null());
+        if !gids.is_empty() {
+            use std::os::unix::process::CommandExt;
+            let gids: Vec<nix::unistd::Gid> = gids.iter().map(|g| nix::unistd::Gid::from_raw(*g)).collect();
+            // SAFETY: the closure makes one setgroups(2) call, async-signal-safe.
+            unsafe { start.pre_exec(move || nix::unistd::setgroups(&gids).map_err(std::io::Error::from)) };
+        }
+        let started = start.output().expect("run hack/containerd.sh");
         assert!(
             started.status.success(),
             "hack/containerd.sh start failed: {}",

@@ -5,7 +5,7 @@
 use rustpod_tests::assertions::assert_one_line_error;
 use rustpod_tests::checker::{self, report_with, strings, Report};
 use rustpod_tests::console::ConsoleSocket;
-use rustpod_tests::{conform, json, needs, skip, skip_if, Runtime, Value};
+use rustpod_tests::{conform, json, needs, skip, skip_if, Bundle, Runtime, Value};
 use std::collections::BTreeSet;
 
 fn set_of(names: &[&str]) -> BTreeSet<String> {
@@ -238,6 +238,24 @@ fn seccomp_errno_with_errno_ret_and_an_argument_filter() {
         0,
         "mode 0755 matches no rule"
     );
+}
+
+/// `noNewPrivileges: false` given explicitly, a filter, and no CAP_SYS_ADMIN: without
+/// no_new_privs only a holder of CAP_SYS_ADMIN may load a filter, so it is loaded before the
+/// capabilities go, as runc does (libcontainer's init loaded it after them unless the field was
+/// absent), and no_new_privs stays off.
+#[test]
+fn seccomp_with_no_new_privileges_false_is_loaded_and_leaves_no_new_privs_off() {
+    skip_if!(needs::containers());
+    for rt in Runtime::runc_and_under_test() {
+        let mut bundle = Bundle::new(&["grep", "-E", "^(NoNewPrivs|Seccomp):", "/proc/self/status"]);
+        bundle
+            .set("/process/noNewPrivileges", json!(false))
+            .set("/linux/seccomp", seccomp(json!([{"names": ["sethostname"], "action": "SCMP_ACT_ERRNO"}])));
+        let out = rt.run(&rt.new_id("nnp"), &bundle, &[], b"").ok();
+        let lines: Vec<&str> = out.stdout.lines().map(str::trim_end).collect();
+        assert_eq!(lines, ["NoNewPrivs:\t0", "Seccomp:\t2"], "{}", rt.bin().display());
+    }
 }
 
 /// SCMP_ACT_NOTIFY with listenerPath: the runtime sends the notify fd to the listener; when the

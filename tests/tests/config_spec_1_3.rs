@@ -276,6 +276,22 @@ fn scheduler_and_io_priority_reach_the_kernel() {
     assert_eq!(ionice.stdout.trim(), "best-effort: prio 3");
 }
 
+/// A scheduler the kernel refuses (SCHED_FIFO needs a priority from 1 to 99: sched_setattr says
+/// EINVAL) fails `create` in one line naming the field, the call and the errno, and leaves
+/// nothing: the init's own step reports it through the same channel as the engine's did.
+#[test]
+fn a_scheduler_the_kernel_refuses_fails_create_and_leaves_nothing() {
+    skip_if!(needs::containers());
+    if env::testing_runc_itself() {
+        skip!("runc 1.1.5 predates process.scheduler (RUNC_DIFFERENCES.md)");
+    }
+    let mut fx = Fixture::new(SLEEP);
+    fx.bundle.set("/process/scheduler", json!({"policy": "SCHED_FIFO", "priority": 0}));
+    let out = fx.rt.try_create(&fx.id, &fx.bundle, &[]);
+    assert_one_line_error(&out, &["process.scheduler", "sched_setattr", "EINVAL"]);
+    fx.assert_nothing_left();
+}
+
 /// linux.memoryPolicy (set_mempolicy), runtime-spec 1.3: numa_maps shows the init's policy.
 #[test]
 fn memory_policy_reaches_the_kernel() {

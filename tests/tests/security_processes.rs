@@ -12,7 +12,8 @@
 //   32 on as its caller left it and drops an ignored 33; glibc's posix_spawn up to 2.36 ignores
 //   both; containerd's runc shim runs at containerd's score + 1);
 // - two containerds with their own state dirs keep their containers apart through our shim;
-// - the CLI caller's supplementary groups reach neither a container's init nor an exec'd process.
+// - the caller's supplementary groups (the CLI's, containerd's) reach neither a container's init
+//   nor an exec'd process.
 
 use rustpod_tests::containerd::lingering;
 use rustpod_tests::scratch::{unique_name, ScratchDir};
@@ -180,6 +181,42 @@ fn the_callers_supplementary_groups_reach_no_container_process() {
             let lines: Vec<&str> = seen.lines().map(str::trim_end).collect();
             assert_eq!(lines, ["Groups:", "Groups:"], "{name} (user namespace: {userns}): the init's, then the exec'd process's groups");
         }
+    }
+}
+
+/// The same through containerd, on its three paths: a containerd in groups 6 and 27, whose shims
+/// inherit them, starts a container whose spec lists no `additionalGids` (ctr's own specs list
+/// the image's groups of root, which the engine did set) and execs a process into it. Neither
+/// holds a group, as under containerd's runc shim with runc.
+#[test]
+fn containerds_supplementary_groups_reach_no_container_process() {
+    skip_if!(shim::blocker_with_runc());
+    let ctd = ShimContainerd::start_in_groups(&[6, 27]);
+    let pid = ctd.containerd_pid().expect("containerd's pid file");
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).expect("read containerd's status");
+    let groups = status.lines().find_map(|l| l.strip_prefix("Groups:")).unwrap_or_default().split_whitespace().collect::<Vec<_>>();
+    assert_eq!(groups, ["6", "27"], "containerd did not start in the groups, so the test would prove nothing");
+    let script = lingering("grep -h ^Groups: /proc/1/status /proc/self/status");
+    let (dir, rootfs) = (ScratchDir::new("groups"), Bundle::new(SLEEP));
+    let mut reference = None;
+    for (path, flags) in shim::paths() {
+        let id = unique_name(path);
+        let mut spec = ctd.oci_spec(&id, &rootfs.rootfs());
+        spec["process"]["user"] = json!({"uid": 0, "gid": 0});
+        ctd.run_spec(&dir, &id, &spec, "-d", &flags).ok();
+        ctd.wait_task(&id, "RUNNING");
+        let out = ctd.ctr(&["task", "exec", "--exec-id", "groups", &id, "sh", "-c", &script]).ok();
+        let seen: Vec<Vec<String>> = out.stdout.lines().map(|l| l.split_whitespace().skip(1).map(str::to_string).collect()).collect();
+        assert_eq!(seen.len(), 2, "{path}: the init's and the exec'd process's groups: {}", out.describe());
+        for held in &seen {
+            assert!(!held.iter().any(|g| g == "6" || g == "27"), "{path}: a container process holds containerd's groups: {seen:?}");
+        }
+        // The first path is containerd's runc shim driving runc.
+        assert_eq!(&seen, reference.get_or_insert_with(|| seen.clone()), "{path}: groups, next to runc's");
+        ctd.ctr(&["task", "kill", "-s", "KILL", &id]).ok();
+        ctd.wait_task(&id, "STOPPED");
+        ctd.delete_task(&id);
+        ctd.ctr(&["container", "rm", &id]).ok();
     }
 }
 
