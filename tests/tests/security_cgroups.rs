@@ -77,25 +77,66 @@ fn writable_root_tmpfs(rt: &Runtime) -> bool {
     !unified() && rt.bin() == env::runc_bin()
 }
 
+/// Whether the container gets a cgroup namespace of its own, as `rustpod spec` and `runc spec`
+/// give it: then each hierarchy is a new cgroup filesystem rooted at the container's cgroup, not
+/// a bind of it.
+const CGROUPNS: [bool; 2] = [false, true];
+
+fn in_cgroupns(bundle: &mut Bundle, cgroupns: bool) {
+    if cgroupns {
+        let mut namespaces = bundle.config()["linux"]["namespaces"].as_array().cloned().unwrap_or_default();
+        namespaces.push(json!({"type": "cgroup"}));
+        bundle.set("/linux/namespaces", json!(namespaces));
+    }
+}
+
 #[test]
 fn limits_cannot_be_written_through_a_read_only_cgroupfs() {
     skip_if!(blocker());
-    for rt in runtimes() {
+    for (rt, cgroupns) in runtimes().iter().flat_map(|rt| CGROUPNS.map(|ns| (rt, ns))) {
         let mut bundle = Bundle::new(&["sh", "-c", &write_limits()]);
+        in_cgroupns(&mut bundle, cgroupns);
         bundle.set("/linux/resources", json!({"pids": {"limit": 64}, "memory": {"limit": 67108864}}));
         let id = rt.new_id("cgro");
         let out = rt.run(&id, &bundle, &[], b"").ok();
-        eprintln!("{}: {}", name(&rt), out.stdout);
+        eprintln!("{} (cgroupns {cgroupns}): {}", name(rt), out.stdout);
         for step in ["pids", "memory", "mkdir", "root"] {
-            let denied = !out.stdout.contains(&format!("{step}=0")) || (step == "root" && writable_root_tmpfs(&rt));
-            assert!(denied, "{}: {step} write succeeded: {}", name(&rt), out.stdout);
+            let denied = !out.stdout.contains(&format!("{step}=0")) || (step == "root" && writable_root_tmpfs(rt));
+            assert!(denied, "{} (cgroupns {cgroupns}): {step} write succeeded: {}", name(rt), out.stdout);
         }
         assert!(
             out.stdout.matches("Read-only file system").count() >= 3,
-            "{}: not EROFS: {}",
-            name(&rt),
+            "{} (cgroupns {cgroupns}): not EROFS: {}",
+            name(rt),
             out.stdout
         );
+    }
+}
+
+/// In a cgroup namespace the container's cgroupfs is rooted at its own cgroup, in every v1
+/// hierarchy or in v2's: /proc/self/cgroup names only `/`, the limits at the root are the
+/// container's, and no cgroup of the host or of another container shows. On a v1 host each
+/// hierarchy is a new cgroup filesystem of its controllers there.
+#[test]
+fn in_a_cgroup_namespace_the_cgroupfs_holds_the_containers_own_cgroup_only() {
+    skip_if!(blocker());
+    let pids = if unified() { "/sys/fs/cgroup" } else { "/sys/fs/cgroup/pids" };
+    let script = format!(
+        "cat /proc/self/cgroup; echo max=$(cat {pids}/pids.max); echo dirs=$(find {pids} -mindepth 1 -type d | wc -l)"
+    );
+    for rt in runtimes() {
+        let mut bundle = Bundle::new(&["sh", "-c", &script]);
+        in_cgroupns(&mut bundle, true);
+        bundle.set("/linux/resources", json!({"pids": {"limit": 64}}));
+        let id = rt.new_id("cgns");
+        let out = rt.run(&id, &bundle, &[], b"").ok();
+        let paths: Vec<_> = out.stdout.lines().filter(|l| l.contains(":/")).collect();
+        assert!(!paths.is_empty(), "{}: no /proc/self/cgroup: {}", name(&rt), out.stdout);
+        for line in paths {
+            assert!(line.ends_with(":/"), "{}: a cgroup outside the namespace's root: {line}", name(&rt));
+        }
+        assert!(out.stdout.contains("max=64\n"), "{}: not the container's pids.max: {}", name(&rt), out.stdout);
+        assert!(out.stdout.contains("dirs=0\n"), "{}: other cgroups show: {}", name(&rt), out.stdout);
     }
 }
 
@@ -115,15 +156,22 @@ fn cgroup_mount_options(mountinfo: &str) -> Vec<(String, Vec<String>)> {
 #[test]
 fn every_cgroup_mount_keeps_ro_nosuid_nodev_noexec() {
     skip_if!(blocker());
+    for cgroupns in CGROUPNS {
+        cgroup_mounts_keep_their_flags(cgroupns);
+    }
+}
+
+fn cgroup_mounts_keep_their_flags(cgroupns: bool) {
     let mut per_runtime = vec![];
     for rt in runtimes() {
-        let bundle = Bundle::new(&["cat", "/proc/self/mountinfo"]);
+        let mut bundle = Bundle::new(&["cat", "/proc/self/mountinfo"]);
+        in_cgroupns(&mut bundle, cgroupns);
         let id = rt.new_id("cgmo");
         let out = rt.run(&id, &bundle, &[], b"").ok();
         let mounts = cgroup_mount_options(&out.stdout);
         // v1: the tmpfs and a mount per hierarchy; v2: the one cgroup2 mount.
         let expected = if unified() { mounts.len() == 1 } else { mounts.len() > 1 };
-        assert!(expected, "{}: cgroup mounts: {mounts:?}\n{}", name(&rt), out.stdout);
+        assert!(expected, "{} (cgroupns {cgroupns}): cgroup mounts: {mounts:?}\n{}", name(&rt), out.stdout);
         for (point, options) in &mounts {
             // rustpod makes v1's tmpfs read-only too.
             let wanted: &[&str] = if point == "/sys/fs/cgroup" && writable_root_tmpfs(&rt) {
@@ -132,7 +180,7 @@ fn every_cgroup_mount_keeps_ro_nosuid_nodev_noexec() {
                 &["ro", "nosuid", "nodev", "noexec"]
             };
             for flag in wanted {
-                assert!(options.iter().any(|o| o == flag), "{}: {point} lacks {flag}: {options:?}", name(&rt));
+                assert!(options.iter().any(|o| o == flag), "{} (cgroupns {cgroupns}): {point} lacks {flag}: {options:?}", name(&rt));
             }
         }
         let mut compared: Vec<_> = mounts.into_iter().filter(|(p, _)| unified() || p != "/sys/fs/cgroup").collect();
@@ -143,7 +191,7 @@ fn every_cgroup_mount_keeps_ro_nosuid_nodev_noexec() {
         per_runtime.push(compared);
     }
     if let [ours, runc] = &per_runtime[..] {
-        assert_eq!(ours, runc, "the cgroup mounts differ from runc's");
+        assert_eq!(ours, runc, "the cgroup mounts differ from runc's (cgroupns {cgroupns})");
     }
 }
 

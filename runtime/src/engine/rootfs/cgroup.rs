@@ -12,8 +12,8 @@
 //!
 //! The engine reads mountinfo and /proc/<ppid>/cgroup in the init for this
 //! (and gets a joined PID namespace wrong, `mount/cgroup_ns.rs`), and drops
-//! the mount's flags on v1 (`mount/cgroup_flags.rs`). Not called yet: step 5
-//! of docs/rootfs-plan.md.
+//! the mount's flags on v1 (`mount/cgroup_flags.rs`). Our rootfs route
+//! runs these steps (`prepare.rs`).
 
 use std::path::{Path, PathBuf};
 
@@ -82,7 +82,10 @@ fn v1_steps(m: &PlannedMount, placed: &[Placed], cgroupns: bool) -> Vec<Step> {
         let Some(name) = p.hierarchy.mount_point.file_name() else { continue };
         let at = dest.join(name);
         let (kind, source, data) = if cgroupns {
-            (Kind::New { fstype: "cgroup".into() }, Some(PathBuf::from("cgroup")), vec![p.hierarchy.controllers.join(",")])
+            let params = hierarchy_params(&p.hierarchy);
+            // runc's source for a named hierarchy is its name (`systemd`).
+            let source = params.iter().find_map(|o| o.strip_prefix("name=")).unwrap_or("cgroup");
+            (Kind::New { fstype: "cgroup".into() }, Some(PathBuf::from(source)), params)
         } else {
             (Kind::Bind { recursive: true }, Some(p.hierarchy.mount_point.join(relative(&p.cgroup))), vec![])
         };
@@ -100,6 +103,23 @@ fn v1_steps(m: &PlannedMount, placed: &[Placed], cgroupns: bool) -> Vec<Step> {
         steps.push(Step::ReadOnly(dest.clone()));
     }
     steps
+}
+
+/// What names a v1 hierarchy to fsconfig(2): each controller a flag of its
+/// own, `name=…` a string. mount(2) took `cpu,cpuacct` as one string;
+/// fsconfig takes one key per call. The hierarchy's own options that
+/// mountinfo also lists are left out: the access mode, and those of its
+/// superblock, which a second mount of a hierarchy cannot change (the
+/// kernel ignores them with a warning) and `release_agent` must never be
+/// set from a container's mount.
+fn hierarchy_params(h: &Hierarchy) -> Vec<String> {
+    const NOT_A_NAME: &[&str] =
+        &["rw", "ro", "none", "all", "noprefix", "clone_children", "cpuset_v2_mode", "xattr", "favordynmods", "nofavordynmods"];
+    h.controllers
+        .iter()
+        .filter(|o| !NOT_A_NAME.contains(&o.as_str()) && !o.starts_with("release_agent="))
+        .cloned()
+        .collect()
 }
 
 fn relative(path: &Path) -> &Path {
@@ -192,11 +212,16 @@ mod tests {
 
     #[test]
     fn in_a_cgroup_namespace_each_v1_hierarchy_is_a_new_cgroup_filesystem() {
-        let steps = expand(&cgroup_mount(&[]), &hybrid(), true);
+        let mut placed = hybrid();
+        // As mountinfo lists them: the access mode and the superblock's own options too.
+        placed[0].hierarchy.controllers = ["rw", "cpu", "cpuacct", "noprefix"].map(String::from).to_vec();
+        placed[2].hierarchy.controllers = ["rw", "xattr", "release_agent=/sbin/x", "name=systemd"].map(String::from).to_vec();
+        let steps = expand(&cgroup_mount(&[]), &placed, true);
         let (_, kind, _, data) = mounted(&steps[1]);
-        assert_eq!((kind, data), (&Kind::New { fstype: "cgroup".into() }, &["cpu,cpuacct".to_string()][..]));
-        let (_, _, _, data) = mounted(&steps[3]);
-        assert_eq!(data, ["name=systemd"]);
+        assert_eq!((kind, data), (&Kind::New { fstype: "cgroup".into() }, &["cpu".to_string(), "cpuacct".to_string()][..]));
+        let (_, _, source, data) = mounted(&steps[3]);
+        assert_eq!(data, ["name=systemd"], "never the host's release_agent");
+        assert_eq!(source, Some(Path::new("systemd")), "runc's source");
         assert!(!steps.iter().any(|s| matches!(s, Step::ReadOnly(_))), "no ro asked");
     }
 }

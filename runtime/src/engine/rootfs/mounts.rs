@@ -25,10 +25,6 @@ pub fn uncovered(m: &PlannedMount) -> Option<&'static str> {
         _ if m.remount => Some("a remount"),
         _ if m.copyup => Some("tmpcopyup"),
         _ if m.idmap.is_some() => Some("an idmapped mount"),
-        // A v1 hierarchy mounted anew, in a cgroup namespace: its
-        // superblock options are not fsconfig parameters one to one yet.
-        // (cgroup2 is made as any new filesystem, with runc's bind fallback.)
-        Kind::New { fstype } if fstype == "cgroup" => Some("a cgroup v1 mount in a cgroup namespace"),
         Kind::Bind { .. } if m.superblock.named != MsFlags::empty() => Some("a superblock flag on a bind"),
         // runc and the engine hand these to mount(2), which ignores a
         // bind's data; until a runc comparison settles it, the engine's way.
@@ -369,7 +365,6 @@ mod tests {
             ("tmpfs", &["tmpcopyup"][..], "tmpcopyup"),
             ("tmpfs", &["remount"][..], "a remount"),
             ("bind", &["rbind", "idmap"][..], "an idmapped mount"),
-            ("cgroup", &["ro"][..], "a cgroup v1 mount in a cgroup namespace"),
             ("bind", &["rbind", "lazytime"][..], "a superblock flag on a bind"),
             ("tmpfs", &["iversion"][..], "lazytime, iversion or silent"),
         ] {

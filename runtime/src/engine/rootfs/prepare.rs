@@ -198,12 +198,12 @@ mod tests {
         serde_json::from_value(base).unwrap()
     }
 
-    /// On a v2 host the cgroup mount is ours too: cgroup2 anew with the
+    /// The cgroup mount is ours on both: on a v2 host cgroup2 anew with the
     /// spec's flags, else (EPERM, EBUSY) a bind of the container's cgroup,
-    /// as runc. A v1 hierarchy anew in a cgroup namespace is still the
-    /// engine's.
+    /// as runc; on v1 a bind of the container's cgroup in each hierarchy, or
+    /// in a cgroup namespace each hierarchy anew.
     #[test]
-    fn on_cgroup_v2_the_cgroup_mount_is_ours_on_v1_with_a_cgroupns_not_yet() {
+    fn the_cgroup_mount_is_ours_on_v2_and_on_v1_with_or_without_a_cgroupns() {
         let cgroup = spec(serde_json::json!({"mounts": [{"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup", "options": ["ro", "nosuid"]}]}));
         let v2 = crate::engine::cgroup::fs::Hierarchy { mount_point: "/sys/fs/cgroup".into(), controllers: vec![], unified: true };
         let placed = [Placed { hierarchy: v2, cgroup: "/rustpod/c1".into() }];
@@ -217,10 +217,9 @@ mod tests {
         let v1 = crate::engine::cgroup::fs::Hierarchy { mount_point: "/sys/fs/cgroup/memory".into(), controllers: vec!["rw".into(), "memory".into()], unified: false };
         let placed = [Placed { hierarchy: v1, cgroup: "/rustpod/c1".into() }];
         assert!(Rootfs::from_spec(&cgroup, Path::new("/b/rootfs"), false, &placed, false).is_ok(), "binds of the container's cgroups");
-        assert_eq!(
-            Rootfs::from_spec(&cgroup, Path::new("/b/rootfs"), false, &placed, true).unwrap_err(),
-            "a cgroup v1 mount in a cgroup namespace"
-        );
+        let rootfs = Rootfs::from_spec(&cgroup, Path::new("/b/rootfs"), false, &placed, true).unwrap();
+        let Step::Mount(memory) = &rootfs.mounts[1] else { panic!("{:?}", rootfs.mounts) };
+        assert_eq!((&memory.kind, &memory.data[..]), (&Kind::New { fstype: "cgroup".into() }, &["memory".to_string()][..]));
     }
 
     #[test]
