@@ -96,9 +96,11 @@ fn build(
     opts: CreateOptions,
     idmapped: &[crate::engine::idmap::plan::Planned],
 ) -> Result<Container> {
+    let thread_cgroups = crate::engine::cgroup::fs::ThreadCgroups::default();
     let request = crate::engine::rootfs::own::Request {
         id: &dir.id,
         cgroups,
+        thread_cgroups: &thread_cgroups,
         systemd_cgroup: opts.systemd_cgroup,
         no_pivot: opts.no_pivot,
     };
@@ -138,7 +140,7 @@ fn build(
     let _cgroup_guard = std::fs::File::open(&dir.root)
         .ok()
         .and_then(|f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockShared).ok());
-    let named = crate::engine::cgroup::named::join_for(cgroups, &dir.id, &spec, opts.systemd_cgroup)?;
+    let named = crate::engine::cgroup::named::join_for(cgroups, &thread_cgroups, &dir.id, &spec, opts.systemd_cgroup)?;
     let container = crate::engine::process::init::spawn(dir, &bundle.path, spec, init_opts);
     drop(named);
     let container = container.map_err(|e| idmap.explain(e))?;

@@ -55,6 +55,25 @@ pub fn parse_mountinfo(info: &str) -> Vec<Hierarchy> {
         .collect()
 }
 
+/// The calling thread's /proc/thread-self/cgroup, read the first time a
+/// step of the command asks and then kept: on v1 a thread's cgroups are its
+/// own (a shim's threads may differ), and the processes it forks start in
+/// them.
+#[derive(Debug, Default)]
+pub struct ThreadCgroups(std::cell::OnceCell<String>);
+
+impl ThreadCgroups {
+    pub const PATH: &'static str = "/proc/thread-self/cgroup";
+
+    pub fn text(&self) -> std::io::Result<&str> {
+        if let Some(text) = self.0.get() {
+            return Ok(text);
+        }
+        let text = std::fs::read_to_string(Self::PATH)?;
+        Ok(self.0.get_or_init(|| text))
+    }
+}
+
 /// Whether the host is cgroup v2 only: /sys/fs/cgroup itself is cgroup2
 /// (libcgroups' "unified" setup; a hybrid host has it at `unified/`).
 pub fn is_unified(cgroups: &[Hierarchy]) -> bool {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::{LinuxNamespaceType, Spec};
 
-use crate::engine::cgroup::fs::{self as cgroup_fs, Hierarchy};
+use crate::engine::cgroup::fs::{self as cgroup_fs, Hierarchy, ThreadCgroups};
 use crate::error::{Error, Result};
 
 /// The calling thread, moved into the container's named cgroups; dropping
@@ -24,7 +24,7 @@ pub struct Joined {
 /// [`join`] for the container `id` of `spec` (its engine spec), when its
 /// cgroups are ours to make: with the systemd driver (also the engine's
 /// choice for a user namespace), systemd places the processes.
-pub fn join_for(cgroups: &[Hierarchy], id: &str, spec: &Spec, systemd: bool) -> Result<Option<Joined>> {
+pub fn join_for(cgroups: &[Hierarchy], own: &ThreadCgroups, id: &str, spec: &Spec, systemd: bool) -> Result<Option<Joined>> {
     let Some(linux) = spec.linux().as_ref() else { return Ok(None) };
     let user_ns = linux
         .namespaces()
@@ -34,7 +34,7 @@ pub fn join_for(cgroups: &[Hierarchy], id: &str, spec: &Spec, systemd: bool) -> 
     if systemd || user_ns || crate::engine::cgroup::manager::is_systemd_form(&path) || crate::engine::cgroup::manager::is_root(&path) {
         return Ok(None);
     }
-    join(cgroups, &path).map(Some)
+    join(cgroups, own, &path).map(Some)
 }
 
 /// Moves the calling thread (only it: v1 lets single threads move, so a
@@ -42,14 +42,16 @@ pub fn join_for(cgroups: &[Hierarchy], id: &str, spec: &Spec, systemd: bool) -> 
 /// hierarchy, making the cgroup, so that the processes the engine forks
 /// from this thread start there, before their cgroup namespace or
 /// cgroupfs mount is made.
-pub fn join(cgroups: &[Hierarchy], path: &Path) -> Result<Joined> {
+pub fn join(cgroups: &[Hierarchy], own: &ThreadCgroups, path: &Path) -> Result<Joined> {
     let tid = nix::unistd::gettid().to_string();
     let mut joined = Joined { tid, back: Vec::new() };
-    let own = std::fs::read_to_string("/proc/thread-self/cgroup")
-        .map_err(|e| Error::io("read", "/proc/thread-self/cgroup", e))?;
+    if named(cgroups).next().is_none() {
+        return Ok(joined);
+    }
+    let own = own.text().map_err(|e| Error::io("read", ThreadCgroups::PATH, e))?;
     for hierarchy in named(cgroups) {
         let Some(name) = name_of(hierarchy) else { continue };
-        let Some(current) = cgroup_fs::path_in(&own, Some(name)) else { continue };
+        let Some(current) = cgroup_fs::path_in(own, Some(name)) else { continue };
         let target = cgroup_fs::join(&hierarchy.mount_point, &path.to_string_lossy());
         std::fs::create_dir_all(&target).map_err(|e| Error::io("mkdir", target.clone(), e))?;
         write_tid(&target, &joined.tid)?;

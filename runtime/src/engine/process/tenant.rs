@@ -165,7 +165,7 @@ pub fn spawn(
         user_ns_config,
         cgroup_config,
         detached: true,
-        executor: Box::new(crate::engine::process::executor::RuncWordsExecutor),
+        executor: Box::new(crate::engine::process::executor::RuncWordsExecutor::default()),
         no_pivot: false,
         stdin: raw(&io.stdio.stdin),
         stdout: raw(&io.stdio.stdout),
@@ -179,7 +179,7 @@ pub fn spawn(
     // the container's name=systemd cgroup.
     let all_cpus = crate::engine::process::cpu_affinity::all_cpus_for_children()?;
     let cgroups = crate::engine::cgroup::fs::hierarchies();
-    let named = crate::engine::cgroup::named::join_for(&cgroups, &dir.id, &args.spec, container.systemd())?;
+    let named = crate::engine::cgroup::named::join_for(&cgroups, &Default::default(), &dir.id, &args.spec, container.systemd())?;
     let (systemd, relative) = where_to_join(container, &container_cgroup, sub_cgroup, &cgroups, &args.cgroup_config)?;
     let spawned = match exec_launch::route(&args.spec, systemd, &cgroups, &relative) {
         Route::Direct(join) => exec_launch::spawn(&args, &join, &dir.id),

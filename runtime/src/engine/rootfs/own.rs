@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::LinuxNamespaceType;
 
-use crate::engine::cgroup::fs::Hierarchy;
+use crate::engine::cgroup::fs::{Hierarchy, ThreadCgroups};
 use crate::engine::engine_bundle::{is_bind, Bundle};
 use crate::engine::process::init_launch::{route, Route};
 use crate::engine::rootfs::cgroup::Placed;
@@ -17,6 +17,9 @@ use crate::engine::rootfs::prepare::Rootfs;
 pub struct Request<'a> {
     pub id: &'a str,
     pub cgroups: &'a [Hierarchy],
+    /// Where the forking thread is: the init starts there in every
+    /// hierarchy the container gets no cgroup of its own in.
+    pub thread_cgroups: &'a ThreadCgroups,
     pub systemd_cgroup: bool,
     pub no_pivot: bool,
 }
@@ -56,20 +59,14 @@ pub fn decide(bundle: &Bundle, req: &Request) -> Result<Rootfs, &'static str> {
     // Only v1 hierarchies without a cgroup of the container's own need where we are.
     let needs_own = !crate::engine::cgroup::fs::is_unified(req.cgroups)
         && spec.mounts().iter().flatten().any(|m| m.typ().as_deref() == Some("cgroup"));
-    let own = if needs_own { own_cgroups() } else { String::new() };
-    let placed = placed(req.cgroups, &container_cgroup(linux, req.id), &own);
+    let own = if needs_own { req.thread_cgroups.text().map_err(|_| "no /proc/thread-self/cgroup")? } else { "" };
+    let placed = placed(req.cgroups, &container_cgroup(linux, req.id), own);
     Rootfs::from_spec(&spec, &bundle.rootfs, false, &placed, cgroupns)
 }
 
 /// The container's cgroup path, as the engine names it.
 fn container_cgroup(linux: &oci_spec::runtime::Linux, id: &str) -> PathBuf {
     libcontainer::utils::get_cgroup_path(linux.cgroups_path(), id)
-}
-
-/// This process's /proc/self/cgroup: the init inherits its place in the
-/// hierarchies the container gets no cgroup of its own in.
-fn own_cgroups() -> String {
-    std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default()
 }
 
 /// Each hierarchy with where the init will be in it: the container's cgroup
@@ -130,7 +127,8 @@ mod tests {
             }
             Bundle { path: "/b".into(), rootfs: "/b/rootfs".into(), spec: serde_json::from_value(spec).unwrap(), pids_init_only: false }
         };
-        let req = Request { id: "c1", cgroups: &[], systemd_cgroup: false, no_pivot: false };
+        let thread_cgroups = ThreadCgroups::default();
+        let req = Request { id: "c1", cgroups: &[], thread_cgroups: &thread_cgroups, systemd_cgroup: false, no_pivot: false };
         assert!(decide(&bundle(serde_json::json!({})), &req).is_ok());
         let terminal = serde_json::json!({"process": {"cwd": "/", "args": ["true"], "user": {"uid": 0, "gid": 0}, "terminal": true}});
         assert!(decide(&bundle(terminal), &req).is_ok(), "our init binds the console");
