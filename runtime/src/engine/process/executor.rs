@@ -82,10 +82,23 @@ fn errno_text(e: &std::io::Error) -> String {
     }
 }
 
+/// `validate` finds the program once, before the start wait and the
+/// startContainer hooks, as runc's LookPath; `exec` runs what it found
+/// instead of searching $PATH again.
 #[derive(Clone, Default)]
-pub struct RuncWordsExecutor;
+pub struct RuncWordsExecutor {
+    found: std::sync::OnceLock<(Vec<String>, PathBuf)>,
+}
 
 impl RuncWordsExecutor {
+    fn found(&self, spec: &Spec) -> Result<(Vec<String>, PathBuf), ProgramError> {
+        if let Some(found) = self.found.get() {
+            return Ok(found.clone());
+        }
+        let found = Self::program(spec)?;
+        Ok(self.found.get_or_init(|| found).clone())
+    }
+
     fn program(spec: &Spec) -> Result<(Vec<String>, PathBuf), ProgramError> {
         let process = spec.process().as_ref().ok_or(ProgramError::NoProcess)?;
         let args = process.args().clone().filter(|a| !a.is_empty()).ok_or(ProgramError::NoArgs)?;
@@ -100,7 +113,7 @@ impl RuncWordsExecutor {
 
 impl Executor for RuncWordsExecutor {
     fn validate(&self, spec: &Spec) -> Result<(), ExecutorValidationError> {
-        Self::program(spec).map(|_| ()).map_err(|e| ExecutorValidationError::ArgValidationError(e.to_string()))
+        self.found(spec).map(|_| ()).map_err(|e| ExecutorValidationError::ArgValidationError(e.to_string()))
     }
 
     /// Keeps the environment for `exec` instead of setenv(3) per variable
@@ -112,7 +125,7 @@ impl Executor for RuncWordsExecutor {
     }
 
     fn exec(&self, spec: &Spec) -> Result<(), ExecutorError> {
-        let (args, path) = Self::program(spec).map_err(|e| ExecutorError::Other(e.to_string()))?;
+        let (args, path) = self.found(spec).map_err(|e| ExecutorError::Other(e.to_string()))?;
         let c = |s: &str| CString::new(s).map_err(|_| ExecutorError::Other(format!("exec: {s:?}: contains a NUL byte")));
         let argv = args.iter().map(|a| c(a)).collect::<Result<Vec<_>, _>>()?;
         let file = c(&path.to_string_lossy())?;

@@ -95,7 +95,7 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
         user_ns_config,
         cgroup_config,
         detached: true,
-        executor: Box::new(crate::engine::process::executor::RuncWordsExecutor),
+        executor: Box::new(crate::engine::process::executor::RuncWordsExecutor::default()),
         no_pivot: opts.no_pivot,
         stdin: raw(&opts.io.stdio.stdin),
         stdout: raw(&opts.io.stdio.stdout),
