@@ -1,0 +1,148 @@
+// The shape of one `run` of /bin/true under `strace -ff` (issue 22's budget, counted, never
+// timed): the CLI and the container's init are the only processes, no binary of ours is
+// executed again, the init reads neither mountinfo nor /proc/self/cgroup and makes few
+// statx/fstatfs checks, and the CLI reads each of those two files at most once. A spec that
+// silently fell back to the engine's route (its intermediate process, its rootfs through
+// pathrs' checked procfs: ~300 statx+fstatfs) fails here. Run on the test harness's spec and on
+// the one `rustpod spec` writes, which a user's first `rustpod run` takes; on this v1 host and
+// in the sid guest on v2.
+
+use rustpod_tests::scratch::ScratchDir;
+use rustpod_tests::{needs, skip_if, Bundle, Runtime, Value};
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// statx, newfstatat and fstatfs the init may make before its exec: today 30–45, the type of
+/// each mount target and masked path, /dev/null's and stdio's checks, the program's lookup. The
+/// engine's rootfs made ~300; this catches a spec that falls back to it, not one call more.
+const INIT_STAT_BUDGET: usize = 60;
+
+/// One process of the trace: its calls in order, up to the container's exec for the init.
+struct Process {
+    calls: Vec<String>,
+    is_init: bool,
+}
+
+/// `rustpod run` of `bundle` under `strace -ff`, one entry per process (threads with theirs).
+fn traced_run(rt: &Runtime, id: &str, bundle: &Bundle) -> Vec<Process> {
+    let dir = ScratchDir::new("strace");
+    let prefix = dir.join("t");
+    bundle.prepare(id);
+    let out = Command::new("strace")
+        .args(["-ff", "-qq", "-o"])
+        .arg(&prefix)
+        .arg(rt.bin())
+        .args(["--root", rt.root(), "run", "--bundle", bundle.path(), id])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run strace");
+    assert!(out.status.success(), "run under strace: {}", String::from_utf8_lossy(&out.stderr));
+    processes(dir.path())
+}
+
+fn processes(dir: &Path) -> Vec<Process> {
+    let mut per_pid = BTreeMap::new();
+    for entry in fs::read_dir(dir).expect("read the trace dir").flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix("t.").and_then(|p| p.parse::<u32>().ok()) else { continue };
+        let text = fs::read_to_string(entry.path()).expect("read a trace");
+        per_pid.insert(pid, text.lines().map(str::to_string).collect::<Vec<_>>());
+    }
+    // A thread's file folds into the process that cloned it.
+    let threads: Vec<u32> = per_pid
+        .values()
+        .flatten()
+        .filter(|l| l.starts_with("clone") && l.contains("CLONE_THREAD"))
+        .filter_map(|l| l.rsplit("= ").next()?.trim().parse().ok())
+        .collect();
+    per_pid
+        .into_iter()
+        .filter(|(pid, _)| !threads.contains(pid))
+        .map(|(_, lines)| {
+            let exec = lines.iter().position(|l| l.starts_with("execve(") && l.contains("[\"/bin/true\"]") && l.ends_with("= 0"));
+            let calls = lines.into_iter().take(exec.map_or(usize::MAX, |i| i + 1)).collect();
+            Process { calls, is_init: exec.is_some() }
+        })
+        .collect()
+}
+
+fn count(p: &Process, syscalls: &[&str]) -> usize {
+    p.calls.iter().filter(|l| syscalls.iter().any(|s| l.starts_with(&format!("{s}(")))).count()
+}
+
+/// Successful opens of a process's /proc file (`/proc/self/cgroup`, `/proc/thread-self/…`,
+/// `/proc/<pid>/…`, or the bare name opened under a /proc descriptor): not `sys/fs/cgroup`.
+fn opens_of(p: &Process, file: &str) -> usize {
+    let of_a_process = |path: &str| {
+        let rest = path.strip_prefix("/proc/").unwrap_or(path);
+        let rest = match rest.split_once('/') {
+            Some((who, rest)) if who == "self" || who == "thread-self" || who.parse::<u32>().is_ok() => rest,
+            _ => rest,
+        };
+        rest == file
+    };
+    p.calls
+        .iter()
+        .filter(|l| l.starts_with("open") && !l.contains("= -1"))
+        .filter_map(|l| l.split('"').nth(1))
+        .filter(|path| of_a_process(path))
+        .count()
+}
+
+fn check_budget(spec_name: &str, rt: &Runtime, bundle: &Bundle) {
+    let id = rt.new_id("budget");
+    let procs = traced_run(rt, &id, bundle);
+    let inits: Vec<_> = procs.iter().filter(|p| p.is_init).collect();
+    assert_eq!(inits.len(), 1, "{spec_name}: not one process exec'd the container's program");
+    let init = inits[0];
+    assert_eq!(procs.len(), 2, "{spec_name}: processes besides the CLI and the init (an intermediate?): {}", procs.len());
+    let bin = rt.bin().to_string_lossy().into_owned();
+    for p in &procs {
+        let again = p.calls.iter().filter(|l| l.starts_with("execve") && (l.contains("/proc/self/exe") || l.contains(&bin)));
+        // The CLI's own exec is the first line of its trace.
+        assert!(again.skip(usize::from(!p.is_init)).next().is_none(), "{spec_name}: a binary of ours executed again");
+    }
+    let stats = count(init, &["statx", "newfstatat", "fstatfs"]);
+    eprintln!("{spec_name}: init {} calls, {stats} statx/newfstatat/fstatfs", init.calls.len());
+    assert!(stats <= INIT_STAT_BUDGET, "{spec_name}: the init made {stats} stat checks (budget {INIT_STAT_BUDGET})");
+    for file in ["mountinfo", "cgroup"] {
+        assert_eq!(opens_of(init, file), 0, "{spec_name}: the init opened {file}");
+    }
+    let cli = procs.iter().find(|p| !p.is_init).unwrap();
+    for file in ["mountinfo", "cgroup"] {
+        let n = opens_of(cli, file);
+        assert!(n <= 1, "{spec_name}: the CLI opened {file} {n} times");
+    }
+}
+
+fn blocker() -> Option<String> {
+    needs::program(Path::new("/usr/bin/strace")).map(|why| format!("{why}: the budget counts calls under strace"))
+}
+
+#[test]
+fn a_run_of_the_test_spec_stays_within_the_budget() {
+    skip_if!(blocker());
+    let rt = Runtime::under_test();
+    check_budget("the test spec", &rt, &Bundle::new(&["/bin/true"]));
+}
+
+/// What `rustpod spec` writes (a cgroup namespace and a read-only cgroup mount; no
+/// cgroupsPath, so the CLI finds its own cgroup), as a user's first `run` takes it.
+#[test]
+fn a_run_of_the_default_spec_stays_within_the_budget() {
+    skip_if!(blocker());
+    let rt = Runtime::under_test();
+    let dir = ScratchDir::new("spec");
+    let out = rt.cmd(&["spec", "--bundle", dir.str()]);
+    assert!(out.success(), "rustpod spec: {}", out.describe());
+    let spec: Value = serde_json::from_str(&fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    let mut bundle = Bundle::new(&["/bin/true"]);
+    for key in ["mounts", "linux"] {
+        bundle.set(&format!("/{key}"), spec[key].clone());
+    }
+    bundle.set("/process/terminal", Value::Bool(false));
+    bundle.clear_cgroups_path();
+    check_budget("rustpod spec", &rt, &bundle);
+}
