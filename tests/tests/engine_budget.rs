@@ -111,8 +111,9 @@ fn check_budget(spec_name: &str, rt: &Runtime, bundle: &Bundle) {
         assert_eq!(opens_of(init, file), 0, "{spec_name}: the init opened {file}");
     }
     let cli = procs.iter().find(|p| !p.is_init).unwrap();
-    for file in ["mountinfo", "cgroup"] {
-        let n = opens_of(cli, file);
+    let opens = ["mountinfo", "cgroup"].map(|file| (file, opens_of(cli, file)));
+    eprintln!("{spec_name}: the CLI opened {opens:?}");
+    for (file, n) in opens {
         assert!(n <= 1, "{spec_name}: the CLI opened {file} {n} times");
     }
 }
