@@ -19,6 +19,9 @@ use std::process::{Command, Stdio};
 /// engine's rootfs made ~300; this catches a spec that falls back to it, not one call more.
 const INIT_STAT_BUDGET: usize = 60;
 
+/// The strace the blocker looks for is the one run (Debian's, from hack/install-deps.sh).
+const STRACE: &str = "/usr/bin/strace";
+
 /// One process of the trace: its calls in order, up to the container's exec for the init.
 struct Process {
     calls: Vec<String>,
@@ -30,7 +33,7 @@ fn traced_run(rt: &Runtime, id: &str, bundle: &Bundle) -> Vec<Process> {
     let dir = ScratchDir::new("strace");
     let prefix = dir.join("t");
     bundle.prepare(id);
-    let out = Command::new("strace")
+    let out = Command::new(STRACE)
         .args(["-ff", "-qq", "-o"])
         .arg(&prefix)
         .arg(rt.bin())
@@ -119,7 +122,7 @@ fn check_budget(spec_name: &str, rt: &Runtime, bundle: &Bundle) {
 }
 
 fn blocker() -> Option<String> {
-    needs::program(Path::new("/usr/bin/strace")).map(|why| format!("{why}: the budget counts calls under strace"))
+    needs::program(Path::new(STRACE)).map(|why| format!("{why}: the budget counts calls under strace"))
 }
 
 #[test]
