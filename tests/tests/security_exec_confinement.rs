@@ -85,6 +85,33 @@ fn exec_runs_under_the_containers_seccomp_filter() {
     assert_ne!(seen.hostname_after.trim(), "escaped");
 }
 
+/// `noNewPrivileges: false` given explicitly, the container's filter, and no CAP_SYS_ADMIN:
+/// without no_new_privs only a holder of CAP_SYS_ADMIN may load a filter, so runc loads it
+/// before the capabilities go. libcontainer's init as a tenant loaded it after them unless the
+/// field was absent, and such an exec failed. Through argv and `exec --process FILE`. Only the
+/// CLI can send it: containerd's Go types leave a false `noNewPrivileges` out of the JSON.
+#[test]
+fn exec_with_no_new_privileges_false_runs_under_the_filter_without_no_new_privs() {
+    skip_if!(blocker());
+    let mut bundle = Bundle::new(SLEEP);
+    bundle.set("/process/noNewPrivileges", json!(false)).set("/linux/seccomp", deny_sethostname());
+    let process_dir = ScratchDir::new("process");
+    let status = ["grep", "-E", "^(NoNewPrivs|Seccomp):", "/proc/self/status"];
+    let seen = same_as_runc("an exec with noNewPrivileges false", |rt| {
+        let id = started(rt, &bundle);
+        let mut process = bundle.config()["process"].clone();
+        process["args"] = json!(status);
+        let file = process_dir.join(&format!("{id}.json"));
+        fs::write(&file, process.to_string()).expect("write process.json");
+        let from_file = rt.cmd(&["exec", "--process", &file.to_string_lossy(), &id]);
+        let from_argv = rt.exec(&id, &status);
+        let words = |o: &rustpod_tests::Output| (o.code(), o.stdout.clone());
+        (words(&from_argv), words(&from_file))
+    });
+    let expected = (0, "NoNewPrivs:\t0\nSeccomp:\t2\n".to_string());
+    assert_eq!(seen, (expected.clone(), expected), "argv exec, then exec --process");
+}
+
 /// What an exec'd checker reports about its confinement, with the namespaces and cgroup
 /// compared to the init's (their ids differ between containers).
 #[derive(Debug, PartialEq)]

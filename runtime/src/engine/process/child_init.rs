@@ -1,7 +1,8 @@
 //! The last step of a child we forked into a container: the engine's init
-//! steps, or ours on our rootfs route (`init_steps`), from namespaces to
-//! the exec; or, if they or the steps before them fail, the failure told
-//! to the parent through the engine's channel, as its intermediate would.
+//! steps, or ours (`init_steps` on our rootfs route, `exec_steps` for an
+//! exec'd process), from namespaces to the exec; or, if they or the steps
+//! before them fail, the failure told to the parent through the engine's
+//! channel, as its intermediate would.
 
 use std::os::fd::BorrowedFd;
 
@@ -9,6 +10,7 @@ use libcontainer::process::args::{ContainerArgs, ContainerType};
 use libcontainer::process::channel::{InitReceiver, MainSender};
 use nix::unistd::Pid;
 
+use crate::engine::process::exec_steps;
 use crate::engine::process::init_steps::{self, Init};
 
 /// Runs `before`, then the engine's init steps; never returns. A failure
@@ -44,6 +46,19 @@ pub fn run_own_rootfs<E: std::fmt::Display>(
         },
     };
     leave(init.args, main_sender, Some(failed))
+}
+
+/// [`run`] for an exec'd process: after `before`, our own steps
+/// (`exec_steps`), from the container's namespaces to the exec.
+pub fn run_exec<E: std::fmt::Display>(args: &ContainerArgs, main_sender: &mut MainSender, before: impl FnOnce() -> Result<(), E>) -> ! {
+    let failed = match before() {
+        Err(e) => e.to_string(),
+        Ok(()) => match exec_steps::run(args, main_sender) {
+            Err(e) => e.to_string(),
+            Ok(never) => match never {},
+        },
+    };
+    leave(args, main_sender, Some(failed))
 }
 
 /// Tells the parent why the init failed, if it did, and leaves.

@@ -5,7 +5,7 @@
 //! our children before the fork, the cgroups are joined by descriptor
 //! (`CLONE_INTO_CGROUP` on v2; on v1 the child writes "0" to each
 //! `cgroup.procs` before it joins any namespace), and the child then runs
-//! the engine's own init steps, as the engine's init would.
+//! our exec steps (`exec_steps`), from the namespaces to the exec.
 //!
 //! Where the kernel or the engine needs the intermediate, [`route`] says so
 //! and the engine's path runs: a time namespace (setns(2) of one needs a
@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use libcontainer::namespaces::Namespaces;
 use libcontainer::process::args::ContainerArgs;
-use libcontainer::process::channel::{self, ChannelError, InitReceiver, MainSender};
+use libcontainer::process::channel::{self, ChannelError, MainSender};
 use nix::fcntl::{open, OFlag};
 use nix::sched::CloneFlags;
 use nix::sys::stat::Mode;
@@ -109,13 +109,13 @@ pub fn spawn(args: &ContainerArgs, join: &CgroupJoin, id: &str) -> Result<Pid> {
     let cgroup = open_cgroup(join)?;
     let channel_err = |e: ChannelError| Error::engine("exec in", id, &e);
     let (mut main_sender, mut main_receiver) = channel::main_channel().map_err(channel_err)?;
-    let (init_sender, mut init_receiver) = channel::init_channel().map_err(channel_err)?;
+    let (init_sender, init_receiver) = channel::init_channel().map_err(channel_err)?;
     let pid_ns = match joined_path(args, LinuxNamespaceType::Pid) {
         Some(path) => Some(children_pid_ns::enter(&path).map_err(|e| Error::Invalid(format!("exec: {e}")))?),
         None => None,
     };
     let forked = match &cgroup {
-        // SAFETY: the child only runs the engine's init steps and exits or
+        // SAFETY: the child only runs our exec steps and exits or
         // execs, as the engine's own forked children do.
         CgroupFds::Unified(dir) => unsafe { clone3::fork(CloneFlags::empty(), Some(dir.as_fd())) },
         // glibc's fork(2): it also resets malloc's locks in the child.
@@ -136,7 +136,9 @@ pub fn spawn(args: &ContainerArgs, join: &CgroupJoin, id: &str) -> Result<Pid> {
                 CgroupFds::Legacy(files) => files.iter().map(|f| f.as_raw_fd()).collect(),
                 CgroupFds::Unified(_) => Vec::new(),
             };
-            child(args, &procs, &inherited, &mut main_sender, &mut init_receiver)
+            // Our exec steps need nothing from the parent before the exec.
+            let _ = init_receiver.close();
+            child(args, &procs, &inherited, &mut main_sender)
         }
         Ok(Forked::Parent(pid)) => {
             drop(pid_ns);
@@ -163,19 +165,13 @@ fn joined_path(args: &ContainerArgs, typ: LinuxNamespaceType) -> Option<PathBuf>
 }
 
 /// The child: cgroups, CPU affinity, user namespace and rlimits (what the
-/// engine's intermediate does), then the engine's init steps, which join
-/// the other namespaces and exec. Never returns.
-fn child(
-    args: &ContainerArgs,
-    procs: &[RawFd],
-    inherited: &[RawFd],
-    main_sender: &mut MainSender,
-    init_receiver: &mut InitReceiver,
-) -> ! {
+/// engine's intermediate does), then our exec steps, which join the other
+/// namespaces and exec. Never returns.
+fn child(args: &ContainerArgs, procs: &[RawFd], inherited: &[RawFd], main_sender: &mut MainSender) -> ! {
     for fd in inherited {
         let _ = nix::unistd::close(*fd);
     }
-    child_init::run(args, main_sender, init_receiver, || before_init(args, procs))
+    child_init::run_exec(args, main_sender, || before_init(args, procs))
 }
 
 /// Why the child could not get as far as the engine's init steps; its

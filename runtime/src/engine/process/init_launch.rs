@@ -190,7 +190,7 @@ fn new_namespaces(spec: &Spec) -> CloneFlags {
 
 /// The clone flag of a namespace type (none for time: nix 0.29 has no
 /// flag for it, and `route` keeps it off this path).
-fn clone_flag(typ: LinuxNamespaceType) -> Option<CloneFlags> {
+pub fn clone_flag(typ: LinuxNamespaceType) -> Option<CloneFlags> {
     match typ {
         LinuxNamespaceType::Network => Some(CloneFlags::CLONE_NEWNET),
         LinuxNamespaceType::Ipc => Some(CloneFlags::CLONE_NEWIPC),

@@ -5,11 +5,13 @@
 
 pub mod caps_check;
 pub mod child_init;
+pub mod confine;
 pub mod console;
 pub mod cpu_affinity;
 pub mod cwd;
 pub mod environ;
 pub mod exec_launch;
+pub mod exec_steps;
 pub mod executor;
 pub mod home_env;
 pub mod init;

@@ -1,0 +1,118 @@
+//! An exec'd process's steps, from the container's namespaces to its exec,
+//! in the order of runc's setns init: the session and attributes every
+//! process takes, the init's namespaces joined, the console, then the same
+//! confinement as the init (`confine`). It replaces libcontainer's init as
+//! a tenant, which read all 41 bounding capabilities before dropping any
+//! (85 prctl per exec), read /proc/self/setgroups through a newly checked
+//! procfs for additionalGids, and loaded seccomp after the capabilities
+//! were gone when `noNewPrivileges` was given as false, so such an exec
+//! failed where runc's runs.
+
+use std::convert::Infallible;
+use std::fs::File;
+use std::path::PathBuf;
+
+use libcontainer::process::args::ContainerArgs;
+use libcontainer::process::channel::MainSender;
+use nix::sched::CloneFlags;
+use oci_spec::runtime::{LinuxNamespace, LinuxNamespaceType};
+
+use crate::engine::process::confine::{self, call, io_errno, step, AtStart, InitError};
+use crate::engine::process::init_launch::clone_flag;
+
+/// Runs the exec'd process's steps and execs its program; returns only on
+/// failure. The user namespace is joined before (`exec_launch`), and the
+/// pid namespace by the parent for its children.
+pub fn run(args: &ContainerArgs, main_sender: &mut MainSender) -> Result<Infallible, InitError> {
+    let engine = args.syscall.create_syscall();
+    let engine = engine.as_ref();
+    let listed = args.spec.linux().as_ref().and_then(|l| l.namespaces().as_ref());
+    let joins = open_namespaces(listed.map(Vec::as_slice).unwrap_or_default())?;
+    confine::begin(args, engine)?;
+    for join in joins {
+        nix::sched::setns(&join.file, join.flag)
+            .map_err(call("joining the container's namespaces", format!("setns {}", join.path.display())))?;
+    }
+    if let Some(socket) = args.console_socket {
+        libcontainer::tty::setup_console(engine, socket, false).map_err(step("the console"))?;
+    }
+    confine::to_exec(args, engine, main_sender, AtStart::Nothing)
+}
+
+/// A namespace to join, opened.
+struct Join {
+    file: File,
+    flag: CloneFlags,
+    path: PathBuf,
+}
+
+/// Which listed namespaces this process joins itself: every one given by
+/// path but the user one (joined first, before the rlimits) and the pid
+/// one (the parent's children are born in it).
+fn joined_here(typ: LinuxNamespaceType) -> bool {
+    !matches!(typ, LinuxNamespaceType::User | LinuxNamespaceType::Pid)
+}
+
+/// Opens each namespace to join before joining any: once in the
+/// container's mount namespace, /proc no longer names the init's.
+fn open_namespaces(listed: &[LinuxNamespace]) -> Result<Vec<Join>, InitError> {
+    let mut joins = Vec::new();
+    for ns in listed.iter().filter(|ns| joined_here(ns.typ())) {
+        let Some(path) = ns.path() else {
+            return Err(InitError::Said(format!("an exec'd process makes no {:?} namespace of its own", ns.typ())));
+        };
+        // exec_launch::route sends a time namespace through the engine.
+        let flag = clone_flag(ns.typ()).ok_or(InitError::Said(format!("joining a {:?} namespace on the direct route", ns.typ())))?;
+        let file = File::open(path)
+            .map_err(|e| call("joining the container's namespaces", format!("open {}", path.display()))(io_errno(&e)))?;
+        joins.push(Join { file, flag, path: path.clone() });
+    }
+    Ok(joins)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oci_spec::runtime::LinuxNamespaceBuilder;
+
+    fn ns(typ: LinuxNamespaceType, path: Option<&str>) -> LinuxNamespace {
+        let mut b = LinuxNamespaceBuilder::default().typ(typ);
+        if let Some(p) = path {
+            b = b.path(p);
+        }
+        b.build().unwrap()
+    }
+
+    /// Every namespace is opened before the first setns, in the spec's
+    /// order; the user and pid ones are joined elsewhere.
+    #[test]
+    fn opens_each_namespace_but_user_and_pid_before_joining_any() {
+        use LinuxNamespaceType::*;
+        let own = format!("/proc/{}/ns", std::process::id());
+        let listed: Vec<_> = [(User, "user"), (Ipc, "ipc"), (Uts, "uts"), (Network, "net"), (Pid, "pid"), (Mount, "mnt"), (Cgroup, "cgroup")]
+            .iter()
+            .map(|(typ, name)| ns(*typ, Some(&format!("{own}/{name}"))))
+            .collect();
+        let joins = open_namespaces(&listed).unwrap();
+        let flags: Vec<_> = joins.iter().map(|j| j.flag).collect();
+        assert_eq!(
+            flags,
+            [CloneFlags::CLONE_NEWIPC, CloneFlags::CLONE_NEWUTS, CloneFlags::CLONE_NEWNET, CloneFlags::CLONE_NEWNS, CloneFlags::CLONE_NEWCGROUP]
+        );
+    }
+
+    #[test]
+    fn a_namespace_that_cannot_be_opened_names_the_path_and_errno() {
+        let listed = [ns(LinuxNamespaceType::Network, Some("/proc/0/ns/net"))];
+        let err = open_namespaces(&listed).err().unwrap();
+        assert_eq!(err.to_string(), "joining the container's namespaces: open /proc/0/ns/net: ENOENT: No such file or directory");
+    }
+
+    #[test]
+    fn a_new_namespace_or_a_time_one_is_refused() {
+        let new = [ns(LinuxNamespaceType::Network, None)];
+        assert!(open_namespaces(&new).err().unwrap().to_string().contains("makes no Network namespace"));
+        let time = [ns(LinuxNamespaceType::Time, Some("/proc/self/ns/time"))];
+        assert!(open_namespaces(&time).err().unwrap().to_string().contains("Time namespace on the direct route"));
+    }
+}
