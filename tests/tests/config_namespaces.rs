@@ -172,6 +172,33 @@ fn a_userns_pod_container_joins_a_sandbox_that_has_not_exec_d() {
     }
 }
 
+/// An exec into a user-namespaced container whose init has not exec'd yet (held by a
+/// startContainer hook; under CRI, an ExecSync right after StartContainer): that init is not
+/// dumpable, so its namespace files cannot be opened from inside its user namespace. runc opens
+/// them all as the host's root before it joins any; so does rustpod's exec (CRI's ExecSync saw
+/// `EACCES` opening the init's ipc namespace after the user one was joined).
+#[test]
+fn an_exec_joins_a_userns_container_whose_init_has_not_exec_d() {
+    skip_if!(needs::containers());
+    for rt in Runtime::runc_and_under_test() {
+        let mut bundle = checker::bundle_running(SLEEP);
+        bundle.set("/linux/namespaces", namespaces(&["pid", "ipc", "uts", "mount", "user", "network"]));
+        bundle.set("/linux/uidMappings", mappings());
+        bundle.set("/linux/gidMappings", mappings());
+        bundle.set("/hooks", json!({"startContainer": [{"path": "/bin/sleep", "args": ["sleep", "3"]}]}));
+        let id = rt.new_id("heldexec");
+        rt.create(&id, &bundle);
+        let pid = rt.pid(&id);
+        let start = rt.spawn_stdin(&["start", &id], b"");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let out = rt.exec(&id, &["sh", "-c", "for ns in user ipc net; do readlink /proc/self/ns/$ns; done"]);
+        start.wait().ok();
+        assert!(out.success(), "{}: an exec while the init is held: {}", rt.bin().display(), out.describe());
+        let want: Vec<String> = ["user", "ipc", "net"].iter().map(|link| ns_of(pid, link)).collect();
+        assert_eq!(out.stdout.lines().collect::<Vec<_>>(), want, "{}: the exec's namespaces", rt.bin().display());
+    }
+}
+
 /// A user-namespaced container told to join a namespace that does not exist fails create on one
 /// line naming the path, as runc's does, and leaves nothing behind.
 #[test]

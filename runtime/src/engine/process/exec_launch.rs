@@ -17,13 +17,12 @@
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
-use libcontainer::namespaces::Namespaces;
 use libcontainer::process::args::ContainerArgs;
 use libcontainer::process::channel::{self, ChannelError, MainSender};
 use nix::fcntl::{open, OFlag};
 use nix::sched::CloneFlags;
 use nix::sys::stat::Mode;
-use nix::unistd::{Gid, Pid, Uid};
+use nix::unistd::Pid;
 use oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 use crate::engine::cgroup::fs::{self as cgroup_fs, Hierarchy};
@@ -164,18 +163,18 @@ fn joined_path(args: &ContainerArgs, typ: LinuxNamespaceType) -> Option<PathBuf>
     linux.namespaces().iter().flatten().find(|n| n.typ() == typ)?.path().clone()
 }
 
-/// The child: cgroups, CPU affinity, user namespace and rlimits (what the
-/// engine's intermediate does), then our exec steps, which join the other
-/// namespaces and exec. Never returns.
+/// The child: its cgroups and CPU affinity (what the engine's intermediate
+/// did), then our exec steps, from the namespaces to the exec. Never
+/// returns.
 fn child(args: &ContainerArgs, procs: &[RawFd], inherited: &[RawFd], main_sender: &mut MainSender) -> ! {
     for fd in inherited {
         let _ = nix::unistd::close(*fd);
     }
-    child_init::run_exec(args, main_sender, || before_init(args, procs))
+    child_init::run_exec(args, main_sender, || join_cgroups(args, procs))
 }
 
-/// Why the child could not get as far as the engine's init steps; its
-/// text is what the caller reports.
+/// Why the child could not get as far as our exec steps; its text is what
+/// the caller reports.
 #[derive(Debug, thiserror::Error)]
 enum ChildSetupError {
     #[error("the exec spec has no {0} section")]
@@ -187,13 +186,11 @@ enum ChildSetupError {
     },
     #[error("write 0 to the container's cgroup.procs: {0}")]
     JoinCgroup(nix::Error),
-    #[error("{0}")]
-    Namespace(#[from] libcontainer::namespaces::NamespaceError),
-    #[error("{0}")]
-    Syscall(#[from] libcontainer::syscall::SyscallError),
 }
 
-fn before_init(args: &ContainerArgs, procs: &[RawFd]) -> std::result::Result<(), ChildSetupError> {
+/// `execCPUAffinity.initial`, the container's v1 cgroups (before any
+/// namespace is joined), then `execCPUAffinity.final`, as runc.
+fn join_cgroups(args: &ContainerArgs, procs: &[RawFd]) -> std::result::Result<(), ChildSetupError> {
     use libcontainer::process::cpu_affinity::set_cpuset_affinity_from_string;
     let affinity = |which, cpus: &str| {
         set_cpuset_affinity_from_string(Pid::from_raw(0), cpus).map_err(|source| ChildSetupError::Affinity { which, source })
@@ -210,16 +207,6 @@ fn before_init(args: &ContainerArgs, procs: &[RawFd]) -> std::result::Result<(),
     }
     if let Some(last) = exec_affinity.and_then(|a| a.cpu_affinity_final().as_deref()) {
         affinity("final", last)?;
-    }
-    let linux = args.spec.linux().as_ref().ok_or(ChildSetupError::Missing("linux"))?;
-    let namespaces = Namespaces::try_from(linux.namespaces().as_ref())?;
-    let syscall = args.syscall.create_syscall();
-    if let Some(user) = namespaces.get(LinuxNamespaceType::User)? {
-        namespaces.unshare_or_setns(user)?;
-        syscall.set_id(Uid::from_raw(0), Gid::from_raw(0))?;
-    }
-    for rlimit in process.rlimits().iter().flatten() {
-        syscall.set_rlimit(rlimit)?;
     }
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! An exec'd process's steps, from the container's namespaces to its exec,
-//! in the order of runc's setns init: the session and attributes every
-//! process takes, the init's namespaces joined, the console, then the same
-//! confinement as the init (`confine`). It replaces libcontainer's init as
+//! in the order of runc's nsexec and setns init: every namespace of the
+//! init opened, the user one joined and the rlimits set, the session and
+//! attributes every process takes, the other namespaces joined, the
+//! console, then the same confinement as the init (`confine`). It replaces libcontainer's init as
 //! a tenant, which read all 41 bounding capabilities before dropping any
 //! (85 prctl per exec), read /proc/self/setgroups through a newly checked
 //! procfs for additionalGids, and loaded seccomp after the capabilities
@@ -15,28 +16,40 @@ use std::path::PathBuf;
 use libcontainer::process::args::ContainerArgs;
 use libcontainer::process::channel::MainSender;
 use nix::sched::CloneFlags;
+use nix::unistd::{Gid, Uid};
 use oci_spec::runtime::{LinuxNamespace, LinuxNamespaceType};
 
 use crate::engine::process::confine::{self, call, io_errno, step, AtStart, InitError};
 use crate::engine::process::init_launch::clone_flag;
 
 /// Runs the exec'd process's steps and execs its program; returns only on
-/// failure. The user namespace is joined before (`exec_launch`), and the
-/// pid namespace by the parent for its children.
+/// failure. The caller has put it in the container's cgroups; the parent
+/// joined the pid namespace for its children.
 pub fn run(args: &ContainerArgs, main_sender: &mut MainSender) -> Result<Infallible, InitError> {
     let engine = args.syscall.create_syscall();
     let engine = engine.as_ref();
+    let (process, _) = confine::sections(&args.spec)?;
     let listed = args.spec.linux().as_ref().and_then(|l| l.namespaces().as_ref());
-    let joins = open_namespaces(listed.map(Vec::as_slice).unwrap_or_default())?;
+    let (user, joins) = open_namespaces(listed.map(Vec::as_slice).unwrap_or_default())?;
+    if let Some(user) = user {
+        join(&user)?;
+        engine.set_id(Uid::from_raw(0), Gid::from_raw(0)).map_err(step("setresuid(0) in the user namespace"))?;
+    }
+    for rlimit in process.rlimits().iter().flatten() {
+        engine.set_rlimit(rlimit).map_err(step("process.rlimits"))?;
+    }
     confine::begin(args, engine)?;
-    for join in joins {
-        nix::sched::setns(&join.file, join.flag)
-            .map_err(call("joining the container's namespaces", format!("setns {}", join.path.display())))?;
+    for ns in &joins {
+        join(ns)?;
     }
     if let Some(socket) = args.console_socket {
         libcontainer::tty::setup_console(engine, socket, false).map_err(step("the console"))?;
     }
     confine::to_exec(args, engine, main_sender, AtStart::Nothing)
+}
+
+fn join(ns: &Join) -> Result<(), InitError> {
+    nix::sched::setns(&ns.file, ns.flag).map_err(call("joining the container's namespaces", format!("setns {}", ns.path.display())))
 }
 
 /// A namespace to join, opened.
@@ -46,18 +59,15 @@ struct Join {
     path: PathBuf,
 }
 
-/// Which listed namespaces this process joins itself: every one given by
-/// path but the user one (joined first, before the rlimits) and the pid
-/// one (the parent's children are born in it).
-fn joined_here(typ: LinuxNamespaceType) -> bool {
-    !matches!(typ, LinuxNamespaceType::User | LinuxNamespaceType::Pid)
-}
-
-/// Opens each namespace to join before joining any: once in the
-/// container's mount namespace, /proc no longer names the init's.
-fn open_namespaces(listed: &[LinuxNamespace]) -> Result<Vec<Join>, InitError> {
+/// Opens each namespace to join before joining any, as runc does: as the
+/// host's root, which may open every one (inside the container's user
+/// namespace the kernel may refuse: EACCES), and while /proc is the
+/// host's. The user namespace comes first, apart; the pid one is the
+/// parent's to join.
+fn open_namespaces(listed: &[LinuxNamespace]) -> Result<(Option<Join>, Vec<Join>), InitError> {
+    let mut user = None;
     let mut joins = Vec::new();
-    for ns in listed.iter().filter(|ns| joined_here(ns.typ())) {
+    for ns in listed.iter().filter(|ns| ns.typ() != LinuxNamespaceType::Pid) {
         let Some(path) = ns.path() else {
             return Err(InitError::Said(format!("an exec'd process makes no {:?} namespace of its own", ns.typ())));
         };
@@ -65,9 +75,13 @@ fn open_namespaces(listed: &[LinuxNamespace]) -> Result<Vec<Join>, InitError> {
         let flag = clone_flag(ns.typ()).ok_or(InitError::Said(format!("joining a {:?} namespace on the direct route", ns.typ())))?;
         let file = File::open(path)
             .map_err(|e| call("joining the container's namespaces", format!("open {}", path.display()))(io_errno(&e)))?;
-        joins.push(Join { file, flag, path: path.clone() });
+        let join = Join { file, flag, path: path.clone() };
+        match ns.typ() {
+            LinuxNamespaceType::User => user = Some(join),
+            _ => joins.push(join),
+        }
     }
-    Ok(joins)
+    Ok((user, joins))
 }
 
 #[cfg(test)]
@@ -84,16 +98,17 @@ mod tests {
     }
 
     /// Every namespace is opened before the first setns, in the spec's
-    /// order; the user and pid ones are joined elsewhere.
+    /// order; the pid one is the parent's.
     #[test]
-    fn opens_each_namespace_but_user_and_pid_before_joining_any() {
+    fn opens_each_namespace_but_pid_before_joining_any_the_user_one_apart() {
         use LinuxNamespaceType::*;
         let own = format!("/proc/{}/ns", std::process::id());
         let listed: Vec<_> = [(User, "user"), (Ipc, "ipc"), (Uts, "uts"), (Network, "net"), (Pid, "pid"), (Mount, "mnt"), (Cgroup, "cgroup")]
             .iter()
             .map(|(typ, name)| ns(*typ, Some(&format!("{own}/{name}"))))
             .collect();
-        let joins = open_namespaces(&listed).unwrap();
+        let (user, joins) = open_namespaces(&listed).unwrap();
+        assert_eq!(user.map(|u| u.flag), Some(CloneFlags::CLONE_NEWUSER));
         let flags: Vec<_> = joins.iter().map(|j| j.flag).collect();
         assert_eq!(
             flags,
