@@ -70,7 +70,9 @@ impl Container {
     pub fn refresh(&mut self) -> Result<()> {
         self.engine
             .refresh_status()
-            .map_err(|e| Error::engine("load state of", &self.dir.id, &e))
+            .map_err(|e| Error::engine("load state of", &self.dir.id, &e))?;
+        self.dir.forget_a_reused_pid(&mut self.engine);
+        Ok(())
     }
 
     /// Lets the init run its startContainer hooks and exec the program.

@@ -7,7 +7,7 @@ use std::fs;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use libcontainer::container::Container;
+use libcontainer::container::{Container, ContainerStatus};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -54,6 +54,10 @@ pub struct Metadata {
     /// look for them in the cgroup.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub own_pid_ns: bool,
+    /// When the init started (`/proc/<pid>/stat`): the state's pid names
+    /// the init only while the process holding it started then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_start: Option<u64>,
 }
 
 /// The paths that belong to one container under a state root.
@@ -113,7 +117,22 @@ impl ContainerDir {
         if !self.path().exists() {
             return Err(Error::NotFound(self.id.clone()));
         }
-        Container::load(self.path()).map_err(|e| Error::engine("load state of", &self.id, &e))
+        let mut container = Container::load(self.path()).map_err(|e| Error::engine("load state of", &self.id, &e))?;
+        self.forget_a_reused_pid(&mut container);
+        Ok(container)
+    }
+
+    /// The engine's status asks only whether the state's pid is alive. Once
+    /// the init is reaped (by a shim, or `run`), the kernel may give that pid
+    /// to any other process, which `kill`, `exec` and `delete` would then
+    /// signal or join: a pid whose process did not start when the init did
+    /// is not the container's, which is stopped, as runc's start time says.
+    pub fn forget_a_reused_pid(&self, container: &mut Container) {
+        let (Some(pid), Some(started)) = (container.pid(), self.metadata().and_then(|m| m.init_start)) else { return };
+        if crate::sys::proc_stat::read(pid.as_raw()).map(|s| s.start_time) != Some(started) {
+            container.state.pid = None;
+            container.set_status(ContainerStatus::Stopped);
+        }
     }
 
     pub fn save_metadata(&self, meta: &Metadata) -> Result<()> {

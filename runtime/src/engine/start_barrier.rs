@@ -65,7 +65,7 @@ pub fn wait(init_pid: i32, limit: Duration) -> Result<()> {
             tracing::warn!("startContainer hooks of init {init_pid} still run after {limit:?}; start returns");
             return Ok(());
         }
-        if !init_alive(init_pid) {
+        if !crate::sys::proc_stat::alive(init_pid) {
             return Err(Error::Invalid(
                 "startContainer hook failed: the container's init exited before running its process".into(),
             ));
@@ -78,13 +78,6 @@ pub fn wait(init_pid: i32, limit: Duration) -> Result<()> {
     }
 }
 
-/// A zombie counts as dead: nobody may have reaped it yet.
-fn init_alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with(['Z', 'X'])),
-        Err(_) => false,
-    }
-}
 
 /// The init's child that is our barrier, blocking SIGUSR1 by now.
 fn ready_barrier(init_pid: i32) -> Option<i32> {

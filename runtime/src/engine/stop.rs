@@ -97,7 +97,7 @@ pub fn kill_members(cgroups: &[Hierarchy], members: &Members, cgroup_path: Optio
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         thaw();
-        let init_alive = members.init.is_some_and(is_alive);
+        let init_alive = members.init.is_some_and(crate::sys::proc_stat::alive);
         let left = if members.own_pid_ns { Vec::new() } else { members_in(cgroups, members, cgroup_path) };
         if left.is_empty() && !init_alive {
             return Ok(());
@@ -148,14 +148,6 @@ fn pidfd_open(pid: i32) -> Option<OwnedFd> {
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
-/// Alive and not yet a zombie.
-fn is_alive(pid: i32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
-    !matches!(state, None | Some("Z") | Some("X"))
-}
 
 #[cfg(test)]
 mod tests {

@@ -165,6 +165,7 @@ fn build(
         added_home: !home_env::has_home(user_env),
         mount_ns: own_mount_ns(&bundle.spec, &container),
         own_pid_ns: crate::engine::stop::leads_pid_ns(&bundle.spec),
+        init_start: crate::sys::proc_stat::read(pid.as_raw()).map(|s| s.start_time),
     })?;
     Ok(container)
 }

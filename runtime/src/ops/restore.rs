@@ -231,6 +231,7 @@ fn record_running(dir: &ContainerDir, bundle: &Bundle, spec: &Spec, opts: &Resto
         added_home: !crate::engine::process::home_env::has_home(user_env),
         mount_ns: crate::engine::stop::FileId::mount_ns(pid),
         own_pid_ns: crate::engine::stop::leads_pid_ns(spec),
+        init_start: crate::sys::proc_stat::read(pid).map(|s| s.start_time),
     })
 }
 

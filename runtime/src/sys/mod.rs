@@ -13,6 +13,7 @@ pub mod mount_api;
 pub mod mount_target;
 pub mod new_mount;
 pub mod pid_file;
+pub mod proc_stat;
 pub mod process_attrs;
 pub mod procfs;
 pub mod read_only_fs;

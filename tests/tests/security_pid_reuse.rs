@@ -1,0 +1,109 @@
+// A container whose init was reaped (by `run --keep` here; on a node by containerd's runc shim,
+// which reaps the init before it calls `delete`) keeps its state until `delete`, and the kernel
+// may give the init's pid to any other process meanwhile: pid_max is 32,768 on this host. runc
+// compares the start time it recorded; a runtime that trusts the pid alone reports the container
+// running, signals that process on `kill` and `delete`, and runs an `exec` in its namespaces (the
+// host's, seen here before the fix: the exec'd shell read the host's mount namespace). A host
+// process takes the pid (ns_last_pid, as CRIU restores pids); each runtime must then say stopped,
+// refuse exec and kill, delete cleanly and never signal that process.
+
+use rustpod_tests::{needs, skip, skip_if, Bundle, Runtime, SLEEP};
+use std::fs;
+use std::process::{Child, Command, Stdio};
+
+/// A host process holding `pid`, made by asking the kernel for the pid after `pid - 1`; None if
+/// another process holds it or takes it first every time.
+fn take_pid(pid: i32) -> Option<Child> {
+    for _ in 0..500 {
+        if fs::metadata(format!("/proc/{pid}")).is_ok() {
+            return None;
+        }
+        fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string()).expect("write ns_last_pid");
+        let mut child = Command::new("sleep").arg("1000").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn sleep");
+        if child.id() as i32 == pid {
+            return Some(child);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    None
+}
+
+/// Kills the process holding the pid, by its pid, when the test ends, whatever happened.
+struct Holder(Child);
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn blocker() -> Option<String> {
+    needs::containers().or_else(|| {
+        fs::OpenOptions::new()
+            .write(true)
+            .open("/proc/sys/kernel/ns_last_pid")
+            .err()
+            .map(|e| format!("/proc/sys/kernel/ns_last_pid: {e}: a host process cannot be given the init's pid"))
+    })
+}
+
+#[derive(Debug, PartialEq)]
+struct Seen {
+    status: String,
+    pid: i64,
+    exec_failed: bool,
+    kill_failed: bool,
+    delete_ok: bool,
+    holder_signalled: bool,
+}
+
+#[test]
+fn a_reaped_inits_pid_held_by_a_host_process_is_not_the_container() {
+    skip_if!(blocker());
+    let mut seen = Vec::new();
+    for rt in Runtime::runc_and_under_test() {
+        let bundle = Bundle::new(SLEEP);
+        let id = rt.new_id("reused");
+        let cli = rt.spawn_run(&id, &bundle, &["--keep"], b"");
+        let cli = cli.running_until("the container runs", || rt.try_status(&id).as_deref() == Some("running"));
+        let init = rt.pid(&id);
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(init), nix::sys::signal::Signal::SIGKILL).expect("kill the init");
+        // `run --keep` reaps the init and leaves the state.
+        cli.try_wait().expect("run --keep returns once its init is reaped");
+        let Some(holder) = take_pid(init) else {
+            skip!("pid {init} could not be given to a host process: another process took it");
+        };
+        let mut holder = Holder(holder);
+        let state = rt.state(&id);
+        let exec = rt.exec(&id, &["sh", "-c", "readlink /proc/self/ns/mnt"]);
+        let kill = rt.cmd(&["kill", &id, "KILL"]);
+        let delete = rt.cmd(&["delete", "--force", &id]);
+        // A signal to it ends it at once; look for half a second.
+        let holder_signalled = (0..50).any(|_| {
+            let ended = holder.0.try_wait().ok().flatten().is_some();
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            ended
+        });
+        seen.push((
+            rt.bin().display().to_string(),
+            Seen {
+                status: state["status"].as_str().unwrap_or_default().to_string(),
+                pid: state["pid"].as_i64().unwrap_or(-1),
+                exec_failed: !exec.success(),
+                kill_failed: !kill.success(),
+                delete_ok: delete.success(),
+                holder_signalled,
+            },
+        ));
+        assert!(!holder_signalled, "{}: signalled the host process that took the init's pid: {seen:?}", rt.bin().display());
+    }
+    // The oracle (runc 1.1.5 here, runc 1.3.6 or crun 1.28 in the sid guest) must hold the
+    // container stopped and the process untouched; rustpod answers as runc does.
+    let (oracle, ours) = (&seen[0], &seen[1]);
+    let safe = |s: &Seen| s.status == "stopped" && s.pid == 0 && s.exec_failed && s.delete_ok && !s.holder_signalled;
+    assert!(safe(&oracle.1), "{}: the oracle trusted the reused pid: {seen:?}", oracle.0);
+    let want = Seen { status: "stopped".into(), pid: 0, exec_failed: true, kill_failed: true, delete_ok: true, holder_signalled: false };
+    assert_eq!(ours.1, want, "{}", ours.0);
+}
