@@ -12,11 +12,13 @@ use std::fs;
 use std::process::{Child, Command, Stdio};
 
 /// A host process holding `pid`, made by asking the kernel for the pid after `pid - 1`; None if
-/// another process holds it or takes it first every time.
+/// other processes (the suite's, in parallel) hold it or take it first for ten seconds.
 fn take_pid(pid: i32) -> Option<Child> {
-    for _ in 0..500 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
         if fs::metadata(format!("/proc/{pid}")).is_ok() {
-            return None;
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            continue;
         }
         fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string()).expect("write ns_last_pid");
         let mut child = Command::new("sleep").arg("1000").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn sleep");
@@ -106,4 +108,45 @@ fn a_reaped_inits_pid_held_by_a_host_process_is_not_the_container() {
     assert!(safe(&oracle.1), "{}: the oracle trusted the reused pid: {seen:?}", oracle.0);
     let want = Seen { status: "stopped".into(), pid: 0, exec_failed: true, kill_failed: true, delete_ok: true, holder_signalled: false };
     assert_eq!(ours.1, want, "{}", ours.0);
+}
+
+/// The same through containerd, where the shim reaps the init: containerd's runc shim driving
+/// runc (the reference) and rustpod, and our shim. With the task stopped and its init's pid taken
+/// by a host process, `ctr task kill` and `ctr task delete` must never reach that process, and
+/// the delete must succeed as on runc.
+#[test]
+fn through_containerd_a_reaped_inits_pid_held_by_a_host_process_is_never_signalled() {
+    use rustpod_tests::scratch::ScratchDir;
+    use rustpod_tests::shim::{self, ShimContainerd};
+    skip_if!(blocker().or_else(shim::blocker_with_runc));
+    let ctd = ShimContainerd::start();
+    let dir = ScratchDir::new("reused");
+    let rootfs = Bundle::new(SLEEP);
+    let mut seen = Vec::new();
+    for (i, (who, flags)) in shim::paths().iter().enumerate() {
+        let name = format!("reused{i}");
+        let spec = ctd.oci_spec(&name, &rootfs.rootfs());
+        ctd.run_spec(&dir, &name, &spec, "-d", flags).ok();
+        ctd.wait_task(&name, "RUNNING");
+        let (init, _) = ctd.task(&name).expect("the task is listed");
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(init), nix::sys::signal::Signal::SIGKILL).expect("kill the init");
+        ctd.wait_task(&name, "STOPPED");
+        let Some(holder) = take_pid(init) else {
+            skip!("pid {init} could not be given to a host process: another process took it");
+        };
+        let mut holder = Holder(holder);
+        let _ = ctd.ctr(&["task", "kill", "-s", "SIGKILL", &name]);
+        let deleted = ctd.ctr(&["task", "delete", &name]).success();
+        let signalled = (0..50).any(|_| {
+            let ended = holder.0.try_wait().ok().flatten().is_some();
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            ended
+        });
+        let _ = ctd.ctr(&["container", "rm", &name]);
+        seen.push((*who, deleted, signalled));
+    }
+    for (who, deleted, signalled) in &seen {
+        assert!(!signalled, "{who}: signalled the host process that took the init's pid: {seen:?}");
+        assert!(deleted, "{who}: ctr task delete failed: {seen:?}");
+    }
 }
