@@ -69,9 +69,9 @@ def why_calls(F):
     prctl = (_g(rp, "init", "by_syscall") or {}).get("prctl", 0)
     return (f"The CLI makes {n(rp, 'cli')} (crun {n(cr, 'cli')}; most: {top('cli')}), the init {n(rp, 'init')} "
             f"(crun {n(cr, 'init')}; most: {top('init')}), /bin/true {n(rp, 'program')}. 500 is half of crun's. Left: "
-            "#22's init driver of our own, which would drop the bounding set without first reading it one "
-            f"capability at a time (the init's prctl: {prctl}), then a descriptor per mount target, mask and node, each opened and "
-            "closed")
+            f"the bounding set goes one PR_CAPBSET_DROP per capability, as crun's does (the init's prctl: {prctl}), a "
+            "descriptor per mount target, mask and node, each opened and closed, and the CLI's own state and cgroup "
+            "files: both halves would have to be cut in half")
 
 
 def why_floor(F):
