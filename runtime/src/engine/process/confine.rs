@@ -268,6 +268,9 @@ fn load_seccomp(linux: &oci_spec::runtime::Linux) -> Result<(), InitError> {
     }
 }
 
+/// One of the spec's capability sets.
+type SetOf = fn(&LinuxCapabilities) -> &Option<oci_spec::runtime::Capabilities>;
+
 /// The effective set reset to the permitted one, then the spec's sets:
 /// the bounding set dropped by us, the others set by the engine's calls.
 fn confine_capabilities(process: &Process, engine: &dyn EngineSyscall) -> Result<(), InitError> {
@@ -275,7 +278,7 @@ fn confine_capabilities(process: &Process, engine: &dyn EngineSyscall) -> Result
     let Some(sets) = process.capabilities() else { return Ok(()) };
     let keep: Vec<u8> = sets.bounding().iter().flatten().map(|c| c.to_cap().index()).collect();
     drop_bounding(&keep, process_attrs::bounding_drop)?;
-    let others: [(CapSet, fn(&LinuxCapabilities) -> &Option<_>); 4] = [
+    let others: [(CapSet, SetOf); 4] = [
         (CapSet::Effective, LinuxCapabilities::effective),
         (CapSet::Permitted, LinuxCapabilities::permitted),
         (CapSet::Inheritable, LinuxCapabilities::inheritable),
