@@ -50,9 +50,14 @@ fn tmpcopyup_fills_the_tmpfs_with_the_images_files() {
         std::os::unix::fs::chown(image_etc.join("sub/f"), Some(65534), None).expect("chown");
         std::fs::set_permissions(image_etc.join("sub/f"), std::os::unix::fs::PermissionsExt::from_mode(0o640)).expect("chmod");
         fx.bundle.add_mount(tmpfs("/etc", &["tmpcopyup"]));
+        // Read-only too: filled first, then made read-only, as runc remounts it.
+        fx.bundle.add_mount(tmpfs("/var", &["tmpcopyup", "ro"]));
+        fx.bundle.set("/process/args", json!(["sh", "-c",
+            "cat /etc/passwd && stat -c '%a %u' /etc/sub/f && echo new > /etc/new && ls /var && ! touch /var/x 2>/dev/null && echo ro"]));
+        std::fs::create_dir_all(std::path::Path::new(&fx.bundle.rootfs()).join("var/from-image")).expect("mkdir var/from-image");
         let out = fx.rt.run(&fx.id, &fx.bundle, &[], b"");
         let passwd = std::fs::read_to_string(image_etc.join("passwd")).expect("read passwd");
-        assert_eq!(out.stdout, format!("{passwd}640 65534\n"), "{}", out.describe());
+        assert_eq!(out.stdout, format!("{passwd}640 65534\nfrom-image\nro\n"), "{}: {}", fx.rt.bin().display(), out.describe());
         assert!(!image_etc.join("new").exists(), "{}: the write went to the image", fx.rt.bin().display());
     }
 }

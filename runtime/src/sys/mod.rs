@@ -6,6 +6,7 @@
 pub mod atomic_file;
 pub mod children_pid_ns;
 pub mod clone3;
+pub mod copy_tree;
 pub mod in_root;
 pub mod inherited_fds;
 pub mod io_errno;

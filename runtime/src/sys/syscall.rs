@@ -15,6 +15,7 @@ use nix::sys::statvfs::{fstatvfs, FsFlags};
 use nix::fcntl::AtFlags;
 use nix::unistd::{fchownat, symlinkat, unlinkat, Gid, Uid, UnlinkatFlags};
 
+use crate::sys::copy_tree::{self, EntryError};
 use crate::sys::in_root;
 use crate::sys::mount_api::{self, MountAttr};
 use crate::sys::new_mount::{self, NewFs, NewFsError};
@@ -48,6 +49,10 @@ pub trait Syscall {
 
     /// move_mount(2) of the detached mount `from` onto `to`.
     fn move_mount(&self, from: &OwnedFd, to: &OwnedFd) -> nix::Result<()>;
+
+    /// Every entry of directory `from` copied into directory `to`
+    /// (`copy_tree`): `tmpcopyup` into a detached tmpfs.
+    fn copy_tree(&self, from: &OwnedFd, to: &OwnedFd) -> Result<(), EntryError>;
 
     /// fstat(2): whether `fd` is a directory.
     fn is_dir(&self, fd: &OwnedFd) -> nix::Result<bool> {
@@ -142,6 +147,10 @@ impl Syscall for LinuxSyscall {
         mount_api::move_mount(from, to)
     }
 
+    fn copy_tree(&self, from: &OwnedFd, to: &OwnedFd) -> Result<(), EntryError> {
+        copy_tree::copy_dir(from, to)
+    }
+
     fn file_kind(&self, fd: &OwnedFd) -> nix::Result<(u32, u64)> {
         nix::sys::stat::fstat(fd.as_raw_fd()).map(|st| (st.st_mode, st.st_rdev))
     }
@@ -233,6 +242,7 @@ mod recording {
         NewFs(NewFs),
         /// `from` as labelled: `tree:<source>` or `fs:<type>`.
         Move { from: PathBuf, to: PathBuf },
+        CopyTree { from: PathBuf, to: PathBuf },
         Fstat { path: PathBuf },
         CloneTree { path: PathBuf, recursive: bool },
         Statfs { path: PathBuf },
@@ -408,6 +418,14 @@ mod recording {
         fn move_mount(&self, from: &OwnedFd, to: &OwnedFd) -> nix::Result<()> {
             self.calls.borrow_mut().push(Call::Move { from: self.path_of(from), to: self.path_of(to) });
             self.fail("move_mount").map_or(Ok(()), Err)
+        }
+
+        fn copy_tree(&self, from: &OwnedFd, to: &OwnedFd) -> Result<(), EntryError> {
+            self.calls.borrow_mut().push(Call::CopyTree { from: self.path_of(from), to: self.path_of(to) });
+            match self.fail("copy_tree") {
+                Some(errno) => Err(EntryError { call: "mkdirat", entry: "sub".into(), errno }),
+                None => Ok(()),
+            }
         }
 
         fn file_kind(&self, fd: &OwnedFd) -> nix::Result<(u32, u64)> {

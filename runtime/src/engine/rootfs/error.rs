@@ -29,6 +29,10 @@ pub enum Detail {
     /// A mount landing on procfs where runc refuses one.
     #[error("the destination is on procfs: only a procfs on /proc, or the files lxcfs emulates")]
     InsideProc,
+    /// `tmpcopyup`'s copy of the image's files into the new tmpfs: the
+    /// entry under the destination, the call and the errno.
+    #[error("tmpcopyup: copying the image's files: {0}")]
+    Copy(crate::sys::copy_tree::EntryError),
     /// What these steps do not make yet; the engine's route does.
     #[error("{0} is not made by rustpod's own rootfs steps yet")]
     NotCovered(&'static str),

@@ -13,6 +13,7 @@ use nix::mount::MsFlags;
 use crate::engine::mount::propagation::setattr_of;
 use crate::engine::rootfs::error::{Detail, RootfsError};
 use crate::engine::rootfs::plan::{Kind, PlannedMount};
+use crate::sys::mount_api::MountAttr;
 use crate::sys::new_mount::NewFs;
 use crate::sys::mount_target::Want;
 use crate::sys::syscall::Syscall;
@@ -23,7 +24,6 @@ use crate::sys::io_errno::errno_of;
 pub fn uncovered(m: &PlannedMount) -> Option<&'static str> {
     match &m.kind {
         _ if m.remount => Some("a remount"),
-        _ if m.copyup => Some("tmpcopyup"),
         _ if m.idmap.is_some() => Some("an idmapped mount"),
         Kind::Bind { .. } if m.superblock.named != MsFlags::empty() => Some("a superblock flag on a bind"),
         // runc and the engine hand these to mount(2), which ignores a
@@ -60,7 +60,7 @@ pub fn make(sys: &dyn Syscall, root: &OwnedFd, m: &PlannedMount) -> Result<(), R
             (tree, want)
         }
         Kind::New { fstype } => {
-            let fs = sys.new_fs(&new_fs(fstype, m)).map_err(|e| fail(Detail::NewFs(e)))?;
+            let fs = sys.new_fs(&writable_for_copyup(new_fs(fstype, m), m)).map_err(|e| fail(Detail::NewFs(e)))?;
             // runc: proc and sysfs go on a directory, never on a symlink.
             let want = if fstype == "proc" || fstype == "sysfs" { Want::PlainDir } else { Want::Dir };
             (fs, want)
@@ -71,6 +71,15 @@ pub fn make(sys: &dyn Syscall, root: &OwnedFd, m: &PlannedMount) -> Result<(), R
     }
     let target = sys.open_target(root, dest, want).map_err(|e| fail(e.into()))?;
     refuse_inside_proc(sys, &target, m).map_err(fail)?;
+    if m.copyup {
+        // Into the new tmpfs while only we can see it; the target is still
+        // the image's directory.
+        sys.copy_tree(&target, &mount).map_err(|e| fail(Detail::Copy(e)))?;
+        if m.flags.to_attr().set & u64::from(libc::MOUNT_ATTR_RDONLY) != 0 {
+            sys.mount_setattr(&mount, MountAttr::flags(libc::MOUNT_ATTR_RDONLY, 0), 0)
+                .map_err(call("mount_setattr", dest))?;
+        }
+    }
     sys.move_mount(&mount, &target).map_err(call("move_mount", dest))?;
     for flags in &m.propagation {
         let (attr, recursive) = setattr_of(*flags);
@@ -120,6 +129,15 @@ fn new_fs(fstype: &str, m: &PlannedMount) -> NewFs {
         }
     }
     NewFs { fstype: fstype.to_string(), params, attrs: m.flags.to_attr().set }
+}
+
+/// A `tmpcopyup` tmpfs is made writable and turned read-only after the
+/// copy, as runc remounts it.
+fn writable_for_copyup(mut fs: NewFs, m: &PlannedMount) -> NewFs {
+    if m.copyup {
+        fs.attrs &= !u64::from(libc::MOUNT_ATTR_RDONLY);
+    }
+    fs
 }
 
 /// The source as runc names it in errors: the path, else the type.
@@ -359,10 +377,43 @@ mod tests {
         assert!(sys.calls().is_empty());
     }
 
+    /// runc's order: the tmpfs is filled while writable, then made read-only;
+    /// here before anything can see it, from the image's directory the
+    /// destination still is.
+    #[test]
+    fn a_tmpcopyup_tmpfs_is_filled_from_the_image_then_made_read_only_and_moved() {
+        let sys = Recording::default();
+        let m = planned("tmpfs", "tmpfs", "/etc", &["tmpcopyup", "ro", "nosuid"]);
+        make(&sys, &root(), &m).unwrap();
+        let calls = sys.calls();
+        let Call::NewFs(fs) = &calls[0] else { panic!("{calls:?}") };
+        assert_eq!(fs.attrs, libc::MOUNT_ATTR_NOSUID, "made without MOUNT_ATTR_RDONLY");
+        assert_eq!(
+            calls[1..],
+            [
+                Call::Target { path: "/etc".into(), want: Want::Dir },
+                Call::Statfs { path: "/etc".into() },
+                Call::CopyTree { from: "/etc".into(), to: "fs:tmpfs".into() },
+                set_attr("fs:tmpfs", MountAttr::flags(libc::MOUNT_ATTR_RDONLY, 0), 0),
+                Call::Move { from: "fs:tmpfs".into(), to: "/etc".into() },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_failed_copy_names_the_mount_the_entry_the_call_and_the_errno_and_moves_nothing() {
+        let sys = Recording::failing("copy_tree", Errno::ENOSPC);
+        let err = make(&sys, &root(), &planned("tmpfs", "tmpfs", "/etc", &["tmpcopyup"])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            r#"error mounting "tmpfs" to rootfs at "/etc": tmpcopyup: copying the image's files: mkdirat sub: ENOSPC: No space left on device"#
+        );
+        assert!(!sys.calls().iter().any(|c| matches!(c, Call::Move { .. })), "nothing moved in");
+    }
+
     #[test]
     fn what_is_not_covered_yet_is_refused_before_any_call() {
         for (typ, options, what) in [
-            ("tmpfs", &["tmpcopyup"][..], "tmpcopyup"),
             ("tmpfs", &["remount"][..], "a remount"),
             ("bind", &["rbind", "idmap"][..], "an idmapped mount"),
             ("bind", &["rbind", "lazytime"][..], "a superblock flag on a bind"),
