@@ -2,12 +2,14 @@
 //! in the order of runc's nsexec and setns init: every namespace of the
 //! init opened, the user one joined and the rlimits set, the session and
 //! attributes every process takes, the other namespaces joined, the
-//! console, then the same confinement as the init (`confine`). It replaces libcontainer's init as
-//! a tenant, which read all 41 bounding capabilities before dropping any
-//! (85 prctl per exec), read /proc/self/setgroups through a newly checked
-//! procfs for additionalGids, and loaded seccomp after the capabilities
-//! were gone when `noNewPrivileges` was given as false, so such an exec
-//! failed where runc's runs.
+//! console, then the same confinement as the init (`confine`).
+//!
+//! It replaces libcontainer's init as a tenant, which read all 41 bounding
+//! capabilities before dropping any (85 prctl per exec), read
+//! /proc/self/setgroups through a newly checked procfs for additionalGids,
+//! and loaded seccomp after the capabilities were gone when
+//! `noNewPrivileges` was given as false, so such an exec failed where
+//! runc's runs.
 
 use std::convert::Infallible;
 use std::fs::File;
