@@ -158,17 +158,20 @@ fn a_run_of_the_default_spec_stays_within_the_budget() {
     check_budget("rustpod spec", &rt, &bundle);
 }
 
-/// A `tmpcopyup` tmpfs (podman's `--tmpfs` default), read-only too: our rootfs steps copy the
-/// image's files into it before it is attached, so no createContainer re-exec of ours copies them
-/// and the engine's rootfs is not taken.
+/// A `tmpcopyup` tmpfs (podman's `--tmpfs` default), read-only too, and a `lazytime` one: our
+/// rootfs steps copy the image's files into the first before it is attached and give the second
+/// its flag through fsconfig, so no createContainer re-exec of ours copies or remounts and the
+/// engine's rootfs is not taken.
 #[test]
-fn a_run_with_tmpcopyup_stays_within_the_budget() {
+fn a_run_with_tmpcopyup_and_lazytime_stays_within_the_budget() {
     skip_if!(blocker());
     let rt = Runtime::under_test();
     let mut bundle = Bundle::new(&["/bin/true"]);
     // The copy's fstatat of each of /etc's ~10 entries counts in the stat budget.
-    bundle.add_mount(serde_json::json!({"destination": "/etc", "type": "tmpfs", "source": "tmpfs", "options": ["tmpcopyup", "ro"]}));
-    check_budget("tmpcopyup", &rt, &bundle);
+    bundle
+        .add_mount(serde_json::json!({"destination": "/etc", "type": "tmpfs", "source": "tmpfs", "options": ["tmpcopyup", "ro"]}))
+        .add_mount(serde_json::json!({"destination": "/lazy", "type": "tmpfs", "source": "tmpfs", "options": ["lazytime"]}));
+    check_budget("tmpcopyup and lazytime", &rt, &bundle);
 }
 
 /// `exec` of /bin/true in a running container with capabilities, additionalGids (as docker sends

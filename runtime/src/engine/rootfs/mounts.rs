@@ -29,11 +29,9 @@ pub fn uncovered(m: &PlannedMount) -> Option<&'static str> {
         // runc and the engine hand these to mount(2), which ignores a
         // bind's data; until a runc comparison settles it, the engine's way.
         Kind::Bind { .. } if !m.data.is_empty() => Some("filesystem data on a bind"),
-        // Not every one is an fsconfig flag (iversion, silent): the engine
-        // route's remount sets them.
-        _ if m.superblock.named.intersects(MsFlags::MS_LAZYTIME | MsFlags::MS_I_VERSION | MsFlags::MS_SILENT) => {
-            Some("lazytime, iversion or silent")
-        }
+        // fsconfig(2) takes no iversion or silent flag (EINVAL): the engine
+        // route's remount sets them. lazytime it takes.
+        _ if m.superblock.named.intersects(MsFlags::MS_I_VERSION | MsFlags::MS_SILENT) => Some("iversion or silent"),
         _ => None,
     }
 }
@@ -112,6 +110,7 @@ fn new_fs(fstype: &str, m: &PlannedMount) -> NewFs {
         (MsFlags::MS_SYNCHRONOUS, "sync"),
         (MsFlags::MS_DIRSYNC, "dirsync"),
         (MsFlags::MS_MANDLOCK, "mand"),
+        (MsFlags::MS_LAZYTIME, "lazytime"),
     ];
     let mut params = Vec::new();
     if let Some(source) = &m.source {
@@ -411,13 +410,26 @@ mod tests {
         assert!(!sys.calls().iter().any(|c| matches!(c, Call::Move { .. })), "nothing moved in");
     }
 
+    /// fsconfig(2) takes lazytime as a flag; a later nolazytime leaves it
+    /// clear, as a new filesystem starts.
+    #[test]
+    fn lazytime_is_an_fsconfig_flag_and_nolazytime_after_it_leaves_none() {
+        for (options, want) in [(&["lazytime"][..], true), (&["lazytime", "nolazytime"][..], false)] {
+            let sys = Recording::default();
+            make(&sys, &root(), &planned("tmpfs", "tmpfs", "/lazy", options)).unwrap();
+            let Call::NewFs(fs) = &sys.calls()[0] else { panic!("{:?}", sys.calls()) };
+            assert_eq!(fs.params.contains(&("lazytime".to_string(), None)), want, "{options:?}: {:?}", fs.params);
+        }
+    }
+
     #[test]
     fn what_is_not_covered_yet_is_refused_before_any_call() {
         for (typ, options, what) in [
             ("tmpfs", &["remount"][..], "a remount"),
             ("bind", &["rbind", "idmap"][..], "an idmapped mount"),
             ("bind", &["rbind", "lazytime"][..], "a superblock flag on a bind"),
-            ("tmpfs", &["iversion"][..], "lazytime, iversion or silent"),
+            ("tmpfs", &["iversion"][..], "iversion or silent"),
+            ("tmpfs", &["lazytime", "silent"][..], "iversion or silent"),
         ] {
             let sys = Recording::default();
             let err = make(&sys, &root(), &planned(typ, "/src", "/mnt", options)).unwrap_err();
