@@ -56,6 +56,7 @@ mod tests {
         let me = read(std::process::id() as i32).expect("our own stat");
         assert!(me.alive());
         assert!(me.start_time > 0);
-        assert_eq!(read(std::process::id() as i32), Some(me), "the start time does not change");
+        let again = read(std::process::id() as i32).expect("our own stat again");
+        assert_eq!(again.start_time, me.start_time, "the start time does not change (the state may)");
     }
 }
