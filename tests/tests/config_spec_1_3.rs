@@ -62,6 +62,24 @@ fn tmpcopyup_fills_the_tmpfs_with_the_images_files() {
     }
 }
 
+/// A `tmpcopyup` whose copy cannot fit (a 4 KiB tmpfs over the image's /bin): create fails, as
+/// runc's does, and rustpod's one line names the mount, tmpcopyup and ENOSPC; nothing is left
+/// behind (state dir, cgroup, mount, process).
+#[test]
+fn a_tmpcopyup_that_does_not_fit_fails_create_in_one_line_and_leaves_nothing() {
+    skip_if!(needs::containers());
+    for rt in Runtime::runc_and_under_test() {
+        let mut fx = Fixture::on(rt, SLEEP);
+        fx.bundle.add_mount(tmpfs("/bin", &["tmpcopyup", "size=4k"]));
+        let out = fx.rt.try_create(&fx.id, &fx.bundle, &[]);
+        assert!(!out.success(), "{}: a copy larger than its tmpfs was created", fx.rt.bin().display());
+        if !env::is_runc(fx.rt.bin()) {
+            assert_one_line_error(&out, &["tmpcopyup", "ENOSPC", "/bin"]);
+        }
+        fx.assert_nothing_left();
+    }
+}
+
 /// `tmpcopyup` on a bind, and a superblock flag on a bind (runc lets the kernel ignore both),
 /// are refused in one line naming the mount and option.
 #[test]

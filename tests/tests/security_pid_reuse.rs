@@ -34,6 +34,17 @@ fn take_pid(pid: i32) -> Option<Child> {
 /// Kills the process holding the pid, by its pid, when the test ends, whatever happened.
 struct Holder(Child);
 
+impl Holder {
+    /// Whether it ended: a signal to it ends it at once, so half a second is plenty.
+    fn signalled(&mut self) -> bool {
+        (0..50).any(|_| {
+            let ended = self.0.try_wait().ok().flatten().is_some();
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            ended
+        })
+    }
+}
+
 impl Drop for Holder {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -82,12 +93,7 @@ fn a_reaped_inits_pid_held_by_a_host_process_is_not_the_container() {
         let exec = rt.exec(&id, &["sh", "-c", "readlink /proc/self/ns/mnt"]);
         let kill = rt.cmd(&["kill", &id, "KILL"]);
         let delete = rt.cmd(&["delete", "--force", &id]);
-        // A signal to it ends it at once; look for half a second.
-        let holder_signalled = (0..50).any(|_| {
-            let ended = holder.0.try_wait().ok().flatten().is_some();
-            std::thread::sleep(std::time::Duration::from_millis(10));
-            ended
-        });
+        let holder_signalled = holder.signalled();
         seen.push((
             rt.bin().display().to_string(),
             Seen {
@@ -137,11 +143,7 @@ fn through_containerd_a_reaped_inits_pid_held_by_a_host_process_is_never_signall
         let mut holder = Holder(holder);
         let _ = ctd.ctr(&["task", "kill", "-s", "SIGKILL", &name]);
         let deleted = ctd.ctr(&["task", "delete", &name]).success();
-        let signalled = (0..50).any(|_| {
-            let ended = holder.0.try_wait().ok().flatten().is_some();
-            std::thread::sleep(std::time::Duration::from_millis(10));
-            ended
-        });
+        let signalled = holder.signalled();
         let _ = ctd.ctr(&["container", "rm", &name]);
         seen.push((*who, deleted, signalled));
     }
