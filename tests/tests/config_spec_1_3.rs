@@ -43,23 +43,51 @@ fn option_named(option: &str) -> String {
 fn tmpcopyup_fills_the_tmpfs_with_the_images_files() {
     skip_if!(needs::containers());
     for rt in Runtime::runc_and_under_test() {
-        let mut fx = Fixture::on(rt, &["sh", "-c", "cat /etc/passwd && stat -c '%a %u' /etc/sub/f && echo new > /etc/new"]);
-        let image_etc = std::path::Path::new(&fx.bundle.rootfs()).join("etc");
-        std::fs::create_dir(image_etc.join("sub")).expect("mkdir etc/sub");
-        std::fs::write(image_etc.join("sub/f"), "x").expect("write etc/sub/f");
-        std::os::unix::fs::chown(image_etc.join("sub/f"), Some(65534), None).expect("chown");
-        std::fs::set_permissions(image_etc.join("sub/f"), std::os::unix::fs::PermissionsExt::from_mode(0o640)).expect("chmod");
-        fx.bundle.add_mount(tmpfs("/etc", &["tmpcopyup"]));
-        // Read-only too: filled first, then made read-only, as runc remounts it.
-        fx.bundle.add_mount(tmpfs("/var", &["tmpcopyup", "ro"]));
-        fx.bundle.set("/process/args", json!(["sh", "-c",
-            "cat /etc/passwd && stat -c '%a %u' /etc/sub/f && echo new > /etc/new && ls /var && ! touch /var/x 2>/dev/null && echo ro"]));
-        std::fs::create_dir_all(std::path::Path::new(&fx.bundle.rootfs()).join("var/from-image")).expect("mkdir var/from-image");
-        let out = fx.rt.run(&fx.id, &fx.bundle, &[], b"");
-        let passwd = std::fs::read_to_string(image_etc.join("passwd")).expect("read passwd");
-        assert_eq!(out.stdout, format!("{passwd}640 65534\nfrom-image\nro\n"), "{}: {}", fx.rt.bin().display(), out.describe());
-        assert!(!image_etc.join("new").exists(), "{}: the write went to the image", fx.rt.bin().display());
+        tmpcopyup_on(rt, false);
     }
+}
+
+/// The same in a user namespace, which keeps rustpod on the engine's rootfs steps: there the
+/// engine mounted the read-only tmpfs read-only and our copy into it failed create with EROFS.
+/// runc fills it first and remounts it read-only; so does rustpod now.
+#[test]
+fn tmpcopyup_read_only_fills_the_tmpfs_in_a_user_namespace() {
+    skip_if!(needs::containers());
+    for rt in Runtime::runc_and_under_test() {
+        tmpcopyup_on(rt, true);
+    }
+}
+
+/// A writable `tmpcopyup` tmpfs at /etc and a read-only one at /var, each with the image's
+/// files, owners and modes; the image untouched. With `userns`, in a user namespace mapping
+/// root to host uid 100000.
+fn tmpcopyup_on(rt: Runtime, userns: bool) {
+    let mut fx = Fixture::on(rt, SLEEP);
+    let image_etc = std::path::Path::new(&fx.bundle.rootfs()).join("etc");
+    std::fs::create_dir(image_etc.join("sub")).expect("mkdir etc/sub");
+    std::fs::write(image_etc.join("sub/f"), "x").expect("write etc/sub/f");
+    // In the user namespace, a host uid and gid it maps (65534 inside), or its root could not
+    // read the file to copy it.
+    let (host_owner, owner_inside) = if userns { (165_534, 65_534) } else { (65_534, 65_534) };
+    std::os::unix::fs::chown(image_etc.join("sub/f"), Some(host_owner), userns.then_some(host_owner)).expect("chown");
+    std::fs::set_permissions(image_etc.join("sub/f"), std::os::unix::fs::PermissionsExt::from_mode(0o640)).expect("chmod");
+    fx.bundle.add_mount(tmpfs("/etc", &["tmpcopyup"]));
+    // Read-only too: filled first, then made read-only, as runc remounts it.
+    fx.bundle.add_mount(tmpfs("/var", &["tmpcopyup", "ro"]));
+    fx.bundle.set("/process/args", json!(["sh", "-c",
+        "cat /etc/passwd && stat -c '%a %u' /etc/sub/f && echo new > /etc/new && ls /var && ! touch /var/x 2>/dev/null && echo ro"]));
+    if userns {
+        let map = json!([{"containerID": 0, "hostID": 100_000, "size": 65_536}]);
+        fx.bundle.set("/linux/namespaces", json!(["pid", "network", "ipc", "uts", "mount", "user"].map(|t| json!({"type": t}))));
+        fx.bundle.set("/linux/uidMappings", map.clone());
+        fx.bundle.set("/linux/gidMappings", map);
+    }
+    std::fs::create_dir_all(std::path::Path::new(&fx.bundle.rootfs()).join("var/from-image")).expect("mkdir var/from-image");
+    let out = fx.rt.run(&fx.id, &fx.bundle, &[], b"");
+    let passwd = std::fs::read_to_string(image_etc.join("passwd")).expect("read passwd");
+    let rt = fx.rt.bin().display();
+    assert_eq!(out.stdout, format!("{passwd}640 {owner_inside}\nfrom-image\nro\n"), "{rt} (userns {userns}): {}", out.describe());
+    assert!(!image_etc.join("new").exists(), "{rt}: the write went to the image");
 }
 
 /// A `tmpcopyup` whose copy cannot fit (a 4 KiB tmpfs over the image's /bin): create fails, as

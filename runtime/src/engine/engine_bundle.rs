@@ -180,7 +180,7 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
             check_kernel_fs_targets(mounts, &bundle.rootfs)?;
             let propagations = prepare_mounts(mounts, &config)?;
             // The copy first, into the tmpfs while it is still writable.
-            let mut taken = rootfs_hook::take_options(mounts, mount_copyup::is_copyup);
+            let mut taken = mount_copyup::take(mounts);
             taken.extend(rootfs_hook::take_options(mounts, mount_sb_flags::is_sb_flag));
             taken.extend(rootfs_hook::take_options(mounts, mount_symfollow::is_symfollow));
             (propagations, taken)

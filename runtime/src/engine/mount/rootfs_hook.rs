@@ -65,7 +65,8 @@ pub fn self_exec_hook(args: Vec<String>) -> Hook {
 
 /// The hook's body: `<rootfs> (<destination> <options>)…`; returns the
 /// exit code. An entry's options are all propagation options, all
-/// symfollow options, all superblock flags or all cgroup mount flags.
+/// symfollow options, all superblock flags, `tmpcopyup` (and `ro`), or all
+/// cgroup mount flags.
 pub fn main(args: Vec<OsString>) -> i32 {
     match apply_all(args) {
         Ok(()) => 0,
@@ -90,8 +91,8 @@ fn apply(root: &OwnedFd, destination: PathBuf, options: Vec<String>) -> Result<(
         mount_propagation::apply(&LinuxSyscall, root, &mount_propagation::MountPropagation { destination, flags: options })?;
     } else if options.iter().all(|o| mount_symfollow::is_symfollow(o)) {
         mount_symfollow::apply(&LinuxSyscall, root, &destination, &options)?;
-    } else if options.iter().all(|o| mount_copyup::is_copyup(o)) {
-        mount_copyup::apply(root, &destination)?;
+    } else if options.first().is_some_and(|o| mount_copyup::is_copyup(o)) {
+        mount_copyup::apply(root, &destination, options.iter().any(|o| o == "ro"))?;
     } else if options.iter().all(|o| mount_sb_flags::is_sb_flag(o)) {
         mount_sb_flags::apply(&LinuxSyscall, root, &destination, &options)?;
     } else {
@@ -146,7 +147,7 @@ mod tests {
         let odd = vec![OsString::from("/"), OsString::from("/d")];
         assert!(matches!(parse_rootfs_hook_args(odd), Err(RootfsHookError::NotPairs)));
         let missing = vec![OsString::from("/nonexistent/rustpod-rootfs")];
-        let err = parse_rootfs_hook_args(missing).err().expect("a missing rootfs is refused");
+        let err = parse_rootfs_hook_args(missing).expect_err("a missing rootfs is refused");
         assert_eq!(err.to_string(), r#"open rootfs "/nonexistent/rustpod-rootfs": ENOENT: No such file or directory"#);
     }
 }
