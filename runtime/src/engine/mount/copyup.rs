@@ -27,22 +27,15 @@ pub fn is_copyup(option: &str) -> bool {
 /// it when the last of `ro`/`rw` is `ro`. The engine then mounts the tmpfs
 /// writable, so the copy can fill it.
 pub fn take(mounts: &mut [oci_spec::runtime::Mount]) -> Vec<(PathBuf, Vec<String>)> {
-    let mut taken = Vec::new();
-    for mount in mounts {
-        let Some(options) = mount.options().clone() else { continue };
+    crate::engine::mount::rootfs_hook::take_with(mounts, |options| {
         if !options.iter().any(|o| is_copyup(o)) {
-            continue;
+            return None;
         }
         let read_only = options.iter().rev().find(|o| *o == "ro" || *o == "rw").is_some_and(|o| o == "ro");
-        let rest = options.into_iter().filter(|o| !is_copyup(o) && o != "ro" && o != "rw").collect();
-        mount.set_options(Some(rest));
-        let mut hook = vec!["tmpcopyup".to_string()];
-        if read_only {
-            hook.push("ro".to_string());
-        }
-        taken.push((mount.destination().clone(), hook));
-    }
-    taken
+        let rest = options.iter().filter(|o| !is_copyup(o) && *o != "ro" && *o != "rw").cloned().collect();
+        let hook = if read_only { vec!["tmpcopyup".to_string(), "ro".to_string()] } else { vec!["tmpcopyup".to_string()] };
+        Some((hook, rest))
+    })
 }
 
 /// Why the copy failed: a step on the destination, or the syscall, the

@@ -104,14 +104,23 @@ fn apply(root: &OwnedFd, destination: PathBuf, options: Vec<String>) -> Result<(
 /// Takes the options `which` picks out of each mount's options, as
 /// (destination, options) for [`hook`].
 pub fn take_options(mounts: &mut [oci_spec::runtime::Mount], which: fn(&str) -> bool) -> Vec<(PathBuf, Vec<String>)> {
+    take_with(mounts, |options| {
+        let (picked, rest): (Vec<String>, Vec<String>) = options.iter().cloned().partition(|o| which(o));
+        (!picked.is_empty()).then_some((picked, rest))
+    })
+}
+
+/// For each mount with options, `split` gives the hook's options and
+/// those the engine keeps, or none to leave the mount as it is.
+pub fn take_with(
+    mounts: &mut [oci_spec::runtime::Mount],
+    split: impl Fn(&[String]) -> Option<(Vec<String>, Vec<String>)>,
+) -> Vec<(PathBuf, Vec<String>)> {
     let mut taken = Vec::new();
     for mount in mounts {
-        let Some(options) = mount.options().clone() else { continue };
-        let (picked, rest): (Vec<String>, Vec<String>) = options.into_iter().partition(|o| which(o));
-        if !picked.is_empty() {
-            taken.push((mount.destination().clone(), picked));
-            mount.set_options(Some(rest));
-        }
+        let Some((picked, rest)) = mount.options().as_deref().and_then(&split) else { continue };
+        taken.push((mount.destination().clone(), picked));
+        mount.set_options(Some(rest));
     }
     taken
 }
