@@ -373,6 +373,13 @@ show_results() {
 	((rc == 0))
 }
 
+# slowest OUT: the guest's thirty slowest tests (sid-tests.sh's OUT/test-times), for CI's time.
+slowest() {
+	[[ -s $1/test-times ]] || return 0
+	echo "guest-sid: slowest tests (s):" >&2
+	sort -rn "$1/test-times" | head -n 30 | sed 's/^/  /' >&2
+}
+
 main() {
 	local t0 t_img t_boot base out one= status=0 one_status=0 cpus=${RUSTPOD_GUEST_CPUS:-2} one_pid=
 	t0=$(now)
@@ -454,6 +461,8 @@ main() {
 		"$((t_boot - t_img))" "$(($(now) - t_boot))" >&2
 	[[ -f $out/timing ]] && cat "$out/timing" >&2
 	[[ $one && -f $one/timing ]] && sed 's/^/(one vCPU) /' "$one/timing" >&2
+	slowest "$out"
+	[[ $one ]] && slowest "$one"
 	if ((status)) || [[ $keep ]]; then
 		say "results kept in $out${one:+ and $one}"
 	else

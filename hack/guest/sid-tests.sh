@@ -68,10 +68,15 @@ while read -r line; do
 	[[ $pkg == rustpod-cri-tests ]] && dir=$REPO/tests/cri
 	log=$out/logs/$test${envs[*]:+-${envs[*]//[^A-Za-z0-9]/_}}.log
 	started=$(date +%s)
+	# --report-time (unstable in libtest; RUSTC_BOOTSTRAP lets a stable test binary take it): each
+	# test's own time, so that OUT/test-times shows where the guest's minutes go.
 	# shellcheck disable=SC2086
-	(cd "$dir" && exec timeout -k 10 "$file_timeout" env "${envs[@]}" "$bin" --test-threads="$RUSTPOD_TEST_THREADS" $filters) >"$log" 2>&1
+	(cd "$dir" && exec timeout -k 10 "$file_timeout" env RUSTC_BOOTSTRAP=1 "${envs[@]}" "$bin" \
+		--test-threads="$RUSTPOD_TEST_THREADS" -Z unstable-options --report-time $filters) >"$log" 2>&1
 	rc=$?
 	took="$(($(date +%s) - started)) s"
+	awk -v f="$name" 'match($0, /^test .* \.\.\. [a-zA-Z]+ <[0-9.]+s>$/) {
+		t = $NF; gsub(/[<>s]/, "", t); print t, f ": " $2 }' "$log" >>"$out/test-times"
 	((rc != 124)) || diagnose "$test" >>"$log" 2>&1
 	result=$(grep -E '^test result:' "$log" | tail -n1)
 	p=$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$result")
