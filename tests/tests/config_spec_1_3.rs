@@ -63,31 +63,80 @@ fn tmpcopyup_read_only_fills_the_tmpfs_in_a_user_namespace() {
 /// root to host uid 100000.
 fn tmpcopyup_on(rt: Runtime, userns: bool) {
     let mut fx = Fixture::on(rt, SLEEP);
-    let image_etc = std::path::Path::new(&fx.bundle.rootfs()).join("etc");
+    let expected = tmpcopyup_image(&fx.bundle, userns);
+    for mount in tmpcopyup_mounts() {
+        fx.bundle.add_mount(mount);
+    }
+    fx.bundle.set("/process/args", json!(["sh", "-c", TMPCOPYUP_SCRIPT]));
+    if userns {
+        fx.bundle.set("/linux/namespaces", json!(["pid", "network", "ipc", "uts", "mount", "user"].map(|t| json!({"type": t}))));
+        fx.bundle.set("/linux/uidMappings", COPYUP_MAP.clone());
+        fx.bundle.set("/linux/gidMappings", COPYUP_MAP.clone());
+    }
+    let out = fx.rt.run(&fx.id, &fx.bundle, &[], b"");
+    let rt = fx.rt.bin().display();
+    assert_eq!(out.stdout, expected, "{rt} (userns {userns}): {}", out.describe());
+    assert_image_untouched(&fx.bundle, &rt.to_string());
+}
+
+/// The same user-namespaced container through containerd: its runc shim driving runc and
+/// rustpod, and our shim (each reaches the copy through the engine's rootfs steps or runc's).
+#[test]
+fn tmpcopyup_read_only_fills_the_tmpfs_in_a_user_namespace_through_containerd() {
+    skip_if!(shim::blocker());
+    let ctd = ShimContainerd::start();
+    let dir = ScratchDir::new("copyup-ctr");
+    for (path, flags) in shim::paths() {
+        let bundle = Bundle::new(SLEEP);
+        let expected = tmpcopyup_image(&bundle, true);
+        let name = format!("copyup-{path}");
+        let mut spec = ctd.oci_spec(&name, &bundle.rootfs());
+        spec["linux"]["namespaces"].as_array_mut().expect("namespaces").push(json!({"type": "user"}));
+        spec["linux"]["uidMappings"] = COPYUP_MAP.clone();
+        spec["linux"]["gidMappings"] = COPYUP_MAP.clone();
+        spec["mounts"].as_array_mut().expect("mounts").extend(tmpcopyup_mounts());
+        spec["process"]["args"] = json!(["sh", "-c", TMPCOPYUP_SCRIPT]);
+        let out = ctd.run_spec(&dir, &name, &spec, "--rm", &flags);
+        assert_eq!(out.stdout, expected, "{path}: {}", out.describe());
+        assert_image_untouched(&bundle, path);
+        assert_eq!(ctd.task(&name), None, "{path}: no task left");
+    }
+}
+
+/// Prints the image's passwd, the copied file's mode and owner, writes /etc, lists /var and
+/// says `ro` when /var refuses a write.
+const TMPCOPYUP_SCRIPT: &str =
+    "cat /etc/passwd && stat -c '%a %u' /etc/sub/f && echo new > /etc/new && ls /var && ! touch /var/x 2>/dev/null && echo ro";
+
+/// Root of the user namespace at host uid and gid 100000.
+static COPYUP_MAP: std::sync::LazyLock<Value> =
+    std::sync::LazyLock::new(|| json!([{"containerID": 0, "hostID": 100_000, "size": 65_536}]));
+
+/// The tmpfs mounts: /etc writable, /var read-only (filled first, then made read-only, as runc
+/// remounts it).
+fn tmpcopyup_mounts() -> [Value; 2] {
+    [tmpfs("/etc", &["tmpcopyup"]), tmpfs("/var", &["tmpcopyup", "ro"])]
+}
+
+/// Adds etc/sub/f (mode 0640) and var/from-image to `bundle`'s image; returns what
+/// TMPCOPYUP_SCRIPT prints there. In a user namespace the file's owner is a host uid and gid
+/// it maps (65534 inside), or its root could not read the file to copy it.
+fn tmpcopyup_image(bundle: &Bundle, userns: bool) -> String {
+    let rootfs = std::path::Path::new(&bundle.rootfs()).to_path_buf();
+    let image_etc = rootfs.join("etc");
     std::fs::create_dir(image_etc.join("sub")).expect("mkdir etc/sub");
     std::fs::write(image_etc.join("sub/f"), "x").expect("write etc/sub/f");
-    // In the user namespace, a host uid and gid it maps (65534 inside), or its root could not
-    // read the file to copy it.
     let (host_owner, owner_inside) = if userns { (165_534, 65_534) } else { (65_534, 65_534) };
     std::os::unix::fs::chown(image_etc.join("sub/f"), Some(host_owner), userns.then_some(host_owner)).expect("chown");
     std::fs::set_permissions(image_etc.join("sub/f"), std::os::unix::fs::PermissionsExt::from_mode(0o640)).expect("chmod");
-    fx.bundle.add_mount(tmpfs("/etc", &["tmpcopyup"]));
-    // Read-only too: filled first, then made read-only, as runc remounts it.
-    fx.bundle.add_mount(tmpfs("/var", &["tmpcopyup", "ro"]));
-    fx.bundle.set("/process/args", json!(["sh", "-c",
-        "cat /etc/passwd && stat -c '%a %u' /etc/sub/f && echo new > /etc/new && ls /var && ! touch /var/x 2>/dev/null && echo ro"]));
-    if userns {
-        let map = json!([{"containerID": 0, "hostID": 100_000, "size": 65_536}]);
-        fx.bundle.set("/linux/namespaces", json!(["pid", "network", "ipc", "uts", "mount", "user"].map(|t| json!({"type": t}))));
-        fx.bundle.set("/linux/uidMappings", map.clone());
-        fx.bundle.set("/linux/gidMappings", map);
-    }
-    std::fs::create_dir_all(std::path::Path::new(&fx.bundle.rootfs()).join("var/from-image")).expect("mkdir var/from-image");
-    let out = fx.rt.run(&fx.id, &fx.bundle, &[], b"");
+    std::fs::create_dir_all(rootfs.join("var/from-image")).expect("mkdir var/from-image");
     let passwd = std::fs::read_to_string(image_etc.join("passwd")).expect("read passwd");
-    let rt = fx.rt.bin().display();
-    assert_eq!(out.stdout, format!("{passwd}640 {owner_inside}\nfrom-image\nro\n"), "{rt} (userns {userns}): {}", out.describe());
-    assert!(!image_etc.join("new").exists(), "{rt}: the write went to the image");
+    format!("{passwd}640 {owner_inside}\nfrom-image\nro\n")
+}
+
+fn assert_image_untouched(bundle: &Bundle, who: &str) {
+    let new = std::path::Path::new(&bundle.rootfs()).join("etc/new");
+    assert!(!new.exists(), "{who}: the write went to the image");
 }
 
 /// A `tmpcopyup` whose copy cannot fit (a 4 KiB tmpfs over the image's /bin): create fails, as
