@@ -152,3 +152,60 @@ fn through_containerd_a_reaped_inits_pid_held_by_a_host_process_is_never_signall
         assert!(deleted, "{who}: ctr task delete failed: {seen:?}");
     }
 }
+
+/// SIGKILLs the process by its pid when the test ends, whatever happened (it is our child and
+/// never reaped before this, so the pid is still its own).
+struct KillOnDrop(i32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.0), nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+/// The init reaped while an exec begins, after the state's start time was checked and before
+/// `/proc/<pid>/ns/*` are opened, and its pid taken by a host process: an exec that trusted the
+/// pid there joined that process's namespaces, the host's (seen before the fix: the exec'd
+/// readlink printed the host's mount namespace). rustpod holds the init by a pidfd from its
+/// check and refuses once it is reaped. The window is milliseconds long; rustpod stops itself
+/// in it (`RUSTPOD_DEBUG_PAUSE=exec-init-held`). runc has the same window and no such point, so
+/// it is not compared here.
+#[test]
+fn an_init_reaped_as_exec_begins_is_not_joined_through_its_reused_pid() {
+    skip_if!(blocker());
+    if rustpod_tests::env::testing_runc_itself() {
+        skip!("RUSTPOD_DEBUG_PAUSE is rustpod's; runc has none");
+    }
+    let rt = Runtime::under_test();
+    let bundle = Bundle::new(SLEEP);
+    let id = rt.new_id("exec-race");
+    let cli = rt.spawn_run(&id, &bundle, &["--keep"], b"");
+    let cli = cli.running_until("the container runs", || rt.try_status(&id).as_deref() == Some("running"));
+    let init = rt.pid(&id);
+    let host_mnt = fs::read_link("/proc/self/ns/mnt").expect("readlink our mount namespace");
+    let bin = rt.bin().display().to_string();
+    let argv = ["RUSTPOD_DEBUG_PAUSE=exec-init-held", &bin, "--root", rt.root(), "exec", &id, "readlink", "/proc/self/ns/mnt"];
+    let exec = rustpod_tests::process::spawn(std::path::Path::new("/usr/bin/env"), &argv, b"");
+    let exec_pid = exec.pid();
+    let _stopped_exec = KillOnDrop(exec_pid);
+    let stopped = || {
+        let stat = fs::read_to_string(format!("/proc/{exec_pid}/stat")).unwrap_or_default();
+        stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('T'))
+    };
+    let exec = exec.running_until("exec stops at exec-init-held", stopped);
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(init), nix::sys::signal::Signal::SIGKILL).expect("kill the init");
+    cli.try_wait().expect("run --keep returns once its init is reaped");
+    let Some(holder) = take_pid(init) else {
+        skip!("pid {init} could not be given to a host process: another process took it");
+    };
+    let _holder = Holder(holder);
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(exec_pid), nix::sys::signal::Signal::SIGCONT).expect("SIGCONT the exec");
+    let out = exec.wait();
+    assert!(
+        !out.stdout.contains(&*host_mnt.to_string_lossy()),
+        "the exec joined the host's mount namespace through pid {init}, now a host process's: {}",
+        out.describe()
+    );
+    assert!(!out.success(), "exec ran with its init gone: {}", out.describe());
+    assert!(out.stderr.contains("cannot exec in a stopped container"), "runc's words for it: {}", out.describe());
+}

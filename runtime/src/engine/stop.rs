@@ -3,7 +3,6 @@
 //! SIGKILLs everything in the container's cgroup, which may be shared with
 //! the host.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -13,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::cgroup::fs::Hierarchy;
 use crate::engine::cgroup::manager as cgroup;
 use crate::error::{Error, Result};
+use crate::sys::pidfd::PidFd;
 
 /// A file's identity (st_dev, st_ino): of a namespace or a root directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,7 +91,7 @@ fn host_mount_namespaces() -> Vec<FileId> {
 /// (those of a container with its own PID namespace go with its init),
 /// thawing a frozen cgroup so the signal lands, and waits until they are gone.
 pub fn kill_members(cgroups: &[Hierarchy], members: &Members, cgroup_path: Option<&Path>, thaw: &dyn Fn()) -> Result<()> {
-    if let Some(init) = members.init.and_then(pidfd_open) {
+    if let Some(init) = members.init.and_then(|pid| PidFd::open(pid).ok()) {
         send_sigkill(&init);
     }
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -115,39 +115,23 @@ pub fn kill_members(cgroups: &[Hierarchy], members: &Members, cgroup_path: Optio
 
 /// The container's processes in its cgroup, each held by a pidfd opened
 /// before the check, so a pid reused since is never signalled.
-fn members_in(cgroups: &[Hierarchy], members: &Members, cgroup_path: Option<&Path>) -> Vec<(i32, OwnedFd)> {
+fn members_in(cgroups: &[Hierarchy], members: &Members, cgroup_path: Option<&Path>) -> Vec<(i32, PidFd)> {
     let host = host_mount_namespaces();
     cgroup_path
         .map(|path| cgroup::pids(cgroups, path))
         .unwrap_or_default()
         .into_iter()
         .filter_map(|pid| {
-            let fd = pidfd_open(pid)?;
+            let fd = PidFd::open(pid).ok()?;
             members.contains(pid, &host).then_some((pid, fd))
         })
         .collect()
 }
 
-fn send_sigkill(pidfd: &OwnedFd) {
-    // SAFETY: a valid pidfd; no siginfo; no flags. ESRCH: it is gone already.
-    unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            libc::SIGKILL,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        );
-    }
+/// SIGKILL through the pidfd; ESRCH: it is gone already.
+fn send_sigkill(pidfd: &PidFd) {
+    let _ = pidfd.signal(libc::SIGKILL);
 }
-
-fn pidfd_open(pid: i32) -> Option<OwnedFd> {
-    // SAFETY: plain syscall with integer arguments.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    // SAFETY: the kernel just returned this descriptor to us.
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
-}
-
 
 #[cfg(test)]
 mod tests {

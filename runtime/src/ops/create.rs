@@ -66,7 +66,7 @@ pub fn create_from(
         let _ = dir.remove_all();
         return Err(err);
     }
-    debug_pause("claimed");
+    crate::sys::debug_pause::at("claimed");
     let result = build(cgroups, &dir, bundle, opts, &idmapped);
     match result {
         Ok(container) => Ok(container),
@@ -150,7 +150,7 @@ fn build(
     if bundle.pids_init_only {
         crate::engine::cgroup::pids_zero::apply(cgroups, pid.as_raw())?;
     }
-    debug_pause("engine-created");
+    crate::sys::debug_pause::at("engine-created");
     dir.restrict_engine_files()?;
     if let (Some(path), Some(pid)) = (&opts.pid_file, container.pid()) {
         crate::sys::pid_file::write(path, pid)?;
@@ -179,17 +179,10 @@ fn own_mount_ns(spec: &oci_spec::runtime::Spec, container: &Container) -> Option
     own.then(|| crate::engine::stop::FileId::mount_ns(container.pid()?.as_raw()))?
 }
 
-/// Fault injection for the reliability tests: with
-/// `RUSTPOD_DEBUG_PAUSE=<point>` the process stops itself (SIGSTOP) at that
-/// named point of `create`, so a test can SIGKILL it exactly there. Points:
-/// `claimed` (the id is claimed, nothing else exists yet) and
-/// `engine-created` (the engine has forked the init, made the cgroup and
-/// written its state; our metadata is not written yet).
-fn debug_pause(point: &str) {
-    if std::env::var_os("RUSTPOD_DEBUG_PAUSE").is_some_and(|p| p == point) {
-        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
-    }
-}
+// Fault points (`sys::debug_pause`) of create: `claimed` (the id is claimed,
+// nothing else exists yet) and `engine-created` (the engine has forked the
+// init, made the cgroup and written its state; our metadata is not written
+// yet). The reliability tests SIGKILL create exactly there.
 
 /// As runc: the systemd cgroup driver needs a running systemd.
 fn systemd_running() -> bool {

@@ -14,6 +14,7 @@ use crate::engine::container_dir::ContainerDir;
 use crate::engine::process::process_io::Stdio;
 use crate::engine::process::process_io::ProcessIo;
 use crate::error::{Error, Result};
+use crate::sys::pidfd::PidFd;
 use crate::engine::process::wait;
 use crate::engine::engine_bundle;
 use crate::engine::process::{home_env, tenant};
@@ -52,6 +53,9 @@ pub struct ExecOptions {
 /// Starts the process and returns its pid (our child).
 pub(crate) fn spawn(dir: &ContainerDir, container: &Container, opts: ExecOptions) -> Result<Pid> {
     let init_pid = runnable_init(container, &dir.id, opts.ignore_paused)?;
+    let init = hold_init(dir, init_pid)?;
+    // Fault point: the init is held and checked, no namespace opened yet.
+    crate::sys::debug_pause::at("exec-init-held");
     let spec = engine_bundle::parse_config(&dir.config_path())?;
     let added_home = dir.metadata().is_some_and(|meta| meta.added_home);
     let mut process = build_process(&spec, &opts.process, added_home)?;
@@ -68,7 +72,7 @@ pub(crate) fn spawn(dir: &ContainerDir, container: &Container, opts: ExecOptions
         preserve_fds: opts.preserve_fds,
         stdio: opts.stdio,
     };
-    let pid = tenant::spawn(dir, container, spec, io, opts.sub_cgroup.as_deref())?;
+    let pid = tenant::spawn(dir, container, spec, io, opts.sub_cgroup.as_deref(), &init)?;
     if let Some(Err(err)) = opts.pid_file.as_deref().map(|path| crate::sys::pid_file::write(path, pid)) {
         // As runc: no pid file, no process.
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
@@ -114,6 +118,20 @@ fn runnable_init(container: &Container, id: &str, ignore_paused: bool) -> Result
         Some(pid) => Ok(pid.as_raw()),
         None => refuse("cannot exec in a stopped container"),
     }
+}
+
+/// The init, by a pidfd opened before its start time is checked once more:
+/// the state was loaded a moment ago, and since then the init may have
+/// been reaped and its pid given to another process. From here on the
+/// pidfd tells (`exec_launch::init_still_holds_its_pid`).
+fn hold_init(dir: &ContainerDir, pid: i32) -> Result<PidFd> {
+    let stopped = || Error::Invalid(format!("exec in {}: cannot exec in a stopped container", dir.id));
+    let init = PidFd::open(pid).map_err(|_| stopped())?;
+    let started = dir.metadata().and_then(|meta| meta.init_start);
+    if started.is_some() && crate::sys::proc_stat::read(pid).map(|s| s.start_time) != started {
+        return Err(stopped());
+    }
+    Ok(init)
 }
 
 /// The process spec for an exec: the given one, or the container's own

@@ -50,10 +50,15 @@ pub fn run_own_rootfs<E: std::fmt::Display>(
 
 /// [`run`] for an exec'd process: after `before`, our own steps
 /// (`exec_steps`), from the container's namespaces to the exec.
-pub fn run_exec<E: std::fmt::Display>(args: &ContainerArgs, main_sender: &mut MainSender, before: impl FnOnce() -> Result<(), E>) -> ! {
+pub fn run_exec<E: std::fmt::Display>(
+    args: &ContainerArgs,
+    namespaces: &exec_steps::Namespaces,
+    main_sender: &mut MainSender,
+    before: impl FnOnce() -> Result<(), E>,
+) -> ! {
     let failed = match before() {
         Err(e) => e.to_string(),
-        Ok(()) => match exec_steps::run(args, main_sender) {
+        Ok(()) => match exec_steps::run(args, namespaces, main_sender) {
             Err(e) => e.to_string(),
             Ok(never) => match never {},
         },

@@ -26,11 +26,11 @@ use nix::unistd::Pid;
 use oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 use crate::engine::cgroup::fs::{self as cgroup_fs, Hierarchy};
-use crate::engine::process::child_init;
+use crate::engine::process::{child_init, exec_steps};
 use crate::error::{Error, Result};
 use crate::sys::children_pid_ns;
 use crate::sys::clone3::{self, Forked};
-
+use crate::sys::pidfd::PidFd;
 
 /// How an exec'd process gets into the container's cgroup.
 #[derive(Debug, PartialEq, Eq)]
@@ -104,7 +104,11 @@ fn open_cgroup(join: &CgroupJoin) -> Result<CgroupFds> {
 
 /// Forks the process `args` describes into the container and returns its
 /// pid once the engine's init steps are done (or the init's own words).
-pub fn spawn(args: &ContainerArgs, join: &CgroupJoin, id: &str) -> Result<Pid> {
+/// The container's namespaces are opened here, and `init` (held since its
+/// start time was checked) must hold its pid after that: else the
+/// `/proc/<pid>/ns` files may have been another process's, and nothing
+/// is forked.
+pub fn spawn(args: &ContainerArgs, join: &CgroupJoin, id: &str, init: &PidFd) -> Result<Pid> {
     let cgroup = open_cgroup(join)?;
     let channel_err = |e: ChannelError| Error::engine("exec in", id, &e);
     let (mut main_sender, mut main_receiver) = channel::main_channel().map_err(channel_err)?;
@@ -113,6 +117,13 @@ pub fn spawn(args: &ContainerArgs, join: &CgroupJoin, id: &str) -> Result<Pid> {
         Some(path) => Some(children_pid_ns::enter(&path).map_err(|e| Error::Invalid(format!("exec: {e}")))?),
         None => None,
     };
+    // In the words the child's own failure would have had.
+    let namespaces = exec_steps::Namespaces::open(&args.spec).map_err(|e| Error::Engine {
+        op: "exec in",
+        id: id.to_string(),
+        reason: format!("unable to start container process: {e}"),
+    })?;
+    init_still_holds_its_pid(init, id)?;
     let forked = match &cgroup {
         // SAFETY: the child only runs our exec steps and exits or
         // execs, as the engine's own forked children do.
@@ -137,9 +148,10 @@ pub fn spawn(args: &ContainerArgs, join: &CgroupJoin, id: &str) -> Result<Pid> {
             };
             // Our exec steps need nothing from the parent before the exec.
             let _ = init_receiver.close();
-            child(args, &procs, &inherited, &mut main_sender)
+            child(args, &namespaces, &procs, &inherited, &mut main_sender)
         }
         Ok(Forked::Parent(pid)) => {
+            drop(namespaces);
             drop(pid_ns);
             drop(cgroup);
             let _ = main_sender.close();
@@ -166,11 +178,30 @@ fn joined_path(args: &ContainerArgs, typ: LinuxNamespaceType) -> Option<PathBuf>
 /// The child: its cgroups and CPU affinity (what the engine's intermediate
 /// did), then our exec steps, from the namespaces to the exec. Never
 /// returns.
-fn child(args: &ContainerArgs, procs: &[RawFd], inherited: &[RawFd], main_sender: &mut MainSender) -> ! {
+fn child(
+    args: &ContainerArgs,
+    namespaces: &exec_steps::Namespaces,
+    procs: &[RawFd],
+    inherited: &[RawFd],
+    main_sender: &mut MainSender,
+) -> ! {
     for fd in inherited {
         let _ = nix::unistd::close(*fd);
     }
-    child_init::run_exec(args, main_sender, || join_cgroups(args, procs))
+    child_init::run_exec(args, namespaces, main_sender, || join_cgroups(args, procs))
+}
+
+/// Refuses the exec when the init was reaped after its start time was
+/// checked (`ops::exec`): its pid may be another process's by now, whose
+/// namespaces were opened as the container's.
+pub fn init_still_holds_its_pid(init: &PidFd, id: &str) -> Result<()> {
+    if init.holds_its_pid() {
+        return Ok(());
+    }
+    Err(Error::Invalid(format!(
+        "exec in {id}: cannot exec in a stopped container (its init, pid {}, exited as the exec began)",
+        init.pid()
+    )))
 }
 
 /// Why the child could not get as far as our exec steps; its text is what

@@ -1,6 +1,7 @@
 //! An exec'd process's steps, from the container's namespaces to its exec,
 //! in the order of runc's nsexec and setns init: every namespace of the
-//! init opened, the user one joined and the rlimits set, the session and
+//! init opened (by the parent, which then checks that the init still holds
+//! its pid), the user one joined and the rlimits set, the session and
 //! attributes every process takes, the other namespaces joined, the
 //! console, then the same confinement as the init (`confine`).
 //!
@@ -26,22 +27,22 @@ use crate::engine::process::init_launch::clone_flag;
 
 /// Runs the exec'd process's steps and execs its program; returns only on
 /// failure. The caller has put it in the container's cgroups; the parent
-/// joined the pid namespace for its children.
-pub fn run(args: &ContainerArgs, main_sender: &mut MainSender) -> Result<Infallible, InitError> {
+/// joined the pid namespace for its children and opened the others
+/// (`Namespaces::open`).
+pub fn run(args: &ContainerArgs, namespaces: &Namespaces, main_sender: &mut MainSender) -> Result<Infallible, InitError> {
     let engine = args.syscall.create_syscall();
     let engine = engine.as_ref();
     let (process, _) = confine::sections(&args.spec)?;
-    let listed = args.spec.linux().as_ref().and_then(|l| l.namespaces().as_ref());
-    let (user, joins) = open_namespaces(listed.map(Vec::as_slice).unwrap_or_default())?;
+    let Namespaces { user, joins } = namespaces;
     if let Some(user) = user {
-        join(&user)?;
+        join(user)?;
         engine.set_id(Uid::from_raw(0), Gid::from_raw(0)).map_err(step("setresuid(0) in the user namespace"))?;
     }
     for rlimit in process.rlimits().iter().flatten() {
         engine.set_rlimit(rlimit).map_err(step("process.rlimits"))?;
     }
     confine::begin(args, engine)?;
-    for ns in &joins {
+    for ns in joins {
         join(ns)?;
     }
     if let Some(socket) = args.console_socket {
@@ -61,11 +62,25 @@ struct Join {
     path: PathBuf,
 }
 
-/// Opens each namespace to join before joining any, as runc does: as the
-/// host's root, which may open every one (inside the container's user
-/// namespace the kernel may refuse: EACCES), and while /proc is the
-/// host's. The user namespace comes first, apart; the pid one is the
-/// parent's to join.
+/// The namespaces an exec'd process joins, opened before any is joined:
+/// the user one apart (it comes first), the others in the spec's order.
+pub struct Namespaces {
+    user: Option<Join>,
+    joins: Vec<Join>,
+}
+
+impl Namespaces {
+    /// Opens each namespace `spec` joins but the pid one (the parent's to
+    /// join), as runc does: as the host's root, which may open every one
+    /// (inside the container's user namespace the kernel may refuse:
+    /// EACCES), and while /proc is the host's.
+    pub fn open(spec: &oci_spec::runtime::Spec) -> Result<Self, InitError> {
+        let listed = spec.linux().as_ref().and_then(|l| l.namespaces().as_ref());
+        let (user, joins) = open_namespaces(listed.map(Vec::as_slice).unwrap_or_default())?;
+        Ok(Namespaces { user, joins })
+    }
+}
+
 fn open_namespaces(listed: &[LinuxNamespace]) -> Result<(Option<Join>, Vec<Join>), InitError> {
     let mut user = None;
     let mut joins = Vec::new();

@@ -19,6 +19,7 @@ use crate::engine::container_dir::ContainerDir;
 use crate::engine::process::exec_launch::{self, Route};
 use crate::engine::process::process_io::ProcessIo;
 use crate::error::{Error, Result};
+use crate::sys::pidfd::PidFd;
 
 /// The namespaces an exec'd process joins, user first: it decides what the
 /// others allow. Every one the container's config lists is joined.
@@ -128,6 +129,7 @@ pub fn spawn(
     spec: Spec,
     io: ProcessIo,
     sub_cgroup: Option<&str>,
+    init: &PidFd,
 ) -> Result<Pid> {
     let engine_err = |what: &'static str| move |e: &(dyn std::error::Error + 'static)| Error::engine(what, &dir.id, e);
     let linux = spec.linux().as_ref().expect("tenant_spec sets linux");
@@ -182,11 +184,20 @@ pub fn spawn(
     let named = crate::engine::cgroup::named::join_for(&cgroups, &Default::default(), &dir.id, &args.spec, container.systemd())?;
     let (systemd, relative) = where_to_join(container, &container_cgroup, sub_cgroup, &cgroups, &args.cgroup_config)?;
     let spawned = match exec_launch::route(&args.spec, systemd, &cgroups, &relative) {
-        Route::Direct(join) => exec_launch::spawn(&args, &join, &dir.id),
+        Route::Direct(join) => exec_launch::spawn(&args, &join, &dir.id, init),
         Route::Engine(why) => {
             tracing::debug!("exec through the engine's intermediate process: {why}");
+            // The engine opens the namespaces itself, in its intermediate:
+            // the init is checked only after (runc's window, left here).
             libcontainer::process::container_main_process::container_main_process(&args)
                 .map_err(|e| engine_err("exec in")(&e))
+                .and_then(|pid| match exec_launch::init_still_holds_its_pid(init, &dir.id) {
+                    Ok(()) => Ok(pid),
+                    Err(err) => {
+                        crate::engine::process::child_init::kill_and_reap(pid);
+                        Err(err)
+                    }
+                })
         }
     };
     drop(named);
