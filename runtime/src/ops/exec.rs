@@ -53,11 +53,12 @@ pub struct ExecOptions {
 /// Starts the process and returns its pid (our child).
 pub(crate) fn spawn(dir: &ContainerDir, container: &Container, opts: ExecOptions) -> Result<Pid> {
     let init_pid = runnable_init(container, &dir.id, opts.ignore_paused)?;
-    let init = hold_init(dir, init_pid)?;
+    let meta = dir.metadata();
+    let init = hold_init(&dir.id, init_pid, meta.as_ref().and_then(|m| m.init_start))?;
     // Fault point: the init is held and checked, no namespace opened yet.
     crate::sys::debug_pause::at("exec-init-held");
     let spec = engine_bundle::parse_config(&dir.config_path())?;
-    let added_home = dir.metadata().is_some_and(|meta| meta.added_home);
+    let added_home = meta.is_some_and(|m| m.added_home);
     let mut process = build_process(&spec, &opts.process, added_home)?;
     let init_root = format!("/proc/{init_pid}/root");
     home_env::set_if_missing(&mut process, Path::new(&init_root));
@@ -124,10 +125,10 @@ fn runnable_init(container: &Container, id: &str, ignore_paused: bool) -> Result
 /// the state was loaded a moment ago, and since then the init may have
 /// been reaped and its pid given to another process. From here on the
 /// pidfd tells (`exec_launch::init_still_holds_its_pid`).
-fn hold_init(dir: &ContainerDir, pid: i32) -> Result<PidFd> {
-    let stopped = || Error::Invalid(format!("exec in {}: cannot exec in a stopped container", dir.id));
+/// `started` is the start time create recorded (None in older states).
+fn hold_init(id: &str, pid: i32, started: Option<u64>) -> Result<PidFd> {
+    let stopped = || Error::Invalid(format!("exec in {id}: cannot exec in a stopped container"));
     let init = PidFd::open(pid).map_err(|_| stopped())?;
-    let started = dir.metadata().and_then(|meta| meta.init_start);
     if started.is_some() && crate::sys::proc_stat::read(pid).map(|s| s.start_time) != started {
         return Err(stopped());
     }
