@@ -3,6 +3,9 @@
 # Build a one-layer busybox image archive by hand, reproducibly. The tar is an OCI layout (what
 # `ctr image import` reads) and also carries docker's top-level manifest.json (what docker 20.10's
 # `docker load` and podman's docker-archive: transport read); both name the same blobs.
+# With RUSTPOD_IMAGE_CACHE set (hack/test.sh makes one per run), an archive built before from the
+# same inputs is linked from that directory instead: every containerd and CRI test imports these
+# images, and under QEMU TCG each build costs seconds.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/lib.sh"
@@ -25,6 +28,27 @@ while (($#)); do
 	shift 2
 done
 [[ $cmd_set ]] || ((${#entrypoint[@]})) || cmd=(sh)
+
+# cache_key: what the archive is made of: these scripts, busybox, the arguments, the added files.
+cache_key() {
+	local a
+	{
+		sha256sum "${BASH_SOURCE[0]}" "$here/make-rootfs.sh" /bin/busybox | cut -d' ' -f1
+		printf '%s\0' "$ref" "${#entrypoint[@]}" "${entrypoint[@]}" "${#cmd[@]}" "${cmd[@]}"
+		for a in "${adds[@]}"; do
+			printf '%s\0' "${a##*:}"
+			sha256sum "${a%:*}" | cut -d' ' -f1
+		done
+	} | sha256sum | cut -c1-32
+}
+cached=
+if [[ ${RUSTPOD_IMAGE_CACHE:-} ]]; then
+	cached=$RUSTPOD_IMAGE_CACHE/$(cache_key).tar
+	mkdir -p "$(dirname "$out")"
+	if [[ -f $cached ]] && { ln -f "$cached" "$out" 2>/dev/null || cp "$cached" "$out"; }; then
+		exit 0
+	fi
+fi
 
 # NAME:TAG -> TAG and the full name containerd uses (docker.io/library/... when no registry).
 name=$ref tag=latest
@@ -104,4 +128,9 @@ jq -nc --arg c "blobs/sha256/$config" --arg l "blobs/sha256/$layer" --arg full "
 
 mkdir -p "$(dirname "$out")"
 dtar -C "$work/oci" -cf "$work/out.tar" oci-layout index.json manifest.json blobs
+if [[ $cached ]]; then
+	# Whole or not at all, for another build of the same key at the same time.
+	mkdir -p "$RUSTPOD_IMAGE_CACHE"
+	cp "$work/out.tar" "$cached.$$.tmp" && mv -f "$cached.$$.tmp" "$cached"
+fi
 mv -f "$work/out.tar" "$out"

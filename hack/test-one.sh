@@ -27,8 +27,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 test_env
 RUSTPOD_SKIP_LOG=$(mktemp /var/tmp/rustpod-skips.XXXXXX)
-export RUSTPOD_SKIP_LOG
-trap 'rm -f "$RUSTPOD_SKIP_LOG"' EXIT
+RUSTPOD_IMAGE_CACHE=$(mktemp -d /var/tmp/rustpod-images.XXXXXX)
+export RUSTPOD_SKIP_LOG RUSTPOD_IMAGE_CACHE
+trap 'rm -rf "$RUSTPOD_SKIP_LOG" "$RUSTPOD_IMAGE_CACHE"' EXIT
 
 status=0
 cargo test --locked -p "$pkg" --test "$file" -- --test-threads="${RUSTPOD_TEST_THREADS:-2}" "$@" || status=$?

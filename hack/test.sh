@@ -20,9 +20,11 @@ fi
 trap 'rm -f "$image_log"' EXIT
 test_env
 export RUSTPOD_SKIP_LOG=$(mktemp /var/tmp/rustpod-skips.XXXXXX)
+# The image archives the containerd tests import, built once per run (make-oci-image.sh).
+export RUSTPOD_IMAGE_CACHE=$(mktemp -d /var/tmp/rustpod-images.XXXXXX)
 
 status=0 built= image= one_pid= one_log=$(mktemp /var/tmp/rustpod-guest-sid-one.XXXXXX)
-trap 'rm -f "$RUSTPOD_SKIP_LOG" "$image_log" "$one_log"' EXIT
+trap 'rm -rf "$RUSTPOD_SKIP_LOG" "$image_log" "$one_log" "$RUSTPOD_IMAGE_CACHE"' EXIT
 # Build first: the sid guest's criu files then run in a one-vCPU guest beside the host's tests
 # (a host core would idle under it later; beside the two-vCPU guest it slows that one by half).
 cargo test --locked --workspace --no-run && built=1

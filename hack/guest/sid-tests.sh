@@ -10,7 +10,9 @@ out=$1
 set -a
 . "$out/env"
 set +a
-export HOME=/root RUSTPOD_SKIP_LOG=$out/skips
+# The image archives the containerd tests import, built once per boot (make-oci-image.sh), on
+# the guest's own disk, which the boot's -snapshot discards.
+export HOME=/root RUSTPOD_SKIP_LOG=$out/skips RUSTPOD_IMAGE_CACHE=/var/tmp/rustpod-images
 mkdir -p "$out/logs"
 t0=$(date +%s)
 echo "guest booted to its test unit in $(cut -d' ' -f1 /proc/uptime) s" >>"$out/timing"
