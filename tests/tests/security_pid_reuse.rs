@@ -176,13 +176,52 @@ fn an_init_reaped_as_exec_begins_is_not_joined_through_its_reused_pid() {
     if rustpod_tests::env::testing_runc_itself() {
         skip!("RUSTPOD_DEBUG_PAUSE is rustpod's; runc has none");
     }
+    let Some((out, host_mnt)) = exec_racing_a_reaped_init(false) else { return };
+    assert!(
+        !out.stdout.contains(&host_mnt),
+        "the exec joined the host's mount namespace through the init's pid, now a host process's: {}",
+        out.describe()
+    );
+    assert!(!out.success(), "exec ran with its init gone: {}", out.describe());
+    assert!(out.stderr.contains("cannot exec in a stopped container"), "runc's words for it: {}", out.describe());
+}
+
+/// The same on the engine's exec route (a time namespace), where the engine opens the
+/// namespaces and the init is checked only after its fork: the exec still fails in runc's
+/// words and its process is killed. Whether the program ran in the host's namespaces before
+/// that is the window left on this route (docs/design.md), printed, not asserted.
+#[test]
+fn on_the_engine_route_an_exec_racing_its_reaped_init_fails_and_is_killed() {
+    skip_if!(blocker());
+    if rustpod_tests::env::testing_runc_itself() {
+        skip!("RUSTPOD_DEBUG_PAUSE is rustpod's; runc has none");
+    }
+    if fs::metadata("/proc/self/ns/time").is_err() {
+        skip!("this kernel has no time namespaces");
+    }
+    let Some((out, host_mnt)) = exec_racing_a_reaped_init(true) else { return };
+    eprintln!("the exec'd program ran in the host's namespaces first: {}", out.stdout.contains(&host_mnt));
+    assert!(!out.success(), "exec succeeded with its init gone: {}", out.describe());
+    assert!(out.stderr.contains("cannot exec in a stopped container"), "runc's words for it: {}", out.describe());
+}
+
+/// Runs a container (with a time namespace: `time_ns`), stops an exec of `readlink
+/// /proc/self/ns/mnt` at `exec-init-held`, kills the init (`run --keep` reaps it), gives its pid
+/// to a host process and lets the exec go on; returns what the exec said, and the host's mount
+/// namespace as readlink prints it. None, with the skip recorded, when the pid could not be given.
+fn exec_racing_a_reaped_init(time_ns: bool) -> Option<(rustpod_tests::Output, String)> {
     let rt = Runtime::under_test();
-    let bundle = Bundle::new(SLEEP);
+    let mut bundle = Bundle::new(SLEEP);
+    if time_ns {
+        let mut namespaces = bundle.config()["linux"]["namespaces"].as_array().cloned().unwrap_or_default();
+        namespaces.push(rustpod_tests::json!({"type": "time"}));
+        bundle.set("/linux/namespaces", rustpod_tests::Value::Array(namespaces));
+    }
     let id = rt.new_id("exec-race");
     let cli = rt.spawn_run(&id, &bundle, &["--keep"], b"");
     let cli = cli.running_until("the container runs", || rt.try_status(&id).as_deref() == Some("running"));
     let init = rt.pid(&id);
-    let host_mnt = fs::read_link("/proc/self/ns/mnt").expect("readlink our mount namespace");
+    let host_mnt = fs::read_link("/proc/self/ns/mnt").expect("readlink our mount namespace").to_string_lossy().into_owned();
     let bin = rt.bin().display().to_string();
     let argv = ["RUSTPOD_DEBUG_PAUSE=exec-init-held", &bin, "--root", rt.root(), "exec", &id, "readlink", "/proc/self/ns/mnt"];
     let exec = rustpod_tests::process::spawn(std::path::Path::new("/usr/bin/env"), &argv, b"");
@@ -196,16 +235,11 @@ fn an_init_reaped_as_exec_begins_is_not_joined_through_its_reused_pid() {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(init), nix::sys::signal::Signal::SIGKILL).expect("kill the init");
     cli.try_wait().expect("run --keep returns once its init is reaped");
     let Some(holder) = take_pid(init) else {
-        skip!("pid {init} could not be given to a host process: another process took it");
+        let why = format!("pid {init} could not be given to a host process: another process took it");
+        rustpod_tests::skip::record(&rustpod_tests::skip::current_test(), &why);
+        return None;
     };
     let _holder = Holder(holder);
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(exec_pid), nix::sys::signal::Signal::SIGCONT).expect("SIGCONT the exec");
-    let out = exec.wait();
-    assert!(
-        !out.stdout.contains(&*host_mnt.to_string_lossy()),
-        "the exec joined the host's mount namespace through pid {init}, now a host process's: {}",
-        out.describe()
-    );
-    assert!(!out.success(), "exec ran with its init gone: {}", out.describe());
-    assert!(out.stderr.contains("cannot exec in a stopped container"), "runc's words for it: {}", out.describe());
+    Some((exec.wait(), host_mnt))
 }
