@@ -128,7 +128,11 @@ fn runnable_init(container: &Container, id: &str, ignore_paused: bool) -> Result
 /// `started` is the start time create recorded (None in older states).
 fn hold_init(id: &str, pid: i32, started: Option<u64>) -> Result<PidFd> {
     let stopped = || Error::Invalid(format!("exec in {id}: cannot exec in a stopped container"));
-    let init = PidFd::open(pid).map_err(|_| stopped())?;
+    // ESRCH: it is gone; anything else (ENOSYS before Linux 5.3) is said as it is.
+    let init = PidFd::open(pid).map_err(|errno| match errno {
+        nix::errno::Errno::ESRCH => stopped(),
+        errno => Error::sys("pidfd_open of the container's init", errno),
+    })?;
     if started.is_some() && crate::sys::proc_stat::read(pid).map(|s| s.start_time) != started {
         return Err(stopped());
     }
