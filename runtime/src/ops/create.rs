@@ -58,6 +58,11 @@ pub fn create_from(
     }
     let idmapped = crate::engine::idmap::plan::plan(&bundle.spec)
         .map_err(|e| Error::Config { path: bundle.path.join("config.json"), reason: e.to_string() })?;
+    if opts.no_pivot {
+        let propagation = bundle.spec.linux().as_ref().and_then(|l| l.rootfs_propagation().as_deref());
+        crate::engine::rootfs::move_root::refuse(propagation)
+            .map_err(|reason| Error::Config { path: bundle.path.join("config.json"), reason })?;
+    }
     // Claimed first: a create racing us for the id must fail on the id, not
     // on our processes, which it would find in the cgroup it checks.
     dir.claim()?;

@@ -107,6 +107,12 @@ pub trait Syscall {
 
     /// chdir(2).
     fn chdir(&self, path: &Path) -> nix::Result<()>;
+
+    /// chroot("."): the working directory becomes the root (`--no-pivot`).
+    fn chroot_here(&self) -> nix::Result<()>;
+
+    /// /proc/self/mountinfo: the mounts of our mount namespace as we see them.
+    fn mountinfo(&self) -> io::Result<String>;
 }
 
 /// The kernel.
@@ -215,6 +221,14 @@ impl Syscall for LinuxSyscall {
     fn chdir(&self, path: &Path) -> nix::Result<()> {
         nix::unistd::chdir(path)
     }
+
+    fn chroot_here(&self) -> nix::Result<()> {
+        nix::unistd::chroot(".")
+    }
+
+    fn mountinfo(&self) -> io::Result<String> {
+        std::fs::read_to_string("/proc/self/mountinfo")
+    }
 }
 
 #[cfg(test)]
@@ -258,6 +272,8 @@ mod recording {
         Propagation { path: PathBuf, flags: MsFlags },
         UmountDetach { path: PathBuf },
         Chdir { path: PathBuf },
+        ChrootHere,
+        MountInfo,
     }
 
     #[derive(Default)]
@@ -268,6 +284,8 @@ mod recording {
         open_fails: Option<nix::errno::Errno>,
         setattr_fails: Option<nix::errno::Errno>,
         fails: Option<(&'static str, nix::errno::Errno)>,
+        fails_at: Vec<(&'static str, PathBuf, nix::errno::Errno)>,
+        mountinfo: String,
         file_sources: Vec<PathBuf>,
         nodes: Vec<(PathBuf, u32, u64)>,
         missing: Vec<PathBuf>,
@@ -297,6 +315,19 @@ mod recording {
         /// `chown_at`, `symlink_at`, `unlink_at`) fail with `errno`.
         pub fn failing(call: &'static str, errno: nix::errno::Errno) -> Self {
             Recording { fails: Some((call, errno)), ..Default::default() }
+        }
+
+        /// The call `call` on `path` alone (`set_propagation`,
+        /// `umount_detach`) fails with `errno`.
+        pub fn failing_at(mut self, call: &'static str, path: &str, errno: nix::errno::Errno) -> Self {
+            self.fails_at.push((call, path.into(), errno));
+            self
+        }
+
+        /// What `mountinfo` answers.
+        pub fn with_mountinfo(mut self, text: &str) -> Self {
+            self.mountinfo = text.into();
+            self
         }
 
         /// `source`, when open_tree'd, is a file (other sources are directories).
@@ -338,6 +369,11 @@ mod recording {
 
         fn fail(&self, call: &'static str) -> Option<nix::errno::Errno> {
             self.fails.filter(|(name, _)| *name == call).map(|(_, errno)| errno)
+        }
+
+        fn fail_on(&self, call: &'static str, path: &Path) -> Option<nix::errno::Errno> {
+            let at = self.fails_at.iter().find(|(name, p, _)| *name == call && p == path).map(|(_, _, errno)| *errno);
+            at.or_else(|| self.fail(call))
         }
 
         /// A real descriptor labelled `label`, so the step can hold and drop it.
@@ -513,17 +549,27 @@ mod recording {
 
         fn set_propagation(&self, path: &Path, flags: MsFlags) -> nix::Result<()> {
             self.calls.borrow_mut().push(Call::Propagation { path: path.to_path_buf(), flags });
-            self.fail("set_propagation").map_or(Ok(()), Err)
+            self.fail_on("set_propagation", path).map_or(Ok(()), Err)
         }
 
         fn umount_detach(&self, path: &Path) -> nix::Result<()> {
             self.calls.borrow_mut().push(Call::UmountDetach { path: path.to_path_buf() });
-            self.fail("umount_detach").map_or(Ok(()), Err)
+            self.fail_on("umount_detach", path).map_or(Ok(()), Err)
         }
 
         fn chdir(&self, path: &Path) -> nix::Result<()> {
             self.calls.borrow_mut().push(Call::Chdir { path: path.to_path_buf() });
             self.fail("chdir").map_or(Ok(()), Err)
+        }
+
+        fn chroot_here(&self) -> nix::Result<()> {
+            self.calls.borrow_mut().push(Call::ChrootHere);
+            self.fail("chroot_here").map_or(Ok(()), Err)
+        }
+
+        fn mountinfo(&self) -> io::Result<String> {
+            self.calls.borrow_mut().push(Call::MountInfo);
+            Ok(self.mountinfo.clone())
         }
     }
 }

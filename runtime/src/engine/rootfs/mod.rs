@@ -2,7 +2,7 @@
 //! (issue 22 item 2, `docs/rootfs-plan.md`): the plan of the spec's mounts,
 //! read without a syscall, with a cgroup mount expanded from the host's
 //! hierarchies; each mount made from it, /dev's nodes and links,
-//! pivot_root, the read-only and masked paths through the `Syscall` seam;
+//! pivot_root (or `--no-pivot`'s move and chroot), the read-only and masked paths through the `Syscall` seam;
 //! sysctls through one checked procfs; runc's error words; `prepare`, which
 //! runs them in runc's order; and `own`, which decides when a new
 //! container's init takes them (the direct route, no terminal, a spec they
@@ -12,6 +12,7 @@ pub mod dev;
 pub mod error;
 pub mod finish;
 pub mod mounts;
+pub mod move_root;
 pub mod own;
 pub mod pivot;
 pub mod plan;

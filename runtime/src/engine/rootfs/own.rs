@@ -1,6 +1,6 @@
 //! Whether a new container's rootfs is made by our own steps: the route
-//! for a spec they cover, started without the engine's intermediate and
-//! with pivot_root; everything else keeps the engine's rootfs and our
+//! for a spec they cover, started without the engine's intermediate, with
+//! pivot_root or `--no-pivot`'s move; everything else keeps the engine's rootfs and our
 //! createContainer workarounds (docs/rootfs-plan.md, steps 4 and 9).
 
 use std::path::{Path, PathBuf};
@@ -30,9 +30,6 @@ pub fn decide(bundle: &Bundle, req: &Request) -> Result<Rootfs, &'static str> {
     if route(spec, req.systemd_cgroup, req.cgroups) != Route::Direct {
         return Err("the engine's intermediate starts it");
     }
-    if req.no_pivot {
-        return Err("--no-pivot");
-    }
     let linux = spec.linux().as_ref().ok_or("no linux section")?;
     let listed = |typ| linux.namespaces().iter().flatten().find(|ns| ns.typ() == typ);
     if !listed(LinuxNamespaceType::Mount).is_some_and(|ns| ns.path().is_none()) {
@@ -61,7 +58,9 @@ pub fn decide(bundle: &Bundle, req: &Request) -> Result<Rootfs, &'static str> {
         && spec.mounts().iter().flatten().any(|m| m.typ().as_deref() == Some("cgroup"));
     let own = if needs_own { req.thread_cgroups.text().map_err(|_| "no /proc/thread-self/cgroup")? } else { "" };
     let placed = placed(req.cgroups, &container_cgroup(linux, req.id), own);
-    Rootfs::from_spec(&spec, &bundle.rootfs, false, &placed, cgroupns)
+    let mut rootfs = Rootfs::from_spec(&spec, &bundle.rootfs, false, &placed, cgroupns)?;
+    rootfs.no_pivot = req.no_pivot;
+    Ok(rootfs)
 }
 
 /// The container's cgroup path, as the engine names it.
@@ -116,7 +115,7 @@ mod tests {
     }
 
     #[test]
-    fn no_pivot_or_a_joined_mount_namespace_keep_the_engines_rootfs_a_terminal_does_not() {
+    fn a_joined_mount_namespace_keeps_the_engines_rootfs_a_terminal_or_no_pivot_does_not() {
         let bundle = |extra: serde_json::Value| {
             let mut spec = serde_json::json!({
                 "ociVersion": "1.2.0", "root": {"path": "rootfs"}, "process": {"cwd": "/", "args": ["true"], "user": {"uid": 0, "gid": 0}},
@@ -135,6 +134,6 @@ mod tests {
         let joined = serde_json::json!({"linux": {"namespaces": [{"type": "pid"}, {"type": "mount", "path": "/proc/1/ns/mnt"}]}});
         assert_eq!(decide(&bundle(joined), &req).unwrap_err(), "no new mount namespace");
         let no_pivot = Request { no_pivot: true, ..req };
-        assert_eq!(decide(&bundle(serde_json::json!({})), &no_pivot).unwrap_err(), "--no-pivot");
+        assert!(decide(&bundle(serde_json::json!({})), &no_pivot).unwrap().no_pivot, "our init moves the rootfs onto /");
     }
 }

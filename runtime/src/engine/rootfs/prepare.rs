@@ -2,7 +2,8 @@
 //! (`Rootfs::from_spec` names what they do not, so that spec goes the
 //! engine's way), the part before the createContainer hooks (the rootfs
 //! readied, the spec's mounts, /dev's nodes and links) and the part after
-//! (pivot_root, sysctls, the read-only root, readonlyPaths, maskedPaths).
+//! (pivot_root or `--no-pivot`'s move, sysctls, the read-only root,
+//! readonlyPaths, maskedPaths).
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
@@ -17,7 +18,7 @@ use crate::engine::rootfs::cgroup::{self, Placed, Step};
 use crate::engine::rootfs::dev::{self, Node};
 use crate::engine::rootfs::error::{Detail, RootfsError, StepFailed};
 use crate::engine::rootfs::plan::{plan, Kind};
-use crate::engine::rootfs::{finish, mounts, pivot, sysctl};
+use crate::engine::rootfs::{finish, mounts, move_root, pivot, sysctl};
 use crate::sys::mount_api::MountAttr;
 use crate::sys::procfs::ProcFd;
 use crate::sys::syscall::Syscall;
@@ -39,6 +40,8 @@ pub struct Rootfs {
     pub readonly_paths: Vec<PathBuf>,
     pub masked_paths: Vec<PathBuf>,
     pub sysctl: HashMap<String, String>,
+    /// `--no-pivot`: the rootfs is moved onto `/` and chrooted into.
+    pub no_pivot: bool,
 }
 
 /// A failed rootfs step.
@@ -96,6 +99,7 @@ impl Rootfs {
             readonly_paths: linux.and_then(|l| l.readonly_paths().clone()).unwrap_or_default().into_iter().map(PathBuf::from).collect(),
             masked_paths: linux.and_then(|l| l.masked_paths().clone()).unwrap_or_default().into_iter().map(PathBuf::from).collect(),
             sysctl: linux.and_then(|l| l.sysctl().clone()).unwrap_or_default(),
+            no_pivot: false,
         })
     }
 
@@ -113,11 +117,15 @@ impl Rootfs {
         Ok(root)
     }
 
-    /// After the hooks: pivot_root into the rootfs `before_hooks` made. Its
-    /// descriptor is dropped here, before the init changes directory and
-    /// execs (CVE-2024-21626).
+    /// After the hooks: pivot_root into the rootfs `before_hooks` made (or,
+    /// with `--no-pivot`, move it onto `/` and chroot). Its descriptor is
+    /// dropped here, before the init changes directory and execs
+    /// (CVE-2024-21626).
     pub fn pivot_into(&self, sys: &dyn Syscall, root: OwnedFd) -> Result<(), PrepareError> {
-        pivot::pivot(sys, &root, self.propagation)?;
+        match self.no_pivot {
+            true => move_root::move_root(sys, &root, &self.path, self.propagation)?,
+            false => pivot::pivot(sys, &root, self.propagation)?,
+        }
         drop(root);
         Ok(())
     }
