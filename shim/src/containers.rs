@@ -263,6 +263,8 @@ pub struct NewContainer {
     /// containerd's rootfs mounts for `<bundle>/rootfs` (none: the bundle has one).
     pub rootfs: Vec<MountSpec>,
     pub systemd_cgroup: bool,
+    /// runc's NoPivotRoot (`runc create --no-pivot`).
+    pub no_pivot: bool,
     /// runc's IoUid/IoGid: who must own the stdio pipes (a userns root).
     pub io_owner: Option<(u32, u32)>,
     /// The checkpoint its Start restores instead of starting a created init.
@@ -331,7 +333,7 @@ impl Containers {
     fn create_container(&self, req: &NewContainer) -> Result<(i32, io::ProcessIo, Option<PathBuf>)> {
         let bundle = PathBuf::from(&req.bundle);
         let mounted = req.rootfs_target();
-        let job = Job::Create { bundle, rootfs_mounts: req.rootfs.clone(), systemd_cgroup: req.systemd_cgroup };
+        let job = Job::Create { bundle, rootfs_mounts: req.rootfs.clone(), systemd_cgroup: req.systemd_cgroup, no_pivot: req.no_pivot };
         let hreq = self.helper_request(&req.id, job, req.io_owner);
         let (pid, pio) = self.spawn(&format!("create {}", req.id), hreq, &req.stdio)?;
         Ok((pid, pio, mounted))

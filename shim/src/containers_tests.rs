@@ -242,6 +242,7 @@ fn a_create_from_a_checkpoint_is_recorded_and_deleted_without_a_process() {
         stdio: Stdio::default(),
         rootfs: Vec::new(),
         systemd_cgroup: false,
+        no_pivot: false,
         io_owner: None,
         restore: Some(restore),
     };

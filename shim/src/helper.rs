@@ -49,7 +49,7 @@ pub struct Request {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Job {
     /// Mount containerd's rootfs at `<bundle>/rootfs`, then create the container.
-    Create { bundle: PathBuf, rootfs_mounts: Vec<MountSpec>, systemd_cgroup: bool },
+    Create { bundle: PathBuf, rootfs_mounts: Vec<MountSpec>, systemd_cgroup: bool, no_pivot: bool },
     /// Restore the container from `from` with criu on the rootfs a `Mount`
     /// job mounted, the stdio passed being the restored init's.
     Restore { bundle: PathBuf, systemd_cgroup: bool, from: crate::checkpoint::Restore },
@@ -251,8 +251,8 @@ fn helper_main(sock: &UnixStream) -> Result<i32, Failure> {
     rustpod::spawn_signals::restore_caller_sigcancel();
     let stdio = stdio_for(&req, fds)?;
     match &req.job {
-        Job::Create { bundle, rootfs_mounts, systemd_cgroup } => {
-            create(&req, stdio, bundle, rootfs_mounts, *systemd_cgroup)
+        Job::Create { bundle, rootfs_mounts, systemd_cgroup, no_pivot } => {
+            create(&req, stdio, bundle, rootfs_mounts, *systemd_cgroup, *no_pivot)
         }
         Job::Exec { process } => exec(&req, stdio, process),
         Job::Restore { bundle, systemd_cgroup, from } => restore(&req, stdio, bundle, *systemd_cgroup, from),
@@ -296,12 +296,13 @@ fn receive_request(sock: &UnixStream) -> Result<(Vec<u8>, Vec<OwnedFd>), HelperE
     Ok((first, fds))
 }
 
-fn create(req: &Request, stdio: rustpod::Stdio, bundle: &Path, mounts: &[MountSpec], systemd_cgroup: bool) -> Result<i32, Failure> {
+fn create(req: &Request, stdio: rustpod::Stdio, bundle: &Path, mounts: &[MountSpec], systemd_cgroup: bool, no_pivot: bool) -> Result<i32, Failure> {
     on_rootfs(bundle, mounts, || {
         let opts = rustpod::CreateOptions {
             bundle: bundle.to_path_buf(),
             console_socket: req.console_socket.clone(),
             systemd_cgroup,
+            no_pivot,
             stdio,
             ..Default::default()
         };

@@ -1,7 +1,8 @@
-//! The cgroup driver (and the stdio owner) containerd asks for, from either options type it sends:
-//! runc's `containerd.runc.v1.Options`, or CRI's `runtimeoptions.v1.Options`,
-//! which carries the handler's `options` table as TOML (containerd 1.6 sends
-//! it to every runtime type that is not runc's).
+//! The cgroup driver, `--no-pivot` and the stdio owner containerd asks for, from each options
+//! type it sends: runc's `containerd.runc.v1.Options`; CRI's `runtimeoptions.v1.Options`, which
+//! carries the handler's `options` table as TOML (containerd 1.6 sends it to every runtime type
+//! that is not runc's); and the v1 `containerd.linux.runc.CreateOptions` that ctr sends to a
+//! runtime type not named runc's (`ctr run --no-pivot --runtime io.containerd.rustpod.v1`).
 
 use containerd_shim::protos::protobuf::well_known_types::any::Any;
 use containerd_shim::protos::protobuf::{CodedInputStream, Error as ProtobufError, Message, MessageField};
@@ -24,6 +25,24 @@ pub enum OptionsError {
     NotBool(&'static str),
     #[error("runc options: BinaryName {0:?} is not supported: this shim runs rustpod itself (drop BinaryName from the handler's options)")]
     BinaryName(String),
+    #[error("runtime options: {0} is not a boolean (a TOML {1})")]
+    TomlNotBool(&'static str, &'static str),
+    #[error("{CREATE_OPTIONS}: {0}")]
+    Create(ProtobufError),
+    #[error("{CREATE_OPTIONS}: {0} is not supported by this shim")]
+    CreateField(&'static str),
+}
+
+/// ctr's options type for a runtime type not named `io.containerd.runc.*`.
+const CREATE_OPTIONS: &str = "containerd.linux.runc.CreateOptions";
+
+/// The fields of `containerd.linux.runc.CreateOptions` this shim honours
+/// (`no_new_keyring` as well: no session keyring is ever made).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct CreateOptions {
+    no_pivot_root: bool,
+    io_uid: u32,
+    io_gid: u32,
 }
 
 /// The fields of runtimeoptions.v1.Options we read.
@@ -42,26 +61,58 @@ pub fn systemd_cgroup(options: &MessageField<Any>) -> Result<bool, OptionsError>
         return Ok(runc.systemd_cgroup);
     }
     if any.type_url.ends_with("runtimeoptions.v1.Options") {
-        let cri = parse_cri_options(&any.value)?;
-        let toml = if cri.config_body.is_empty() && !cri.config_path.is_empty() {
-            std::fs::read(&cri.config_path).map_err(|source| OptionsError::File { path: cri.config_path.clone(), source })?
-        } else {
-            cri.config_body
-        };
-        return systemd_cgroup_in_toml(&String::from_utf8_lossy(&toml));
+        return systemd_cgroup_in_toml(&cri_toml(any)?);
     }
     Ok(false)
+}
+
+/// runc's `NoPivotRoot`: the rootfs is moved onto `/` rather than pivoted into.
+pub fn no_pivot_root(options: &MessageField<Any>) -> Result<bool, OptionsError> {
+    let Some(any) = options.as_ref() else { return Ok(false) };
+    if any.type_url.ends_with("containerd.runc.v1.Options") {
+        return Ok(RuncOptions::parse_from_bytes(&any.value).map_err(OptionsError::Runc)?.no_pivot_root);
+    }
+    if any.type_url.ends_with("runtimeoptions.v1.Options") {
+        let doc: toml_edit::DocumentMut = cri_toml(any)?.parse()?;
+        return match doc.get("NoPivotRoot") {
+            None => Ok(false),
+            Some(item) => item.as_bool().ok_or_else(|| OptionsError::TomlNotBool("NoPivotRoot", item.type_name())),
+        };
+    }
+    if any.type_url.ends_with(CREATE_OPTIONS) {
+        return Ok(parse_create_options(&any.value)?.no_pivot_root);
+    }
+    Ok(false)
+}
+
+/// The handler's options table that a runtimeoptions.v1.Options carries (or names a file of).
+fn cri_toml(any: &Any) -> Result<String, OptionsError> {
+    let cri = parse_cri_options(&any.value)?;
+    let toml = if cri.config_body.is_empty() && !cri.config_path.is_empty() {
+        std::fs::read(&cri.config_path).map_err(|source| OptionsError::File { path: cri.config_path.clone(), source })?
+    } else {
+        cri.config_body
+    };
+    Ok(String::from_utf8_lossy(&toml).into_owned())
 }
 
 /// runc's `IoUid`/`IoGid`: who must own the container's stdio pipes. containerd 2.x sets them
 /// to the host ids of a user-namespaced container's root, so that it can reopen
 /// `/dev/stdout` (`/proc/self/fd/1`); None when both are 0 or the options are not runc's.
 pub fn io_owner(options: &MessageField<Any>) -> Result<Option<(u32, u32)>, OptionsError> {
-    let Some(any) = options.as_ref().filter(|a| a.type_url.ends_with("containerd.runc.v1.Options")) else {
-        return Ok(None);
+    let (uid, gid) = match options.as_ref() {
+        Some(any) if any.type_url.ends_with("containerd.runc.v1.Options") => {
+            let runc = RuncOptions::parse_from_bytes(&any.value).map_err(OptionsError::Runc)?;
+            (runc.io_uid, runc.io_gid)
+        }
+        // ctr's `--uidmap` with this runtime type.
+        Some(any) if any.type_url.ends_with(CREATE_OPTIONS) => {
+            let create = parse_create_options(&any.value)?;
+            (create.io_uid, create.io_gid)
+        }
+        _ => return Ok(None),
     };
-    let runc = RuncOptions::parse_from_bytes(&any.value).map_err(OptionsError::Runc)?;
-    Ok((runc.io_uid != 0 || runc.io_gid != 0).then_some((runc.io_uid, runc.io_gid)))
+    Ok((uid != 0 || gid != 0).then_some((uid, gid)))
 }
 
 /// runc's `CriuWorkPath`: where criu works when a Create restores (None: unset, or the options
@@ -76,8 +127,11 @@ pub fn criu_work_path(options: &MessageField<Any>) -> Result<Option<String>, Opt
 
 /// runc's options this shim cannot honour, refused rather than ignored: `BinaryName` (an OCI
 /// runtime binary to run) when a runc-typed handler (`runtime_path` this shim) names one: the
-/// shim runs rustpod itself.
+/// shim runs rustpod itself; and every field of ctr's CreateOptions but those it honours.
 pub fn refuse_unsupported(options: &MessageField<Any>) -> Result<(), OptionsError> {
+    if let Some(any) = options.as_ref().filter(|a| a.type_url.ends_with(CREATE_OPTIONS)) {
+        return parse_create_options(&any.value).map(drop);
+    }
     let Some(any) = options.as_ref().filter(|a| a.type_url.ends_with("containerd.runc.v1.Options")) else {
         return Ok(());
     };
@@ -95,6 +149,51 @@ fn systemd_cgroup_in_toml(text: &str) -> Result<bool, OptionsError> {
         None => Ok(false),
         Some(item) => item.as_bool().ok_or_else(|| OptionsError::NotBool(item.type_name())),
     }
+}
+
+/// Decodes containerd.linux.runc.CreateOptions (containerd's runctypes proto): the fields this
+/// shim honours, and an error naming the first other one set.
+fn parse_create_options(bytes: &[u8]) -> Result<CreateOptions, OptionsError> {
+    use containerd_shim::protos::protobuf::rt::WireType;
+    const UNSUPPORTED: [(u32, &str); 9] = [
+        (2, "open_tcp"),
+        (3, "external_unix_sockets"),
+        (4, "terminal"),
+        (5, "file_locks"),
+        (6, "empty_namespaces"),
+        (7, "cgroups_mode"),
+        (9, "shim_cgroup"),
+        (12, "criu_work_path"),
+        (13, "criu_image_path"),
+    ];
+    let bad = OptionsError::Create;
+    let mut input = CodedInputStream::from_bytes(bytes);
+    let mut options = CreateOptions::default();
+    while let Some(tag) = input.read_raw_tag_or_eof().map_err(bad)? {
+        let (field, wire) = (tag >> 3, tag & 7);
+        match (field, wire) {
+            (1, 0) => options.no_pivot_root = input.read_bool().map_err(bad)?,
+            (8, 0) => drop(input.read_bool().map_err(bad)?),
+            (10, 0) => options.io_uid = input.read_uint32().map_err(bad)?,
+            (11, 0) => options.io_gid = input.read_uint32().map_err(bad)?,
+            // proto3 leaves defaults off the wire; what is there was set.
+            _ => {
+                let name = UNSUPPORTED.iter().find(|(n, _)| *n == field).map_or("an unknown field", |(_, name)| name);
+                let set = match wire {
+                    0 => input.read_uint64().map_err(bad)? != 0,
+                    2 => !input.read_bytes().map_err(bad)?.is_empty(),
+                    _ => {
+                        input.skip_field(WireType::new(wire).ok_or(OptionsError::WireType(tag))?).map_err(bad)?;
+                        true
+                    }
+                };
+                if set {
+                    return Err(OptionsError::CreateField(name));
+                }
+            }
+        }
+    }
+    Ok(options)
 }
 
 /// Decodes runtimeoptions.v1.Options: config_path = 2, config_body = 3.
@@ -164,6 +263,42 @@ mod tests {
         let any = Any { type_url: "containerd.runc.v1.Options".into(), value: runc.write_to_bytes().unwrap(), ..Default::default() };
         assert!(refuse_unsupported(&MessageField::some(any)).unwrap_err().to_string().contains("BinaryName \"/usr/bin/crun\""));
         assert!(refuse_unsupported(&cri_options("", "BinaryName = \"x\"\n")).is_ok());
+    }
+
+    /// containerd.linux.runc.CreateOptions as ctr encodes it: (field, varint) pairs.
+    fn create_options(fields: &[(u32, u64)]) -> MessageField<Any> {
+        let mut out = Vec::new();
+        let mut stream = containerd_shim::protos::protobuf::CodedOutputStream::vec(&mut out);
+        for (field, value) in fields {
+            stream.write_uint64(*field, *value).unwrap();
+        }
+        stream.flush().unwrap();
+        drop(stream);
+        MessageField::some(Any { type_url: format!("type.googleapis.com/{CREATE_OPTIONS}"), value: out, ..Default::default() })
+    }
+
+    #[test]
+    fn no_pivot_root_comes_from_each_options_type() {
+        let runc = RuncOptions { no_pivot_root: true, ..Default::default() };
+        let any = Any { type_url: "containerd.runc.v1.Options".into(), value: runc.write_to_bytes().unwrap(), ..Default::default() };
+        assert!(no_pivot_root(&MessageField::some(any)).unwrap());
+        assert!(no_pivot_root(&cri_options("", "NoPivotRoot = true\n")).unwrap());
+        assert!(!no_pivot_root(&cri_options("", "SystemdCgroup = true\n")).unwrap());
+        let err = no_pivot_root(&cri_options("", "NoPivotRoot = 1\n")).unwrap_err();
+        assert_eq!(err.to_string(), "runtime options: NoPivotRoot is not a boolean (a TOML integer)");
+        assert!(no_pivot_root(&create_options(&[(1, 1)])).unwrap());
+        assert!(!no_pivot_root(&MessageField::none()).unwrap());
+    }
+
+    #[test]
+    fn ctrs_create_options_give_the_pipes_owner_and_refuse_what_is_not_honoured() {
+        let both = create_options(&[(1, 1), (8, 1), (10, 100000), (11, 100001)]);
+        assert_eq!(io_owner(&both).unwrap(), Some((100000, 100001)));
+        assert!(refuse_unsupported(&both).is_ok());
+        let err = refuse_unsupported(&create_options(&[(1, 1), (4, 1)])).unwrap_err();
+        assert_eq!(err.to_string(), "containerd.linux.runc.CreateOptions: terminal is not supported by this shim");
+        // A field at its default is not on the wire, or is zero: nothing asked.
+        assert!(refuse_unsupported(&create_options(&[(4, 0)])).is_ok());
     }
 
     #[test]

@@ -49,6 +49,7 @@ fn new_container(req: &api::CreateTaskRequest) -> Result<NewContainer> {
     crate::runtime_options::refuse_unsupported(&req.options).map_err(bad)?;
     let systemd_cgroup = crate::runtime_options::systemd_cgroup(&req.options).map_err(bad)?;
     let io_owner = crate::runtime_options::io_owner(&req.options).map_err(bad)?;
+    let no_pivot = crate::runtime_options::no_pivot_root(&req.options).map_err(bad)?;
     Ok(NewContainer {
         id: req.id.clone(),
         bundle: req.bundle.clone(),
@@ -59,6 +60,7 @@ fn new_container(req: &api::CreateTaskRequest) -> Result<NewContainer> {
             .map(|m| MountSpec { typ: m.type_.clone(), source: m.source.clone(), options: m.options.clone() })
             .collect(),
         systemd_cgroup,
+        no_pivot,
         io_owner,
         restore,
     })
