@@ -1,6 +1,6 @@
-// Mounts a test makes on the host, all under one scratch dir: binds, propagation changes and
-// tmpfs mounts. On Drop every mount under the dir (also those a container propagated to it) is
-// detached, deepest first, like `umount -R`, before the dir itself is removed.
+// Mounts a test makes on the host, all under one scratch dir: binds, propagation changes, and
+// tmpfs, overlay and proc mounts. On Drop every mount under the dir (also those a container
+// propagated to it) is detached, deepest first, like `umount -R`, before the dir is removed.
 
 use crate::leftovers;
 use crate::scratch::ScratchDir;
@@ -79,6 +79,13 @@ impl HostMounts {
         )
         .unwrap_or_else(|e| panic!("mount tmpfs on {}: {e}", path.display()));
         fs::write(path.join(marker), marker).expect("write marker into tmpfs");
+    }
+
+    /// A procfs of the test's pid namespace at `path`: a full one, as the host's /proc is.
+    pub fn procfs(&self, path: &Path) {
+        self.check_inside(path);
+        mount(Some("proc"), path, Some("proc"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC, None::<&str>)
+            .unwrap_or_else(|e| panic!("mount proc on {}: {e}", path.display()));
     }
 
     /// An overlayfs at `<name>/merged` over `<name>/lower` (holding `marker`, a relative path, host root's), with

@@ -15,6 +15,7 @@ pub mod events;
 pub mod fixture;
 pub mod host_mount;
 pub mod leftovers;
+pub mod mount_ns;
 pub mod needs;
 pub mod podman;
 pub mod process;

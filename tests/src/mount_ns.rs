@@ -1,0 +1,89 @@
+// Every mount of another process's mount namespace, seen from the host: listmount(2) and
+// statmount(2) with the namespace's id (Linux 6.11). /proc/<pid>/mountinfo and a setns(2) into
+// the namespace show only what lies under the process's root (setns follows the mounts stacked
+// on the namespace's root), so they cannot tell a container that pivoted from one chrooted over
+// the host's mounts; these calls list the namespace from its own root.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+
+/// One mount as statmount reports it; `point` is relative to the namespace's root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NsMount {
+    pub id: u64,
+    pub parent: u64,
+    pub fstype: String,
+    pub root: String,
+    pub point: String,
+}
+
+const NS_GET_MNTNS_ID: libc::c_ulong = 0x8008_b705; // _IOR(0xb7, 0x5, __u64)
+const SYS_STATMOUNT: libc::c_long = 457;
+const SYS_LISTMOUNT: libc::c_long = 458;
+const LSMT_ROOT: u64 = u64::MAX;
+const STATMOUNT_MNT_BASIC: u64 = 0x2;
+const STATMOUNT_MNT_ROOT: u64 = 0x8;
+const STATMOUNT_MNT_POINT: u64 = 0x10;
+const STATMOUNT_FS_TYPE: u64 = 0x20;
+/// `sizeof(struct statmount)`: its strings follow.
+const STATMOUNT_HEAD: usize = 512;
+
+#[repr(C)]
+struct MntIdReq {
+    size: u32,
+    spare: u32,
+    mnt_id: u64,
+    param: u64,
+    mnt_ns_id: u64,
+}
+
+/// The mounts of the mount namespace `pid` is in, in mount id order.
+pub fn mounts_of(pid: i32) -> io::Result<Vec<NsMount>> {
+    let ns = File::open(format!("/proc/{pid}/ns/mnt"))?;
+    let mut ns_id = 0u64;
+    // SAFETY: the ioctl writes one u64 through the pointer.
+    if unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_MNTNS_ID, &mut ns_id as *mut u64) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    list(ns_id)?.into_iter().map(|id| stat(ns_id, id)).collect()
+}
+
+fn list(ns_id: u64) -> io::Result<Vec<u64>> {
+    let mut ids = Vec::new();
+    let mut last = 0u64;
+    loop {
+        let req = MntIdReq { size: std::mem::size_of::<MntIdReq>() as u32, spare: 0, mnt_id: LSMT_ROOT, param: last, mnt_ns_id: ns_id };
+        let mut buf = [0u64; 256];
+        // SAFETY: a valid request and a buffer of the length given.
+        let n = unsafe { libc::syscall(SYS_LISTMOUNT, &req as *const MntIdReq, buf.as_mut_ptr(), buf.len(), 0) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        ids.extend_from_slice(&buf[..n as usize]);
+        match buf[..n as usize].last() {
+            Some(id) if n as usize == buf.len() => last = *id,
+            _ => return Ok(ids),
+        }
+    }
+}
+
+fn stat(ns_id: u64, id: u64) -> io::Result<NsMount> {
+    let mask = STATMOUNT_MNT_BASIC | STATMOUNT_MNT_ROOT | STATMOUNT_MNT_POINT | STATMOUNT_FS_TYPE;
+    let req = MntIdReq { size: std::mem::size_of::<MntIdReq>() as u32, spare: 0, mnt_id: id, param: mask, mnt_ns_id: ns_id };
+    let mut buf = vec![0u8; 1 << 16];
+    // SAFETY: a valid request and a buffer of the length given.
+    let rc = unsafe { libc::syscall(SYS_STATMOUNT, &req as *const MntIdReq, buf.as_mut_ptr(), buf.len(), 0) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let u32_at = |at: usize| u32::from_ne_bytes(buf[at..at + 4].try_into().expect("4 bytes")) as usize;
+    let u64_at = |at: usize| u64::from_ne_bytes(buf[at..at + 8].try_into().expect("8 bytes"));
+    let string = |offset: usize| {
+        let bytes = &buf[STATMOUNT_HEAD + offset..];
+        String::from_utf8_lossy(&bytes[..bytes.iter().position(|b| *b == 0).unwrap_or(0)]).into_owned()
+    };
+    // struct statmount: fs_type at 36, mnt_id at 40, mnt_parent_id at 48, mnt_root at 104,
+    // mnt_point at 108 (the string offsets).
+    Ok(NsMount { id: u64_at(40), parent: u64_at(48), fstype: string(u32_at(36)), root: string(u32_at(104)), point: string(u32_at(108)) })
+}
