@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Usage: containerd.sh start DIR [--cri [--systemd-cgroup]] [--shim-dir PATHDIR] [--containerd BIN] [--systemd-unit] | stop DIR | kill DIR | restart DIR | systemctl-restart DIR
+# Usage: containerd.sh start DIR [--cri [--systemd-cgroup] [--no-pivot]] [--shim-dir PATHDIR] [--containerd BIN] [--systemd-unit] | stop DIR | kill DIR | restart DIR | systemctl-restart DIR
 # Run a private containerd (the one on PATH, or BIN) rooted at DIR; it never touches the system
 # containerd. Its config is in the format of its version: `version = 2` for containerd 1.x,
 # `version = 3` for 2.x (2.3+ still reads 3), where the CRI plugin is split in three.
 # --systemd-cgroup: `SystemdCgroup = true` in both CRI handlers' options, as on a node whose
-# kubelet uses the systemd cgroup driver. A 2.x containerd with --shim-dir gets a third handler,
+# kubelet uses the systemd cgroup driver. --no-pivot: `NoPivotRoot = true` in every handler's
+# options (runc's --no-pivot). A 2.x containerd with --shim-dir gets a third handler,
 # rustpod-runc-v2 (see runc_typed_rustpod_toml). $RUSTPOD_CRI_CRUN adds handler `crun` (crun_toml).
 # --containerd BIN: that containerd instead (its own ctr and containerd-shim-runc-v2 beside it
 # are used: put the latter on PATHDIR).
@@ -14,16 +15,17 @@
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-usage="usage: containerd.sh start DIR [--cri [--systemd-cgroup]] [--shim-dir PATHDIR] [--containerd BIN] [--systemd-unit] | stop DIR | kill DIR | restart DIR | systemctl-restart DIR"
+usage="usage: containerd.sh start DIR [--cri [--systemd-cgroup] [--no-pivot]] [--shim-dir PATHDIR] [--containerd BIN] [--systemd-unit] | stop DIR | kill DIR | restart DIR | systemctl-restart DIR"
 (($# >= 2)) || die "$usage"
 action=$1 dir=$(abspath "$2")
 shift 2
-cri= shimdir= systemd_cgroup=false containerd= systemd_unit=
+cri= shimdir= systemd_cgroup=false no_pivot= containerd= systemd_unit=
 if [[ $action == start ]]; then
 	while (($#)); do
 		case $1 in
 		--cri) cri=1 ;;
 		--systemd-cgroup) systemd_cgroup=true ;;
+		--no-pivot) no_pivot='NoPivotRoot = true' ;;
 		--shim-dir) (($# >= 2)) || die "$usage"; shimdir=$(abspath "$2"); shift ;;
 		--containerd) (($# >= 2)) || die "$usage"; containerd=$(abspath "$2"); shift ;;
 		--systemd-unit) systemd_unit=1 ;;
@@ -65,13 +67,28 @@ runtimes_toml() {
 		      runtime_type = "io.containerd.runc.v2"
 		      [$1.containerd.runtimes.runc.options]
 		        SystemdCgroup = $systemd_cgroup
+		        $no_pivot
 		    [$1.containerd.runtimes.rustpod]
 		      runtime_type = "io.containerd.rustpod.v1"
 		      [$1.containerd.runtimes.rustpod.options]
-		        SystemdCgroup = $systemd_cgroup
+		        $(rustpod_options)
 	TOML
 	runc_typed_rustpod_toml "$1"
 	crun_toml "$1"
+}
+
+# rustpod_options: the rustpod handler's options. containerd 1.x decodes the table of a runtime
+# type not named runc's into runtimeoptions.v1.Options, whose keys are TypeUrl, ConfigPath and
+# ConfigBody: SystemdCgroup or NoPivotRoot there never reach the shim (it gets an empty message).
+# So 1.x names a file of them by ConfigPath; 2.x sends the table itself as TOML in ConfigBody.
+rustpod_options() {
+	local options="SystemdCgroup = $systemd_cgroup"$'\n'"$no_pivot"
+	if [[ $cri_version == 2 ]]; then
+		printf '%s\n' "$options" >"$dir/rustpod-options.toml"
+		echo "ConfigPath = \"$dir/rustpod-options.toml\""
+	else
+		echo "$options"
+	fi
 }
 
 # crun_toml TABLE: with $RUSTPOD_CRI_CRUN (a crun binary; the sid guest sets /usr/bin/crun),
@@ -86,6 +103,7 @@ crun_toml() {
 		      [$1.containerd.runtimes.crun.options]
 		        BinaryName = "$RUSTPOD_CRI_CRUN"
 		        SystemdCgroup = $systemd_cgroup
+		        $no_pivot
 	TOML
 }
 
@@ -100,6 +118,7 @@ runc_typed_rustpod_toml() {
 		      runtime_path = "$shimdir/containerd-shim-rustpod-v1"
 		      [$1.containerd.runtimes.rustpod-runc-v2.options]
 		        SystemdCgroup = $systemd_cgroup
+		        $no_pivot
 	TOML
 }
 

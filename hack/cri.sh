@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: cri.sh start DIR [--systemd-cgroup] [--shim-dir PATHDIR] [--containerd BIN] [--systemd-unit] | images DIR
+# Usage: cri.sh start DIR [--systemd-cgroup] [--no-pivot] [--shim-dir PATHDIR] [--containerd BIN] [--systemd-unit] | images DIR
 # A private containerd (hack/containerd.sh) with its CRI plugin: runtime handlers `rustpod`
 # (io.containerd.rustpod.v1, found on PATHDIR) and `runc` (and on 2.x `rustpod-runc-v2`, our
 # shim under runc's runtime type; with $RUSTPOD_CRI_CRUN `crun`, runc's shim driving crun),
@@ -7,7 +7,8 @@
 # sandbox image registry.k8s.io/pause:3.9 built here from rustpod's static pause binary.
 #   start   starts it (containerd.sh start DIR --cri) and imports the images; with
 #           --systemd-cgroup both handlers get `SystemdCgroup = true`, as with kubelet's
-#           systemd cgroup driver; --containerd runs that containerd (a 2.x one gets its
+#           systemd cgroup driver; --no-pivot gives every handler `NoPivotRoot = true`;
+#           --containerd runs that containerd (a 2.x one gets its
 #           version 3 config, see hack/containerd.sh); --systemd-unit runs it as a systemd
 #           service, as the packaged containerd.service (see hack/containerd.sh)
 #   images  builds and imports into its k8s.io namespace: the pause image, busybox and
@@ -17,7 +18,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/lib.sh"
 
-usage="usage: cri.sh start DIR [--systemd-cgroup] [--shim-dir PATHDIR] [--containerd BIN] [--systemd-unit] | images DIR"
+usage="usage: cri.sh start DIR [--systemd-cgroup] [--no-pivot] [--shim-dir PATHDIR] [--containerd BIN] [--systemd-unit] | images DIR"
 (($# >= 2)) || die "$usage"
 action=$1 dir=$(abspath "$2")
 shift 2

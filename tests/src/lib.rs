@@ -17,6 +17,7 @@ pub mod host_mount;
 pub mod leftovers;
 pub mod mount_ns;
 pub mod needs;
+pub mod no_pivot;
 pub mod podman;
 pub mod process;
 pub mod runtime;

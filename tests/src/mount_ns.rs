@@ -13,6 +13,8 @@ use std::os::fd::AsRawFd;
 pub struct NsMount {
     pub id: u64,
     pub parent: u64,
+    /// The id mountinfo shows.
+    pub old_id: u32,
     pub fstype: String,
     pub root: String,
     pub point: String,
@@ -83,7 +85,51 @@ fn stat(ns_id: u64, id: u64) -> io::Result<NsMount> {
         let bytes = &buf[STATMOUNT_HEAD + offset..];
         String::from_utf8_lossy(&bytes[..bytes.iter().position(|b| *b == 0).unwrap_or(0)]).into_owned()
     };
-    // struct statmount: fs_type at 36, mnt_id at 40, mnt_parent_id at 48, mnt_root at 104,
-    // mnt_point at 108 (the string offsets).
-    Ok(NsMount { id: u64_at(40), parent: u64_at(48), fstype: string(u32_at(36)), root: string(u32_at(104)), point: string(u32_at(108)) })
+    // struct statmount: fs_type at 36, mnt_id at 40, mnt_parent_id at 48, mnt_id_old at 56,
+    // mnt_root at 104, mnt_point at 108 (the string offsets).
+    Ok(NsMount {
+        id: u64_at(40),
+        parent: u64_at(48),
+        old_id: u32_at(56) as u32,
+        fstype: string(u32_at(36)),
+        root: string(u32_at(104)),
+        point: string(u32_at(108)),
+    })
+}
+
+/// A --no-pivot container's mount namespace as the host sees it.
+#[derive(Debug)]
+pub struct MovedRoot {
+    /// The rootfs's mount sits on one of the namespace's (the host's root): it was moved onto
+    /// `/`, not pivoted into (then the namespace's root, never listed, is its parent).
+    pub moved: bool,
+    /// Every full procfs and sysfs (its filesystem's root mounted) outside the rootfs's mount
+    /// and what is mounted below it, as `point fstype`.
+    pub outside_pseudo_fs: Vec<String>,
+    /// Every mount, as `point fstype root`, for messages.
+    pub table: Vec<String>,
+}
+
+/// The namespace of `pid`, a container's init whose root is its rootfs's mount (the `/` of its
+/// own mountinfo).
+pub fn moved_root(pid: i32) -> io::Result<MovedRoot> {
+    let info = std::fs::read_to_string(format!("/proc/{pid}/mountinfo"))?;
+    let root_id: u32 = info
+        .lines()
+        .find(|l| l.split(' ').nth(4) == Some("/"))
+        .and_then(|l| l.split(' ').next()?.parse().ok())
+        .ok_or_else(|| io::Error::other(format!("no / in /proc/{pid}/mountinfo")))?;
+    let mounts = mounts_of(pid)?;
+    let table = mounts.iter().map(|m| format!("{} {} {}", m.point, m.fstype, m.root)).collect();
+    let rootfs = mounts.iter().find(|m| m.old_id == root_id).ok_or_else(|| io::Error::other(format!("mount {root_id} is not listed")))?;
+    let mut inside = std::collections::BTreeSet::from([rootfs.id]);
+    while let Some(child) = mounts.iter().find(|m| !inside.contains(&m.id) && inside.contains(&m.parent)) {
+        inside.insert(child.id);
+    }
+    let outside_pseudo_fs = mounts
+        .iter()
+        .filter(|m| !inside.contains(&m.id) && (m.fstype == "proc" || m.fstype == "sysfs") && m.root == "/")
+        .map(|m| format!("{} {}", m.point, m.fstype))
+        .collect();
+    Ok(MovedRoot { moved: mounts.iter().any(|m| m.id == rootfs.parent), outside_pseudo_fs, table })
 }

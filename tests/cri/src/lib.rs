@@ -188,6 +188,11 @@ impl Cri {
         Self::try_start_with(other_containerd().as_deref(), &["--systemd-unit"]).unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// `start` with `NoPivotRoot = true` in every handler's options (`cri.sh --no-pivot`).
+    pub fn start_with_no_pivot() -> Self {
+        Self::try_start_with(other_containerd().as_deref(), &["--no-pivot"]).unwrap_or_else(|e| panic!("{e}"))
+    }
+
     fn try_start_on(other: Option<&Path>) -> Result<Self, String> {
         Self::try_start_with(other, &[])
     }
