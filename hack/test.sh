@@ -63,6 +63,11 @@ echo
 if [[ $guests == 0 ]]; then
 	echo "== SKIP the QEMU guest suites (cgroup v2, systemd): RUSTPOD_GUESTS=0; CI runs them ==" >&2
 else
+	# The one-vCPU guest ends first where it ran beside the host's tests: beside the v2 guest's
+	# two vCPUs (three on two cores) both crawled, and the v2 guest stalled for its whole 1200 s
+	# at cgroup_v2 (run 72, where the host's tests took 6 minutes and the criu files 9-10 each).
+	one_status=0
+	[[ $one_pid ]] && { wait "$one_pid" || one_status=$?; }
 	echo "== cgroup v2 guest suite (hack/guest-v2.sh) =="
 	"$hack/guest-v2.sh" --no-build || status=1
 	echo
@@ -75,7 +80,7 @@ else
 		status=1
 	fi
 	if [[ $one_pid ]]; then
-		wait "$one_pid" || status=1
+		((one_status == 0)) || status=1
 		cat "$one_log"
 	elif [[ $image == ok ]]; then
 		echo "== the sid guest's files marked ONE_VCPU=1 did not run: the build failed ==" >&2
