@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: guest-sid.sh [--no-build] [--keep-log] [--image-only] [--part main|one-vcpu] [--bench DIR]
+# Usage: guest-sid.sh [--no-build] [--keep-log] [--image-only] [--part main|one-vcpu|host] [--bench DIR]
 # Run the systemd / cgroup v2 test suite in a throw-away QEMU guest that is a 2026 node: Debian
 # sid with its own kernel (linux-image-amd64, 7.2), systemd 262 as PID 1 on pure cgroup v2,
 # containerd 2.1, runc 1.3, crun and criu from sid. The host (Debian 12, cgroup v1 hybrid, no
@@ -19,11 +19,14 @@
 #      -snapshot, so the cached image never changes;
 #   4. a unit in the guest runs hack/guest/sid-tests.sh, which runs the tests listed in
 #      hack/guest/sid-tests.list and powers off; the files marked ONE_VCPU=1 run in a second,
-#      one-vCPU guest booted beside the first; this prints both summaries and exits non-zero if
-#      a test failed or a guest did not finish.
+#      one-vCPU guest booted beside the first; the files marked ON_HOST=1 need sid's programs
+#      but not its kernel, systemd or cgroup v2, and run first, natively, in sid's userland on
+#      this host's kernel (hack/guest/sid-root.sh: the image as the root of a mount namespace);
+#      this prints each summary and exits non-zero if a test failed or a guest did not finish.
 # --no-build: use the binaries already in $CARGO_TARGET_DIR. --keep-log: keep the results dir.
-# --part main|one-vcpu: run only the main guest, or only the one-vCPU guest (hack/test.sh runs the
-# latter beside the host's tests and the former after them).
+# --part main|one-vcpu|host: run only the main guest, only the one-vCPU guest, or only the
+# ON_HOST=1 files in sid's userland here (hack/test.sh runs the one-vCPU guest beside the host's
+# tests and the sid root, then the main guest).
 # --image-only: build (or find cached) the image, kernel and initramfs, and stop.
 # --bench DIR: instead of the tests, run hack/bench.py in the guest against its runc and crun,
 # with the release binaries already in $CARGO_TARGET_DIR (hack/bench-sid builds them), and copy
@@ -59,12 +62,12 @@ while (($#)); do
 	--keep-log) keep=1 ;;
 	--image-only) image_only=1 ;;
 	--part)
-		[[ ${2:-} =~ ^(main|one-vcpu)$ ]] || die "--part takes main or one-vcpu"
+		[[ ${2:-} =~ ^(main|one-vcpu|host)$ ]] || die "--part takes main, one-vcpu or host"
 		part=$2
 		shift
 		;;
 	--bench) (($# > 1)) || die "--bench needs a results dir"; bench_dir=$(abspath "$2"); shift ;;
-	*) die "usage: guest-sid.sh [--no-build] [--keep-log] [--image-only] [--part main|one-vcpu] [--bench DIR]" ;;
+	*) die "usage: guest-sid.sh [--no-build] [--keep-log] [--image-only] [--part main|one-vcpu|host] [--bench DIR]" ;;
 	esac
 	shift
 done
@@ -72,6 +75,7 @@ done
 now() { date +%s; }
 who=guest-sid
 [[ $part != one-vcpu ]] || who="guest-sid (one vCPU)"
+[[ $part != host ]] || who="sid root"
 say() { echo "$who: $*" >&2; }
 
 # install_host_packages: apt-get only what is missing; another engineer's apt may hold the lock.
@@ -300,19 +304,54 @@ boot() {
 	return "$rc"
 }
 
-# split_plan OUT ONE: the files marked ONE_VCPU=1 (criu's) leave OUT's list for a plan of their
-# own in ONE, which a one-vCPU guest runs beside OUT's. False when there are none.
-split_plan() {
-	local out=$1 one=$2 marked='^([A-Z_]+=[^ ]+ +)*ONE_VCPU=1 '
+# take_marked OUT DEST MARK: the files marked MARK=1 leave OUT's list for a plan of their own in
+# DEST. False when there are none.
+take_marked() {
+	local out=$1 dest=$2 marked="^([A-Z_]+=[^ ]+ +)*$3=1 "
 	grep -qE "$marked" "$out/tests.list" || return 1
-	cp "$out/binaries" "$out/env" "$out/run" "$one/"
-	# It runs beside the host's tests and then the v2 guest, three vCPUs on two cores: each criu
-	# file took 550-583 s of the 600 s a file gets (run 72) and timed out at 603 s (run 71, with a
-	# build beside it too), where alone it takes 171-244 s. A hang still ends, later.
-	sed -i "s/^RUSTPOD_GUEST_FILE_TIMEOUT=600\$/RUSTPOD_GUEST_FILE_TIMEOUT=1200/" "$one/env"
-	grep -E "$marked" "$out/tests.list" >"$one/tests.list"
+	cp "$out/binaries" "$out/env" "$out/run" "$dest/"
+	grep -E "$marked" "$out/tests.list" >"$dest/tests.list"
 	grep -vE "$marked" "$out/tests.list" >"$out/tests.list.tmp"
 	mv "$out/tests.list.tmp" "$out/tests.list"
+}
+
+# one_vcpu_plan ONE: the one-vCPU guest's files get 1200 s each. It runs beside the host's tests,
+# three vCPUs on two cores: each criu file took 550-583 s of the 600 s a file gets (run 72) and
+# timed out at 603 s (run 71, with a build beside it too), where alone it takes 171-244 s. A hang
+# still ends, later.
+one_vcpu_plan() {
+	sed -i "s/^RUSTPOD_GUEST_FILE_TIMEOUT=600\$/RUSTPOD_GUEST_FILE_TIMEOUT=1200/" "$1/env"
+}
+
+# host_plan HOST: the host's two cores run three test threads at native speed.
+host_plan() {
+	sed -i "s/^RUSTPOD_TEST_THREADS=.*/RUSTPOD_TEST_THREADS=${RUSTPOD_SID_ROOT_TEST_THREADS:-3}/" "$1/env"
+}
+
+# run_on_host OUT BASE: OUT's plan in sid's userland on the host's kernel (hack/guest/sid-root.sh),
+# in a mount namespace of its own. What a test left running in it is reported, killed by PID,
+# and fails the run.
+run_on_host() {
+	local out=$1 base=$2 work status=0 ns pid left=()
+	work=$(mktemp -d /var/tmp/rustpod-sid-root.XXXXXX)
+	say "running $(grep -cvE '^(#|$)' "$out/tests.list") files in sid's userland on this host's kernel $(uname -r) (work dir $work)"
+	unshare --mount --propagation private "$here/guest/sid-root.sh" "$base.ext4" "$work" "$out" \
+		"$(abspath "$here/..")" "$CARGO_TARGET_DIR" >"$out/console.log" 2>&1 || status=$?
+	if [[ -s $out/mnt-ns ]]; then
+		ns=$(cat "$out/mnt-ns")
+		for pid in $(ls /proc | grep -E '^[0-9]+$'); do
+			[[ $(readlink "/proc/$pid/ns/mnt" 2>/dev/null) == "$ns" ]] && left+=("$pid")
+		done
+	fi
+	if ((${#left[@]})); then
+		say "left running in the sid root's mount namespace, killed: $(ps -o pid=,args= -p "$(IFS=,; echo "${left[*]}")" | tr '\n' ';')"
+		kill -KILL "${left[@]}" 2>/dev/null || true
+		for pid in "${left[@]}"; do wait_dead "$pid" 10 || say "pid $pid did not die"; done
+		status=1
+	fi
+	rm -rf "$work"
+	((status == 0)) || tail -n 20 "$out/console.log" >&2
+	return "$status"
 }
 
 # panic_cause CONSOLE: the kernel's first report in CONSOLE (an oops, a soft lockup) and its panic line.
@@ -385,7 +424,7 @@ slowest() {
 }
 
 main() {
-	local t0 t_img t_boot base out one= status=0 one_status=0 cpus=${RUSTPOD_GUEST_CPUS:-2} one_pid=
+	local t0 t_img t_boot base out one= host= status=0 one_status=0 cpus=${RUSTPOD_GUEST_CPUS:-2} one_pid= d
 	t0=$(now)
 	install_host_packages
 	mkdir -p "$CACHE"
@@ -413,64 +452,73 @@ main() {
 		checker=$("$here/build-checker.sh")
 		pause=$("$here/build-pause.sh")
 		write_plan "$out"
+		# ON_HOST=1: sid's programs without its kernel, systemd or cgroup v2, run natively.
+		host=$(mktemp -d /var/tmp/rustpod-guest-out.XXXXXX)
+		one=$(mktemp -d /var/tmp/rustpod-guest-out.XXXXXX)
+		chmod 755 "$host" "$one"
+		take_marked "$out" "$host" ON_HOST && host_plan "$host" || { rm -rf "$host"; host=; }
 		# criu's files (ONE_VCPU=1: their restores toggle the static key run_guest speaks of) get
 		# a one-vCPU guest of their own, booted beside the main one: a lone vCPU leaves a host
 		# core idle. It slows a two-vCPU guest beside it by half (a vCPU waits for its preempted
 		# sibling), so hack/test.sh runs it beside the host's own tests instead.
-		one=$(mktemp -d /var/tmp/rustpod-guest-out.XXXXXX)
-		chmod 755 "$one"
-		if ((cpus > 1)) && split_plan "$out" "$one"; then
-			case $part in
-			main) rm -rf "$one"; one= ;;
-			one-vcpu) rm -rf "$out"; out=$one one= cpus=1 ;;
-			esac
-		else
-			rm -rf "$one"
-			one=
-			[[ $part != one-vcpu ]] || {
-				say "nothing to run apart: no file is marked ONE_VCPU=1, or the main guest has one vCPU (RUSTPOD_GUEST_CPUS)"
-				rm -rf "$out"
-				return 0
-			}
+		((cpus > 1)) && take_marked "$out" "$one" ONE_VCPU && one_vcpu_plan "$one" || { rm -rf "$one"; one=; }
+		case $part in
+		host) rm -rf "$out" ${one:+"$one"}; out= one= ;;
+		main) rm -rf ${host:+"$host"} ${one:+"$one"}; host= one= ;;
+		one-vcpu) rm -rf "$out" ${host:+"$host"}; out=$one one= host= cpus=1 ;;
+		esac
+		if [[ -z $out && -z $host ]]; then
+			say "nothing to run: no file of the list is marked for --part $part (ONE_VCPU=1 needs RUSTPOD_GUEST_CPUS > 1)"
+			return 0
 		fi
 	fi
 	t_boot=$(now)
+	if [[ $host ]]; then
+		(who="sid root"; run_on_host "$host" "$base") || status=1
+	fi
 	if [[ $one ]]; then
 		(who="guest-sid (one vCPU)"; run_guest "$one" "$base" 1) &
 		one_pid=$!
 	fi
-	run_guest "$out" "$base" "$cpus" || status=$?
+	[[ -z $out ]] || run_guest "$out" "$base" "$cpus" || status=$?
 	[[ $one_pid ]] && { wait "$one_pid" || one_status=$?; }
-	echo
-	echo "== sid guest (Debian $SUITE, its kernel, systemd as PID 1, cgroup v2, containerd 2)$([[ $part == one-vcpu ]] && echo ": the files marked ONE_VCPU=1, on one vCPU") =="
-	if [[ $bench_dir && -d $out/bench ]]; then
-		mkdir -p "$bench_dir"
-		cp -r "$out/bench/." "$bench_dir/"
-		say "benchmark results copied to $bench_dir"
+	if [[ $host ]]; then
+		echo
+		echo "== sid's userland on this host's kernel ($(uname -r), cgroup $(stat -fc %T /sys/fs/cgroup)): the files marked ON_HOST=1 =="
+		show_results "$host" || status=1
 	fi
-	show_results "$out" || status=1
+	if [[ $out ]]; then
+		echo
+		echo "== sid guest (Debian $SUITE, its kernel, systemd as PID 1, cgroup v2, containerd 2)$([[ $part == one-vcpu ]] && echo ": the files marked ONE_VCPU=1, on one vCPU") =="
+		if [[ $bench_dir && -d $out/bench ]]; then
+			mkdir -p "$bench_dir"
+			cp -r "$out/bench/." "$bench_dir/"
+			say "benchmark results copied to $bench_dir"
+		fi
+		show_results "$out" || status=1
+	fi
 	if [[ $one ]]; then
 		echo "-- beside it, on one vCPU: the files marked ONE_VCPU=1 --"
 		show_results "$one" || status=1
 	fi
-	local f skips=()
-	for f in "$out/skips" ${one:+"$one/skips"}; do [[ -s $f ]] && skips+=("$f"); done
+	local skips=()
+	for d in $out $one $host; do [[ -s $d/skips ]] && skips+=("$d/skips"); done
 	if ((${#skips[@]})); then
-		echo "-- skipped in the guest --"
+		echo "-- skipped --"
 		sort -u "${skips[@]}"
 	fi
 	((one_status == 0)) || status=1
-	printf 'guest-sid: times: image %ss (cached: %s), build %ss, guest boot+tests %ss\n' \
+	printf 'guest-sid: times: image %ss (cached: %s), build %ss, boot+tests %ss\n' \
 		"$((t_img - t0))" "$([[ $((t_img - t0)) -lt 5 ]] && echo yes || echo no)" \
 		"$((t_boot - t_img))" "$(($(now) - t_boot))" >&2
-	[[ -f $out/timing ]] && cat "$out/timing" >&2
+	[[ $host && -f $host/timing ]] && sed 's/^/(sid root) /' "$host/timing" >&2
+	[[ $out && -f $out/timing ]] && cat "$out/timing" >&2
 	[[ $one && -f $one/timing ]] && sed 's/^/(one vCPU) /' "$one/timing" >&2
-	slowest "$out"
-	[[ $one ]] && slowest "$one"
+	for d in $host $out $one; do slowest "$d"; done
 	if ((status)) || [[ $keep ]]; then
-		say "results kept in $out${one:+ and $one}"
+		say "results kept in $(echo $host $out $one)"
 	else
-		rm -rf "$out" ${one:+"$one"}
+		rm -rf $host $out $one
 	fi
 	return "$status"
 }

@@ -1,5 +1,6 @@
 #!/bin/bash
-# Runs in the sid guest (hack/guest-sid.sh), from the unit rustpod-guest-tests.service:
+# Runs in the sid guest (hack/guest-sid.sh), from the unit rustpod-guest-tests.service, or in
+# sid's userland on the host's kernel (hack/guest/sid-root.sh):
 # every test file of OUT/tests.list with the test binary the host built (OUT/binaries) and the
 # environment in OUT/env; writes per-file logs, OUT/summary, OUT/skips and OUT/status (0 when
 # nothing failed). OUT/progress records each finished file, so that a boot after a kernel panic
@@ -15,7 +16,8 @@ set +a
 export HOME=/root RUSTPOD_SKIP_LOG=$out/skips RUSTPOD_IMAGE_CACHE=/var/tmp/rustpod-images
 mkdir -p "$out/logs"
 t0=$(date +%s)
-echo "guest booted to its test unit in $(cut -d' ' -f1 /proc/uptime) s" >>"$out/timing"
+# (In the sid root on the host, /run is its own and the uptime the host's.)
+[[ ! -d /run/systemd/system ]] || echo "guest booted to its test unit in $(cut -d' ' -f1 /proc/uptime) s" >>"$out/timing"
 
 # progress: one line "INDEX PASSED FAILED STATUS" per finished file of tests.list.
 done_files=0 passed=0 failed=0 status=0
@@ -30,7 +32,7 @@ if [[ -s $out/progress ]]; then
 else
 	: >"$RUSTPOD_SKIP_LOG"
 	echo "guest: kernel $(uname -r); $(systemctl --version | head -n1); /sys/fs/cgroup is $(stat -fc %T /sys/fs/cgroup)" \
-		"(controllers: $(cat /sys/fs/cgroup/cgroup.subtree_control)); $(containerd --version | cut -d' ' -f1,3);" \
+		"(controllers: $(cat /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || echo 'none, not v2')); $(containerd --version | cut -d' ' -f1,3);" \
 		"$(runc --version | head -n1); $(crun --version | head -n1); criu $(criu --version | sed -n 's/^Version: //p')" >"$out/summary"
 fi
 
