@@ -6,7 +6,8 @@
 #   with a TEST_FILE (e.g. cgroup_devices), runs only that file, with those libtest arguments.
 # Prints the guest's console, then "N passed, N failed" and the skips with their reasons;
 # exits non-zero if any test failed or the guest did not finish within
-# $RUSTPOD_GUEST_TIMEOUT seconds (default 1200). Never touches the host's cgroups.
+# $RUSTPOD_GUEST_TIMEOUT seconds (default 1200). RUSTPOD_V2_GUEST_CPUS: its vCPUs (2; hack/test.sh
+# gives it 1 beside the one-vCPU sid guest). Never touches the host's cgroups.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_root
@@ -204,7 +205,7 @@ t0=$(date +%s)
 kernel=$(kernel)
 initrd=$(initramfs)
 t1=$(date +%s)
-qemu=(qemu-system-x86_64 -nodefaults -no-user-config -display none -serial stdio -no-reboot -m 2048 -smp 2)
+qemu=(qemu-system-x86_64 -nodefaults -no-user-config -display none -serial stdio -no-reboot -m 2048 -smp "${RUSTPOD_V2_GUEST_CPUS:-2}")
 read -ra accel_args <<<"$(accel "$kernel" "$initrd")"
 log=$(mktemp "$cache/console.XXXXXX")
 echo "guest-v2: $kernel, initramfs $initrd ($(du -h "$initrd" | cut -f1), $((t1 - t0))s), ${accel_args[*]}"
