@@ -9,6 +9,7 @@ use containerd_shim::protos::protobuf::{Message, MessageField};
 use containerd_shim::protos::shim::oci::CheckpointOptions as RuncCheckpointOptions;
 
 use crate::error::Error;
+use crate::runtime_options::RuntimeOptions;
 
 /// A checkpoint a Create asks to restore: the images containerd unpacked,
 /// and where criu works (runc's `CriuWorkPath`, else `<bundle>/work`, as
@@ -19,22 +20,26 @@ pub struct Restore {
     pub work_path: std::path::PathBuf,
 }
 
-/// The restore a Create asks for, if any. A parent checkpoint is refused:
-/// restore takes none (runc's `restore` has no `--parent-path` either).
-pub fn restore_of(req: &containerd_shim::api::CreateTaskRequest) -> Result<Option<Restore>, Error> {
-    if req.checkpoint.is_empty() {
-        return Ok(None);
-    }
+/// The restore a Create asks for, if any: the request's checkpoint, else runc's
+/// `CriuImagePath` (which containerd's task service hands over as the checkpoint; a client
+/// that talks to the shim itself may not). A parent checkpoint is refused: restore takes none
+/// (runc's `restore` has no `--parent-path` either).
+pub fn restore_of(req: &containerd_shim::api::CreateTaskRequest, options: &RuntimeOptions) -> Result<Option<Restore>, Error> {
+    let image_path = match (req.checkpoint.as_str(), options.criu_image_path.as_deref()) {
+        ("", None) => return Ok(None),
+        ("", Some(path)) | (path, _) => path,
+    };
     if !req.parent_checkpoint.is_empty() {
         return Err(Error::Unimplemented(format!(
             "create {}: restore with parent checkpoint {}: not supported",
             req.id, req.parent_checkpoint
         )));
     }
-    let work_path = crate::runtime_options::criu_work_path(&req.options)
-        .map_err(|e| Error::InvalidArgument(format!("create {}: {e}", req.id)))?
+    let work_path = options
+        .criu_work_path
+        .as_ref()
         .map_or_else(|| std::path::Path::new(&req.bundle).join("work"), Into::into);
-    Ok(Some(Restore { image_path: req.checkpoint.clone().into(), work_path }))
+    Ok(Some(Restore { image_path: image_path.into(), work_path }))
 }
 
 /// The library's options for checkpointing to `path` with containerd's
@@ -102,14 +107,27 @@ mod tests {
 
     #[test]
     fn a_create_restores_its_checkpoint_with_criu_working_in_the_bundle() {
+        let none = RuntimeOptions::default();
         let mut req = containerd_shim::api::CreateTaskRequest { id: "c".into(), bundle: "/b".into(), ..Default::default() };
-        assert!(restore_of(&req).expect("no checkpoint").is_none());
+        assert!(restore_of(&req, &none).expect("no checkpoint").is_none());
         req.checkpoint = "/var/lib/containerd/tmp/cp".into();
-        let restore = restore_of(&req).expect("accepted").expect("a restore");
+        let restore = restore_of(&req, &none).expect("accepted").expect("a restore");
         assert_eq!(restore.image_path, std::path::Path::new("/var/lib/containerd/tmp/cp"));
         assert_eq!(restore.work_path, std::path::Path::new("/b/work"));
         req.parent_checkpoint = "/p".into();
-        assert!(matches!(restore_of(&req), Err(Error::Unimplemented(_))));
+        assert!(matches!(restore_of(&req, &none), Err(Error::Unimplemented(_))));
+    }
+
+    #[test]
+    fn runcs_criu_paths_name_the_images_and_where_criu_works() {
+        let options = RuntimeOptions { criu_image_path: Some("/images".into()), criu_work_path: Some("/w".into()), ..Default::default() };
+        let mut req = containerd_shim::api::CreateTaskRequest { id: "c".into(), bundle: "/b".into(), ..Default::default() };
+        let restore = restore_of(&req, &options).expect("accepted").expect("a restore from CriuImagePath");
+        assert_eq!((restore.image_path.as_path(), restore.work_path.as_path()), (std::path::Path::new("/images"), std::path::Path::new("/w")));
+        // containerd's own checkpoint (it is CriuImagePath when containerd read that) wins.
+        req.checkpoint = "/cp".into();
+        let restore = restore_of(&req, &options).expect("accepted").expect("a restore");
+        assert_eq!(restore.image_path, std::path::Path::new("/cp"));
     }
 
     #[test]

@@ -18,6 +18,7 @@ use containerd_shim::{api, util, Error, Flags, StartOpts};
 
 use crate::events::timestamp;
 use crate::containers::state_root;
+use crate::runtime_options::RuntimeOptions;
 use rustpod::spawn_signals;
 
 /// Why a command (`start`, `delete`, `-info`, the server) failed; `main`
@@ -134,7 +135,7 @@ fn check_info_options(input: &[u8]) -> Result<(), CommandError> {
         return Ok(());
     }
     let any = Any::parse_from_bytes(input).map_err(CommandError::ParseOptions)?;
-    Ok(crate::runtime_options::refuse_unsupported(&MessageField::some(any))?)
+    Ok(RuntimeOptions::decode(&MessageField::some(any)).map(drop)?)
 }
 
 /// `start`: prints the address of the group's server (spawning it first if

@@ -21,6 +21,7 @@ use crate::events::timestamp;
 use crate::io::Stdio;
 use crate::mount::MountSpec;
 use crate::process::ExitStatus;
+use crate::runtime_options::RuntimeOptions;
 
 pub struct TaskService {
     containers: Arc<Containers>,
@@ -44,12 +45,8 @@ fn stdio_of(terminal: bool, stdin: &str, stdout: &str, stderr: &str) -> Stdio {
 /// The container a Create asks for (with the checkpoint its Start restores,
 /// if any); malformed runtime options are InvalidArgument.
 fn new_container(req: &api::CreateTaskRequest) -> Result<NewContainer> {
-    let restore = crate::checkpoint::restore_of(req)?;
-    let bad = |e: crate::runtime_options::OptionsError| Error::InvalidArgument(format!("create {}: {e}", req.id));
-    crate::runtime_options::refuse_unsupported(&req.options).map_err(bad)?;
-    let systemd_cgroup = crate::runtime_options::systemd_cgroup(&req.options).map_err(bad)?;
-    let io_owner = crate::runtime_options::io_owner(&req.options).map_err(bad)?;
-    let no_pivot = crate::runtime_options::no_pivot_root(&req.options).map_err(bad)?;
+    let options = RuntimeOptions::decode(&req.options).map_err(|e| Error::InvalidArgument(format!("create {}: {e}", req.id)))?;
+    let restore = crate::checkpoint::restore_of(req, &options)?;
     Ok(NewContainer {
         id: req.id.clone(),
         bundle: req.bundle.clone(),
@@ -59,9 +56,9 @@ fn new_container(req: &api::CreateTaskRequest) -> Result<NewContainer> {
             .iter()
             .map(|m| MountSpec { typ: m.type_.clone(), source: m.source.clone(), options: m.options.clone() })
             .collect(),
-        systemd_cgroup,
-        no_pivot,
-        io_owner,
+        systemd_cgroup: options.systemd_cgroup,
+        no_pivot: options.no_pivot_root,
+        io_owner: options.io_owner,
         restore,
     })
 }
