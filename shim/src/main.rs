@@ -22,6 +22,7 @@ mod reaper;
 mod runtime_options;
 mod server;
 mod service;
+mod shim_cgroup;
 mod task;
 
 /// containerd's name for this runtime.

@@ -48,6 +48,8 @@ enum CommandError {
     RemoveSocket { path: String, source: std::io::Error },
     #[error(transparent)]
     Serve(#[from] crate::server::ServeError),
+    #[error(transparent)]
+    ShimCgroup(#[from] crate::shim_cgroup::ShimCgroupError),
 }
 
 impl CommandError {
@@ -145,12 +147,21 @@ fn check_info_options(input: &[u8]) -> Result<(), CommandError> {
 fn start_command(flags: &Flags) -> Result<(), CommandError> {
     let input = crate::bootstrap::read_stdin().map_err(CommandError::ReadStdin)?;
     let (opts, reply) = crate::bootstrap::start_opts(&input, flags, std::env::var("TTRPC_ADDRESS").unwrap_or_default());
-    let address = start(opts)?;
+    let shim_cgroup = (reply == crate::bootstrap::Reply::Address).then(|| shim_cgroup_of(&input)).flatten();
+    let address = start(opts, shim_cgroup.as_deref())?;
     let bytes = crate::bootstrap::encode_reply(&address, reply).map_err(CommandError::encode("bootstrap result"))?;
     std::io::stdout().write_all(&bytes).map_err(CommandError::write("reply"))
 }
 
-fn start(opts: StartOpts) -> Result<String, Error> {
+/// runc's `ShimCgroup` in the runtime options containerd 1.6 to 2.2 pipe to `start`. Options
+/// that do not decode are left to Create, which refuses them (InvalidArgument), as containerd's
+/// runc shim leaves them.
+fn shim_cgroup_of(input: &[u8]) -> Option<String> {
+    let any = Any::parse_from_bytes(input).ok().filter(|_| !input.is_empty())?;
+    RuntimeOptions::decode(&MessageField::some(any)).ok()?.shim_cgroup
+}
+
+fn start(opts: StartOpts, shim_cgroup: Option<&str>) -> Result<String, CommandError> {
     let grouping = grouping(&opts, Path::new("config.json"));
     let address = opts.socket_address(&grouping);
     let address = if crate::server::serving(&address) {
@@ -160,13 +171,32 @@ fn start(opts: StartOpts) -> Result<String, Error> {
         // helpers) how containerd left it, which containers must get.
         let sigcancel = (spawn_signals::CALLER_SIGCANCEL_ENV, spawn_signals::sigcancel_disposition());
         let (pid, address) = containerd_shim::spawn(opts, &grouping, vec![sigcancel])?;
-        // As containerd's runc shim: the server (and the containers it
-        // starts, which inherit it) is a likelier OOM victim than containerd.
-        containerd_shim::cgroup::adjust_oom_score(pid)?;
+        if let Err(e) = place_server(pid, shim_cgroup) {
+            abandon_server(pid, &address);
+            return Err(e);
+        }
         address
     };
     util::write_address(&address)?;
     Ok(address)
+}
+
+/// The new server's cgroup and OOM score, before containerd learns its address.
+fn place_server(pid: u32, shim_cgroup: Option<&str>) -> Result<(), CommandError> {
+    if let Some(cgroup) = shim_cgroup {
+        crate::shim_cgroup::join(cgroup, pid)?;
+    }
+    // As containerd's runc shim: the server (and the containers it
+    // starts, which inherit it) is a likelier OOM victim than containerd.
+    Ok(containerd_shim::cgroup::adjust_oom_score(pid)?)
+}
+
+/// A server `start` cannot hand over: killed (our child, by pid) and reaped, its socket removed.
+fn abandon_server(pid: u32, address: &str) {
+    let pid = nix::unistd::Pid::from_raw(pid as i32);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+    let _ = nix::sys::wait::waitpid(pid, None);
+    let _ = std::fs::remove_file(crate::server::socket_path(address));
 }
 
 /// `delete`: the shim died; remove its socket, kill and remove the

@@ -100,7 +100,7 @@ pub mod container_dir {
 
 /// Where the host's cgroup filesystems are mounted.
 pub mod cgroup_fs {
-    pub use crate::engine::cgroup::fs::{hierarchies, join, path_in, Hierarchy};
+    pub use crate::engine::cgroup::fs::{hierarchies, join, path_in, relative, Hierarchy};
 }
 
 /// The mount(2) flags of a propagation option.
