@@ -146,6 +146,26 @@ pub struct Cri {
     slices: std::cell::RefCell<Vec<String>>,
 }
 
+/// The `/k8s.io` parent cgroups containerd's CRI makes for pods without a `cgroup_parent` (this
+/// harness's cgroupfs pods) that were not there before this test binary's first containerd:
+/// each Drop removes those that are empty (neither containerd nor a runtime removes a parent), so
+/// the last one out removes them.
+fn k8s_parents() -> &'static [PathBuf] {
+    static BEFORE: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+    BEFORE.get_or_init(absent_k8s_parents)
+}
+
+/// `/k8s.io` in each cgroup hierarchy (each v1 one, or the v2 root), where it does not exist yet.
+fn absent_k8s_parents() -> Vec<PathBuf> {
+    let roots = std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten().map(|e| e.path());
+    std::iter::once(PathBuf::from("/sys/fs/cgroup"))
+        .chain(roots)
+        .filter(|root| root.join("cgroup.procs").exists())
+        .map(|root| root.join(NAMESPACE))
+        .filter(|parent| !parent.exists())
+        .collect()
+}
+
 /// A channel to containerd's CRI socket.
 fn connect(rt: &tokio::runtime::Runtime, socket: &str) -> Channel {
     let path = socket.to_string();
@@ -226,6 +246,7 @@ impl Cri {
         if let Some(pause) = pause_bin() {
             cmd.env("RUSTPOD_PAUSE_BIN", pause);
         }
+        k8s_parents();
         let out = cmd.output().map_err(|e| format!("run hack/cri.sh: {e}"))?;
         if !out.status.success() {
             rustpod_tests::containerd::control("stop", &dir);
@@ -779,7 +800,11 @@ impl Drop for Cri {
         for slice in self.slices.borrow().iter() {
             let _ = process::run(Path::new("/bin/systemctl"), &["stop", slice.as_str()], b"");
         }
-        // Shared by every CRI containerd on the machine: removed only once empty.
+        // Shared by every CRI containerd on the machine: removed only once empty (EBUSY while
+        // another test's pod is in it: the last one out removes it).
+        for parent in k8s_parents() {
+            let _ = std::fs::remove_dir(parent);
+        }
         let root = Path::new(shim::STATE_ROOT).join(NAMESPACE);
         let _ = std::fs::remove_dir(root.join("@engine"));
         let _ = std::fs::remove_dir(root);
