@@ -68,9 +68,12 @@ pub struct RuntimeOptions {
 }
 
 impl RuntimeOptions {
-    /// Decodes what containerd sent (nothing: the defaults).
+    /// Decodes what containerd sent. Nothing, or an Any with no type (what containerd 2's
+    /// `ctr containers restore` sends), is the defaults, as containerd's runc shim reads them.
     pub fn decode(options: &MessageField<Any>) -> Result<RuntimeOptions, OptionsError> {
-        let Some(any) = options.as_ref() else { return Ok(RuntimeOptions::default()) };
+        let Some(any) = options.as_ref().filter(|any| !any.type_url.is_empty()) else {
+            return Ok(RuntimeOptions::default());
+        };
         let url = any.type_url.as_str();
         let runc = if url.ends_with(RUNC_OPTIONS) {
             RuncOptions::parse_from_bytes(&any.value).map_err(OptionsError::Runc)?
@@ -244,6 +247,8 @@ mod tests {
     #[test]
     fn no_options_are_the_defaults() {
         assert_eq!(decode(&MessageField::none()), RuntimeOptions::default());
+        let untyped = MessageField::some(Any { value: vec![0x0a, 0x01, b'x'], ..Default::default() });
+        assert_eq!(decode(&untyped), RuntimeOptions::default());
     }
 
     #[test]
