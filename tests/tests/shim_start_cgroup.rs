@@ -76,8 +76,10 @@ impl Fixture {
         let dirs = cgroup_dirs(&self.cgroup);
         for dir in &dirs {
             std::fs::create_dir(dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
-            // A v1 cpuset cgroup takes no process before it has cpus and mems (ENOSPC).
-            for file in ["cpuset.cpus", "cpuset.mems"].into_iter().filter(|f| dir.join(f).exists()) {
+            // A v1 cpuset cgroup takes no process before it has cpus and mems (ENOSPC); a v2
+            // one inherits its parent's, and the v2 root has no cpuset.cpus to copy.
+            let v1 = !cgroup::unified();
+            for file in ["cpuset.cpus", "cpuset.mems"].into_iter().filter(|f| v1 && dir.join(f).exists()) {
                 let parent = dir.parent().expect("a hierarchy root").join(file);
                 let value = std::fs::read_to_string(&parent).unwrap_or_else(|e| panic!("read {}: {e}", parent.display()));
                 std::fs::write(dir.join(file), value).unwrap_or_else(|e| panic!("write {}/{file}: {e}", dir.display()));
