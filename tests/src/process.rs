@@ -89,6 +89,21 @@ pub fn spawn<S: AsRef<OsStr>>(program: &Path, args: &[S], stdin: &[u8]) -> Spawn
 /// `spawn`, the child starting with each of `signals` ignored (`true`) or at its default, as its
 /// caller left it; with none the standard library's posix_spawn decides (glibc ignores 32 and 33).
 pub fn spawn_with_signals<S: AsRef<OsStr>>(program: &Path, args: &[S], stdin: &[u8], signals: &[(i32, bool)]) -> Spawned {
+    try_spawn_with_signals(program, args, stdin, signals).unwrap_or_else(|(cmdline, e)| panic!("cannot run `{cmdline}`: {e}"))
+}
+
+/// `spawn`, an execve that fails returned as its error (with the command line) for the caller
+/// to judge: an ETXTBSY can be the finding a test looks for.
+pub fn try_spawn<S: AsRef<OsStr>>(program: &Path, args: &[S], stdin: &[u8]) -> Result<Spawned, (String, std::io::Error)> {
+    try_spawn_with_signals(program, args, stdin, &[])
+}
+
+fn try_spawn_with_signals<S: AsRef<OsStr>>(
+    program: &Path,
+    args: &[S],
+    stdin: &[u8],
+    signals: &[(i32, bool)],
+) -> Result<Spawned, (String, std::io::Error)> {
     let cmdline = std::iter::once(program.as_os_str())
         .chain(args.iter().map(AsRef::as_ref))
         .map(|a| a.to_string_lossy().into_owned())
@@ -105,8 +120,10 @@ pub fn spawn_with_signals<S: AsRef<OsStr>>(program: &Path, args: &[S], stdin: &[
         // SAFETY: the closure makes only rt_sigaction calls, async-signal-safe.
         unsafe { cmd.pre_exec(move || set_dispositions(&signals)) };
     }
-    let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot run `{cmdline}`: {e}"));
-    Spawned { child, cmdline, io }
+    match cmd.spawn() {
+        Ok(child) => Ok(Spawned { child, cmdline, io }),
+        Err(e) => Err((cmdline, e)),
+    }
 }
 
 /// Runs `program args` to completion (bounded by `wait::DEADLINE`).

@@ -90,6 +90,11 @@ impl Runtime {
         self.spawn_stdin(args, stdin).wait()
     }
 
+    /// `cmd`, a failed execve of the binary returned (with the command line), not a panic.
+    pub fn try_cmd(&self, args: &[&str]) -> Result<Output, (String, std::io::Error)> {
+        process::try_spawn(&self.bin, &self.argv(args), b"").map(Spawned::wait)
+    }
+
     /// Starts `BIN --root ROOT [globals] args…` in the background.
     pub fn spawn_stdin(&self, args: &[&str], stdin: &[u8]) -> Spawned {
         process::spawn(&self.bin, &self.argv(args), stdin)

@@ -390,9 +390,17 @@ fn exe_attack_on(who: &str, bin: &Path, execs: usize, exemption: Option<&str>) {
     fx.bundle.set("/root/readonly", Value::Bool(false));
     fx.rt.start_container(&fx.id, &fx.bundle);
     let rootfs = fx.bundle.rootfs();
-    exec_during_attack(&rootfs, execs, |_| {
-        fx.exec(&["true"]).ok();
+    let mut busy = 0;
+    exec_during_attack(&rootfs, execs, |_| match fx.rt.try_cmd(&["exec", &fx.id, "true"]) {
+        Ok(_) => {}
+        // The container's write open of the binary's own inode took write access on it.
+        Err((cmdline, e)) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+            assert!(exemption.is_some(), "{who}: CVE-2019-5736: `{cmdline}` failed with ETXTBSY: the container took write access on the runtime binary");
+            busy += 1;
+        }
+        Err((cmdline, e)) => panic!("cannot run `{cmdline}`: {e}"),
     });
+    eprintln!("{who}: {busy} of {execs} execs of the binary failed with ETXTBSY ({exemption:?})");
     fx.rt.kill(&fx.id, "KILL");
     fx.rt.wait_status(&fx.id, "stopped");
     assert_attack_failed(who, &rootfs, bin, before, exemption);
