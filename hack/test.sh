@@ -25,6 +25,8 @@ export RUSTPOD_IMAGE_CACHE=$(mktemp -d /var/tmp/rustpod-images.XXXXXX)
 
 status=0 built= image= one_pid= one_log=$(mktemp /var/tmp/rustpod-guest-sid-one.XXXXXX)
 trap 'rm -rf "$RUSTPOD_SKIP_LOG" "$image_log" "$one_log" "$RUSTPOD_IMAGE_CACHE"' EXIT
+# The layout is rustfmt's (rustfmt.toml), so a change's diff holds only what it changes.
+cargo fmt --all --check || { echo "== cargo fmt --check failed: run cargo fmt ==" >&2; status=1; }
 # Build first: the sid guest's criu files then run in a one-vCPU guest beside the host's tests
 # (a host core would idle under it later; beside the two-vCPU guest it slows that one by half).
 cargo test --locked --workspace --no-run && built=1

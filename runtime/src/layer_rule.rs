@@ -25,9 +25,8 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
 fn crate_paths(text: &str) -> Vec<(String, String)> {
     text.match_indices("crate::")
         .map(|(at, m)| {
-            let mut names = text[at + m.len()..].split("::").map(|s| {
-                s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect::<String>()
-            });
+            let mut names =
+                text[at + m.len()..].split("::").map(|s| s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect::<String>());
             (names.next().unwrap_or_default(), names.next().unwrap_or_default())
         })
         .collect()

@@ -32,9 +32,7 @@ pub fn for_output(stdout: &str, stderr: &str) -> Result<Option<Logger>> {
         (Some(logger), None) if stderr.is_empty() => Ok(Some(logger?)),
         (None, Some(logger)) if stdout.is_empty() => Ok(Some(logger?)),
         (Some(logger), Some(_)) if stdout == stderr => Ok(Some(logger?)),
-        _ => Err(StdioError::Unsupported(format!(
-            "stdout {stdout:?} and stderr {stderr:?}: a binary:// logger must take both streams"
-        ))),
+        _ => Err(StdioError::Unsupported(format!("stdout {stdout:?} and stderr {stderr:?}: a binary:// logger must take both streams"))),
     }
 }
 
@@ -89,8 +87,8 @@ pub fn start(logger: &Logger, id: &str, namespace: &str, stdout: OwnedFd, stderr
     // (or not executable) fails the create at once, naming it.
     nix::unistd::access(&logger.program, nix::unistd::AccessFlags::X_OK)
         .map_err(StdioError::errno(format!("start logger {}: access(X_OK)", logger.program.display())))?;
-    let (ready_read, ready_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-        .map_err(StdioError::errno("create logger ready pipe: pipe2"))?;
+    let (ready_read, ready_write) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(StdioError::errno("create logger ready pipe: pipe2"))?;
     // Above the target numbers, so that no dup2 in the child overwrites a source.
     let sources = [above_targets(&stdout)?, above_targets(&stderr)?, above_targets(&ready_write)?];
     let raw = sources.each_ref().map(|fd| fd.as_raw_fd());
@@ -144,10 +142,7 @@ mod tests {
     #[test]
     fn uri_gives_program_and_arguments_in_order() {
         let logger = parse("binary:///usr/bin/log%20tool?--dir=/var/log/a%2Fb&-v").unwrap().unwrap();
-        assert_eq!(
-            logger,
-            Logger { program: "/usr/bin/log tool".into(), args: vec!["--dir".into(), "/var/log/a/b".into(), "-v".into()] }
-        );
+        assert_eq!(logger, Logger { program: "/usr/bin/log tool".into(), args: vec!["--dir".into(), "/var/log/a/b".into(), "-v".into()] });
         assert!(parse("/run/fifo").is_none());
         assert!(parse("binary://relative/tool").unwrap().is_err());
     }

@@ -203,11 +203,7 @@ mod tests {
     /// decodes as params naming another "id", and must not be taken for them.
     #[test]
     fn runtime_options_on_stdin_are_not_params() {
-        let any = Any {
-            type_url: "runtimeoptions.v1.Options".into(),
-            value: b"\n\x14SystemdCgroup = true".to_vec(),
-            ..Default::default()
-        };
+        let any = Any { type_url: "runtimeoptions.v1.Options".into(), value: b"\n\x14SystemdCgroup = true".to_vec(), ..Default::default() };
         let input = any.write_to_bytes().unwrap();
         assert!(BootstrapParams::parse_from_bytes(&input).is_ok(), "the ambiguity this guards against");
         let (opts, reply) = start_opts(&input, &flags(), ENV_TTRPC.into());

@@ -19,16 +19,13 @@ use std::path::PathBuf;
 
 /// Starts the warm-up and returns at once; failures only cost the speed-up.
 pub fn start() {
-    let spawned = std::thread::Builder::new()
-        .name("cgroup-warmup".into())
-        .stack_size(64 * 1024)
-        .spawn(|| {
-            if let Some(procs) = own_procs_file() {
-                if let Err(e) = std::fs::write(&procs, std::process::id().to_string()) {
-                    log::debug!("cgroup warm-up: write {}: {e}", procs.display());
-                }
+    let spawned = std::thread::Builder::new().name("cgroup-warmup".into()).stack_size(64 * 1024).spawn(|| {
+        if let Some(procs) = own_procs_file() {
+            if let Err(e) = std::fs::write(&procs, std::process::id().to_string()) {
+                log::debug!("cgroup warm-up: write {}: {e}", procs.display());
             }
-        });
+        }
+    });
     if let Err(e) = spawned {
         log::debug!("cgroup warm-up: spawn thread: {e}");
     }
@@ -39,9 +36,7 @@ pub fn start() {
 fn own_procs_file() -> Option<PathBuf> {
     let ours = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let pid = std::process::id().to_string();
-    candidates(&ours).into_iter().find(|procs| {
-        std::fs::read_to_string(procs).is_ok_and(|listed| listed.lines().any(|l| l == pid))
-    })
+    candidates(&ours).into_iter().find(|procs| std::fs::read_to_string(procs).is_ok_and(|listed| listed.lines().any(|l| l == pid)))
 }
 
 /// Where `/proc/self/cgroup`'s lines would put our `cgroup.procs`: the

@@ -35,10 +35,7 @@ pub fn restore_of(req: &containerd_shim::api::CreateTaskRequest, options: &Runti
             req.id, req.parent_checkpoint
         )));
     }
-    let work_path = options
-        .criu_work_path
-        .as_ref()
-        .map_or_else(|| std::path::Path::new(&req.bundle).join("work"), Into::into);
+    let work_path = options.criu_work_path.as_ref().map_or_else(|| std::path::Path::new(&req.bundle).join("work"), Into::into);
     Ok(Some(Restore { image_path: image_path.into(), work_path }))
 }
 
@@ -47,8 +44,9 @@ pub fn restore_of(req: &containerd_shim::api::CreateTaskRequest, options: &Runti
 pub fn options(path: &str, options: &MessageField<Any>) -> Result<rustpod::CheckpointOptions, Error> {
     let runc = match options.as_ref() {
         None => RuncCheckpointOptions::default(),
-        Some(any) if any.type_url.ends_with("containerd.runc.v1.CheckpointOptions") => RuncCheckpointOptions::parse_from_bytes(&any.value)
-            .map_err(|e| Error::InvalidArgument(format!("checkpoint options: {e}")))?,
+        Some(any) if any.type_url.ends_with("containerd.runc.v1.CheckpointOptions") => {
+            RuncCheckpointOptions::parse_from_bytes(&any.value).map_err(|e| Error::InvalidArgument(format!("checkpoint options: {e}")))?
+        }
         Some(any) => return Err(Error::InvalidArgument(format!("checkpoint options of type {}", any.type_url))),
     };
     if !runc.empty_namespaces.is_empty() {
@@ -90,7 +88,13 @@ mod tests {
 
     #[test]
     fn exit_ends_the_container_and_the_options_image_path_wins() {
-        let runc = RuncCheckpointOptions { exit: true, image_path: "/img".into(), work_path: "/work".into(), terminal: true, ..Default::default() };
+        let runc = RuncCheckpointOptions {
+            exit: true,
+            image_path: "/img".into(),
+            work_path: "/work".into(),
+            terminal: true,
+            ..Default::default()
+        };
         let opts = options("/from-request", &any(&runc)).expect("accepted");
         assert!(!opts.leave_running);
         assert_eq!(opts.criu.image_path, std::path::Path::new("/img"));
@@ -123,7 +127,10 @@ mod tests {
         let options = RuntimeOptions { criu_image_path: Some("/images".into()), criu_work_path: Some("/w".into()), ..Default::default() };
         let mut req = containerd_shim::api::CreateTaskRequest { id: "c".into(), bundle: "/b".into(), ..Default::default() };
         let restore = restore_of(&req, &options).expect("accepted").expect("a restore from CriuImagePath");
-        assert_eq!((restore.image_path.as_path(), restore.work_path.as_path()), (std::path::Path::new("/images"), std::path::Path::new("/w")));
+        assert_eq!(
+            (restore.image_path.as_path(), restore.work_path.as_path()),
+            (std::path::Path::new("/images"), std::path::Path::new("/w"))
+        );
         // containerd's own checkpoint (it is CriuImagePath when containerd read that) wins.
         req.checkpoint = "/cp".into();
         let restore = restore_of(&req, &options).expect("accepted").expect("a restore");

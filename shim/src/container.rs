@@ -92,8 +92,7 @@ pub fn kill_all_on_exit(bundle: &Path) -> bool {
 fn owns_pid_namespace(spec: &serde_json::Value) -> bool {
     let namespaces = spec.pointer("/linux/namespaces").and_then(|n| n.as_array());
     namespaces.into_iter().flatten().any(|ns| {
-        ns.get("type").and_then(|t| t.as_str()) == Some("pid")
-            && ns.get("path").and_then(|p| p.as_str()).unwrap_or_default().is_empty()
+        ns.get("type").and_then(|t| t.as_str()) == Some("pid") && ns.get("path").and_then(|p| p.as_str()).unwrap_or_default().is_empty()
     })
 }
 

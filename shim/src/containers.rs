@@ -64,7 +64,6 @@ fn no_process(id: &str, exec_id: &str) -> Error {
     Error::NoProcess { id: id.to_string(), exec_id: exec_id.to_string() }
 }
 
-
 impl Containers {
     pub fn new(root: PathBuf, events: Publisher, exit_signal: Arc<ExitSignal>) -> Arc<Containers> {
         Arc::new(Containers { root, events, exit_signal, inner: Mutex::new(Inner::default()) })
@@ -136,11 +135,7 @@ impl Containers {
     /// without holding the shim's lock (a call may wait, e.g. on a freeze).
     /// The handle is loaded on first use and kept; once we reaped the init
     /// it says stopped, as we know it is.
-    fn with_handle<T>(
-        &self,
-        id: &str,
-        call: impl FnOnce(&mut rustpod::Container) -> rustpod::Result<T>,
-    ) -> Result<rustpod::Result<T>> {
+    fn with_handle<T>(&self, id: &str, call: impl FnOnce(&mut rustpod::Container) -> rustpod::Result<T>) -> Result<rustpod::Result<T>> {
         let (handle, init_exited) = self.handle_of(id)?;
         let mut slot = handle.lock().unwrap_or_else(|p| p.into_inner());
         Ok(self.loaded(id, &mut slot).and_then(|c| {
@@ -389,14 +384,16 @@ impl Containers {
     /// there before Start) and nothing runs yet; the container is recorded
     /// created, its init with no pid (0 in TaskCreate), and its Start
     /// restores it.
-    fn record_for_restore(&self, inner: &mut Inner, req: &NewContainer, from: &crate::checkpoint::Restore, mounted: Option<PathBuf>) -> i32 {
+    fn record_for_restore(
+        &self,
+        inner: &mut Inner,
+        req: &NewContainer,
+        from: &crate::checkpoint::Restore,
+        mounted: Option<PathBuf>,
+    ) -> i32 {
         self.events.task_create(&req.id, &req.bundle, 0, &req.stdio, &from.image_path.to_string_lossy());
         let mut c = req.record(Process::new(None, req.stdio.clone()), mounted);
-        c.restore_job = Some(Job::Restore {
-            bundle: PathBuf::from(&req.bundle),
-            systemd_cgroup: req.systemd_cgroup,
-            from: from.clone(),
-        });
+        c.restore_job = Some(Job::Restore { bundle: PathBuf::from(&req.bundle), systemd_cgroup: req.systemd_cgroup, from: from.clone() });
         inner.containers.insert(req.id.clone(), c);
         0
     }
@@ -711,17 +708,14 @@ impl Containers {
         let p = c.execs.get(exec_id).ok_or_else(|| no_process(id, exec_id))?;
         match p.state() {
             State::Running | State::Paused if p.exited().is_none() => {}
-            State::Created | State::Starting => {
-                return Err(Error::WrongState(format!("exec {exec_id} of {id} is not started")))
-            }
+            State::Created | State::Starting => return Err(Error::WrongState(format!("exec {exec_id} of {id} is not started"))),
             _ => return Err(Error::Finished(format!("exec {exec_id} of {id}"))),
         }
-        nix::sys::signal::kill(Pid::from_raw(p.pid), signal)
-            .map_err(|errno| match errno {
-                // It exited and is not reaped yet: as for an exited process.
-                nix::errno::Errno::ESRCH => Error::Finished(format!("exec {exec_id} of {id}")),
-                errno => Error::Signal { what: format!("signal exec {exec_id} of {id} (pid {})", p.pid), errno },
-            })
+        nix::sys::signal::kill(Pid::from_raw(p.pid), signal).map_err(|errno| match errno {
+            // It exited and is not reaped yet: as for an exited process.
+            nix::errno::Errno::ESRCH => Error::Finished(format!("exec {exec_id} of {id}")),
+            errno => Error::Signal { what: format!("signal exec {exec_id} of {id} (pid {})", p.pid), errno },
+        })
     }
 
     /// Pause (freeze) or resume container `id`, then publish it. Not under
@@ -807,10 +801,7 @@ const TASK_BUNDLES_DIR: &str = "io.containerd.runtime.v2.task";
 /// two containerds on one host share it; ours keeps each containerd's
 /// containers apart (and is /run/containerd/rustpod/<ns> for the default).
 pub fn state_root(namespace: &str, bundle: &Path) -> PathBuf {
-    containerd_state_dir(namespace, bundle)
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONTAINERD_STATE))
-        .join("rustpod")
-        .join(namespace)
+    containerd_state_dir(namespace, bundle).unwrap_or_else(|| PathBuf::from(DEFAULT_CONTAINERD_STATE)).join("rustpod").join(namespace)
 }
 
 /// `<state>` of a bundle `<state>/io.containerd.runtime.v2.task/<ns>/<id>`.

@@ -168,12 +168,7 @@ impl Publisher {
     }
 
     pub fn exec_started(&self, id: &str, exec_id: &str, pid: i32) {
-        let event = TaskExecStarted {
-            container_id: id.to_string(),
-            exec_id: exec_id.to_string(),
-            pid: pid as u32,
-            ..Default::default()
-        };
+        let event = TaskExecStarted { container_id: id.to_string(), exec_id: exec_id.to_string(), pid: pid as u32, ..Default::default() };
         self.publish("/tasks/exec-started", event);
     }
 
@@ -300,10 +295,8 @@ mod tests {
         let _ = std::fs::remove_file(&socket);
         let receiver = Arc::new(SlowReceiver::default());
         let service: Arc<dyn Events + Send + Sync> = receiver.clone();
-        let mut server = ttrpc::Server::new()
-            .bind(&format!("unix://{}", socket.display()))
-            .unwrap()
-            .register_service(create_events(service));
+        let mut server =
+            ttrpc::Server::new().bind(&format!("unix://{}", socket.display())).unwrap().register_service(create_events(service));
         server.start().unwrap();
 
         let publisher = Publisher::start(socket.display().to_string(), "test".into());

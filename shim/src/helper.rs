@@ -166,11 +166,7 @@ pub fn run(req: &Request, stdio: rustpod::Stdio) -> Result<i32, Failure> {
 /// first bytes, then ends our side of the stream.
 fn send_request(sock: &UnixStream, req: &Request, stdio: rustpod::Stdio) -> Result<(), HelperError> {
     let data = serde_json::to_vec(req).map_err(HelperError::EncodeRequest)?;
-    let fds: Vec<RawFd> = [&stdio.stdin, &stdio.stdout, &stdio.stderr]
-        .into_iter()
-        .flatten()
-        .map(AsRawFd::as_raw_fd)
-        .collect();
+    let fds: Vec<RawFd> = [&stdio.stdin, &stdio.stdout, &stdio.stderr].into_iter().flatten().map(AsRawFd::as_raw_fd).collect();
     let rights = [ControlMessage::ScmRights(&fds)];
     let cmsgs: &[ControlMessage] = if fds.is_empty() { &[] } else { &rights };
     let sent = sendmsg::<()>(sock.as_raw_fd(), &[IoSlice::new(&data)], cmsgs, MsgFlags::MSG_NOSIGNAL, None)
@@ -186,11 +182,8 @@ fn send_request(sock: &UnixStream, req: &Request, stdio: rustpod::Stdio) -> Resu
 /// the close-on-exec descriptor.
 fn helper_binary() -> PathBuf {
     static SEALED_EXE: OnceLock<Option<OwnedFd>> = OnceLock::new();
-    let fd = SEALED_EXE.get_or_init(|| {
-        rustpod::sealed_exe::open()
-            .map_err(|e| log::warn!("seal the shim binary: {e}; each helper seals its own"))
-            .ok()
-    });
+    let fd = SEALED_EXE
+        .get_or_init(|| rustpod::sealed_exe::open().map_err(|e| log::warn!("seal the shim binary: {e}; each helper seals its own")).ok());
     match fd {
         Some(fd) => PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())),
         None => PathBuf::from("/proc/self/exe"),
@@ -280,8 +273,7 @@ fn receive_request(sock: &UnixStream) -> Result<(Vec<u8>, Vec<OwnedFd>), HelperE
     let mut space = nix::cmsg_space!([RawFd; 3]);
     let (n, fds) = {
         let mut iov = [IoSliceMut::new(&mut first)];
-        let msg = recvmsg::<()>(sock.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)
-            .map_err(what)?;
+        let msg = recvmsg::<()>(sock.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC).map_err(what)?;
         let mut fds = Vec::new();
         for cmsg in msg.cmsgs().map_err(what)? {
             if let ControlMessageOwned::ScmRights(received) = cmsg {
@@ -296,7 +288,14 @@ fn receive_request(sock: &UnixStream) -> Result<(Vec<u8>, Vec<OwnedFd>), HelperE
     Ok((first, fds))
 }
 
-fn create(req: &Request, stdio: rustpod::Stdio, bundle: &Path, mounts: &[MountSpec], systemd_cgroup: bool, no_pivot: bool) -> Result<i32, Failure> {
+fn create(
+    req: &Request,
+    stdio: rustpod::Stdio,
+    bundle: &Path,
+    mounts: &[MountSpec],
+    systemd_cgroup: bool,
+    no_pivot: bool,
+) -> Result<i32, Failure> {
     on_rootfs(bundle, mounts, || {
         let opts = rustpod::CreateOptions {
             bundle: bundle.to_path_buf(),
@@ -411,13 +410,9 @@ fn stdio_for(req: &Request, fds: Vec<OwnedFd>) -> Result<rustpod::Stdio, HelperE
     for (i, was_passed) in req.stdio.iter().enumerate() {
         let fd = match was_passed {
             true => passed.next().expect("counted above"),
-            false => OwnedFd::from(
-                std::fs::OpenOptions::new()
-                    .read(i == 0)
-                    .write(i != 0)
-                    .open("/dev/null")
-                    .map_err(HelperError::OpenNull)?,
-            ),
+            false => {
+                OwnedFd::from(std::fs::OpenOptions::new().read(i == 0).write(i != 0).open("/dev/null").map_err(HelperError::OpenNull)?)
+            }
         };
         streams.push(Some(fd));
     }

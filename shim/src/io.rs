@@ -48,7 +48,6 @@ impl StdioError {
 
 pub type Result<T> = std::result::Result<T, StdioError>;
 
-
 const BUF_SIZE: usize = 32 * 1024;
 const COPY_STACK: usize = 64 * 1024;
 /// ^D: what closing stdin means on a terminal.
@@ -76,12 +75,7 @@ pub struct OutputCopiers {
 impl OutputCopiers {
     fn new() -> Result<Arc<OutputCopiers>> {
         let (stop_read, stop_write) = pipe()?;
-        Ok(Arc::new(OutputCopiers {
-            running: Mutex::new(0),
-            ended: Condvar::new(),
-            stop_read,
-            stop_write: Mutex::new(Some(stop_write)),
-        }))
+        Ok(Arc::new(OutputCopiers { running: Mutex::new(0), ended: Condvar::new(), stop_read, stop_write: Mutex::new(Some(stop_write)) }))
     }
 
     pub fn all_ended(&self) -> bool {
@@ -234,11 +228,7 @@ pub fn attach_console(stdio: &Stdio, master: OwnedFd) -> Result<ProcessIo> {
 /// A FIFO we read from, opened read-write so that its writer (containerd)
 /// going away is not EOF and the open never blocks.
 fn open_input(path: &str) -> Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(StdioError::os(format!("open stdin {path} (O_RDWR)")))
+    OpenOptions::new().read(true).write(true).open(path).map_err(StdioError::os(format!("open stdin {path} (O_RDWR)")))
 }
 
 /// Where output goes: a FIFO held read-write (no EPIPE, no blocking open),
@@ -287,10 +277,7 @@ const READER_WAIT: Duration = Duration::from_secs(10);
 fn wait_for_reader(path: &str) -> Result<Option<File>> {
     let deadline = Instant::now() + READER_WAIT;
     loop {
-        let opened = OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_CLOEXEC | libc::O_NONBLOCK)
-            .open(path);
+        let opened = OpenOptions::new().write(true).custom_flags(libc::O_CLOEXEC | libc::O_NONBLOCK).open(path);
         match opened {
             Ok(file) => return Ok(Some(file)),
             // ENXIO: no reader yet.
@@ -326,10 +313,7 @@ fn spawn_copier(name: &str, body: impl FnOnce() + Send + 'static) -> Result<()> 
 fn copy_output(mut from: File, mut to: File, running: CopierRunning) {
     let mut buf = vec![0u8; BUF_SIZE];
     loop {
-        let mut fds = [
-            PollFd::new(from.as_fd(), PollFlags::POLLIN),
-            PollFd::new(running.0.stop_read.as_fd(), PollFlags::POLLIN),
-        ];
+        let mut fds = [PollFd::new(from.as_fd(), PollFlags::POLLIN), PollFd::new(running.0.stop_read.as_fd(), PollFlags::POLLIN)];
         match poll(&mut fds, PollTimeout::NONE) {
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => continue,
@@ -364,10 +348,7 @@ fn copy_input(fifo: File, mut to: File, cancel: OwnedFd, terminal: bool) {
     let mut buf = vec![0u8; BUF_SIZE];
     let mut fifo = fifo;
     loop {
-        let mut fds = [
-            PollFd::new(fifo.as_fd(), PollFlags::POLLIN),
-            PollFd::new(cancel.as_fd(), PollFlags::POLLIN),
-        ];
+        let mut fds = [PollFd::new(fifo.as_fd(), PollFlags::POLLIN), PollFd::new(cancel.as_fd(), PollFlags::POLLIN)];
         match poll(&mut fds, PollTimeout::NONE) {
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => continue,

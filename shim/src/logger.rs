@@ -76,12 +76,7 @@ pub fn init(debug: bool) {
 /// Installs the logger on the `log` FIFO in `dir` (a create helper: its container's bundle,
 /// whose FIFO containerd reads).
 pub fn init_in(dir: &std::path::Path, debug: bool) {
-    let Ok(file) = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(dir.join("log"))
-    else {
+    let Ok(file) = OpenOptions::new().read(true).write(true).custom_flags(libc::O_NONBLOCK).open(dir.join("log")) else {
         return;
     };
     let logger = FifoLogger { file: Mutex::new(file) };
@@ -144,19 +139,11 @@ impl tracing::field::Visit for EventText {
 /// Seconds since the epoch with nanoseconds, formatted without a date
 /// library: good enough for containerd's logrus parser (it keeps the text).
 fn now_rfc3339() -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let secs = now.as_secs() as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:09}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        now.subsec_nanos()
-    )
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:09}Z", rem / 3600, rem % 3600 / 60, rem % 60, now.subsec_nanos())
 }
 
 /// Howard Hinnant's days-to-civil algorithm.

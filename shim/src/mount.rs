@@ -69,8 +69,7 @@ fn mount_one(m: &MountSpec, target: &Path) -> Result<(), MountError> {
     mount(Some(m.source.as_str()), target, fstype, flags, data.as_deref()).map_err(|e| fail("mount", e))?;
     let bind_ro = MsFlags::MS_BIND | MsFlags::MS_RDONLY;
     if flags.contains(bind_ro) {
-        mount(None::<&str>, target, None::<&str>, flags | MsFlags::MS_REMOUNT, None::<&str>)
-            .map_err(|e| fail("remount read-only", e))?;
+        mount(None::<&str>, target, None::<&str>, flags | MsFlags::MS_REMOUNT, None::<&str>).map_err(|e| fail("remount read-only", e))?;
     }
     if !propagation.is_empty() {
         mount(None::<&str>, target, None::<&str>, propagation, None::<&str>).map_err(|e| fail("set propagation of", e))?;
@@ -122,7 +121,11 @@ fn parse_options(options: &[String]) -> (MsFlags, String, MsFlags) {
 fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if size > 0 { size as usize } else { 4096 }
+    if size > 0 {
+        size as usize
+    } else {
+        4096
+    }
 }
 
 /// Unmounts everything stacked on `target` (lazily); nothing mounted is fine.

@@ -79,14 +79,10 @@ pub fn prepare(m: &MountSpec, scratch: &Path) -> Result<(MountSpec, Option<Mappe
     std::fs::create_dir(scratch).map_err(|source| IdmapError::Mkdir { path: scratch.to_path_buf(), source })?;
     let layers = MappedLayers { dir: scratch.to_path_buf() };
     rustpod::idmap::mount_idmapped(&common, scratch, &userns, libc::MOUNT_ATTR_RDONLY).map_err(IdmapError::Mount)?;
-    let remapped: Vec<String> = lowers
-        .iter()
-        .map(|l| scratch.join(l.strip_prefix(&common).unwrap_or(l)).to_string_lossy().into_owned())
-        .collect();
-    let options = options
-        .into_iter()
-        .map(|o| if o.starts_with("lowerdir=") { format!("lowerdir={}", remapped.join(":")) } else { o })
-        .collect();
+    let remapped: Vec<String> =
+        lowers.iter().map(|l| scratch.join(l.strip_prefix(&common).unwrap_or(l)).to_string_lossy().into_owned()).collect();
+    let options =
+        options.into_iter().map(|o| if o.starts_with("lowerdir=") { format!("lowerdir={}", remapped.join(":")) } else { o }).collect();
     Ok((MountSpec { typ: m.typ.clone(), source: m.source.clone(), options }, Some(layers)))
 }
 
@@ -95,9 +91,8 @@ type Mappings = Option<Vec<LinuxIdMapping>>;
 /// The options without `uidmap=`/`gidmap=`, and those two parsed.
 fn split_idmap_options(options: &[String]) -> Result<(Vec<String>, Mappings, Mappings), IdmapError> {
     let (mut rest, mut uid, mut gid) = (Vec::new(), None, None);
-    let parse = |option, value: &str| {
-        parse_mappings(value).map_err(|reason| IdmapError::Mappings { option, value: value.to_string(), reason })
-    };
+    let parse =
+        |option, value: &str| parse_mappings(value).map_err(|reason| IdmapError::Mappings { option, value: value.to_string(), reason });
     for o in options {
         if let Some(v) = o.strip_prefix("uidmap=") {
             uid = Some(parse("uidmap", v)?);
@@ -171,7 +166,10 @@ mod tests {
         let refused = |s: MountSpec| prepare(&s, scratch).unwrap_err().to_string();
         assert!(refused(spec("bind", &["rbind", "uidmap=0:1:1", "gidmap=0:1:1"])).contains("overlay rootfs mounts only"));
         assert!(refused(spec("overlay", &["lowerdir=/a/b", "uidmap=0:1:1"])).contains("only one"));
-        assert_eq!(refused(spec("overlay", &["lowerdir=/a/b", "uidmap=0:x:1", "gidmap=0:1:1"])), "uidmap=0:x:1: 0:x:1: invalid digit found in string");
+        assert_eq!(
+            refused(spec("overlay", &["lowerdir=/a/b", "uidmap=0:x:1", "gidmap=0:1:1"])),
+            "uidmap=0:x:1: 0:x:1: invalid digit found in string"
+        );
         let (same, none) = prepare(&spec("overlay", &["lowerdir=/a/b"]), scratch).unwrap();
         assert!(none.is_none() && same.options == ["lowerdir=/a/b"]);
     }

@@ -153,9 +153,7 @@ fn watch_v1(dir: PathBuf, on_oom: Box<dyn Fn() + Send + Sync>) -> Result<Arc<Oom
     let counter = Counter::V1 { efd: fs::File::from(efd), event_control, _oom_control: oom_control };
     let watch = Arc::new(OomWatch { counter: Mutex::new(counter), on_oom });
     let thread_watch = Arc::clone(&watch);
-    spawn(move || {
-        while wait_readable(&wait_fd) && thread_watch.flush() {}
-    })?;
+    spawn(move || while wait_readable(&wait_fd) && thread_watch.flush() {})?;
     Ok(watch)
 }
 
@@ -210,12 +208,7 @@ fn oom_kills(events: &Path) -> Option<u64> {
 }
 
 fn spawn(body: impl FnOnce() + Send + 'static) -> Result<(), OomError> {
-    std::thread::Builder::new()
-        .name("oom".into())
-        .stack_size(64 * 1024)
-        .spawn(body)
-        .map(|_| ())
-        .map_err(OomError::Spawn)
+    std::thread::Builder::new().name("oom".into()).stack_size(64 * 1024).spawn(body).map(|_| ()).map_err(OomError::Spawn)
 }
 
 #[cfg(test)]
@@ -235,9 +228,12 @@ mod tests {
         fs::write(cgroup.join("memory.events"), "oom 0\noom_kill 0\n").unwrap();
         let published = Arc::new(AtomicUsize::new(0));
         let counted = Arc::clone(&published);
-        let watch = watch_v2(cgroup.clone(), Box::new(move || {
-            counted.fetch_add(1, Ordering::SeqCst);
-        }))
+        let watch = watch_v2(
+            cgroup.clone(),
+            Box::new(move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+            }),
+        )
         .unwrap();
         // One byte written in place, as the kernel's file never reads half-updated.
         let file = fs::OpenOptions::new().write(true).open(cgroup.join("memory.events")).unwrap();

@@ -186,9 +186,7 @@ impl Process {
 
     /// The state `event` would lead to, or the error `apply` would give.
     pub fn check(&self, event: Event, what: &str) -> Result<State> {
-        self.state
-            .on(event)
-            .ok_or_else(|| Error::WrongState(format!("{what} is {}: cannot {}", self.state.word(), event.verb())))
+        self.state.on(event).ok_or_else(|| Error::WrongState(format!("{what} is {}: cannot {}", self.state.word(), event.verb())))
     }
 
     /// Ends a start: running (or back to created if it failed), and stopped

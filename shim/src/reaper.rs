@@ -60,20 +60,17 @@ pub fn start(
     known: impl Fn() -> Vec<i32> + Send + 'static,
     on_exit: impl Fn(i32, ExitStatus) + Send + 'static,
 ) -> std::io::Result<()> {
-    std::thread::Builder::new()
-        .name("reaper".into())
-        .stack_size(256 * 1024)
-        .spawn(move || {
-            for signal in signals.forever() {
-                if signal == SIGCHLD {
-                    for (pid, exit) in reap(&known) {
-                        on_exit(pid, exit);
-                    }
-                } else {
-                    log::info!("ignoring signal {signal}");
+    std::thread::Builder::new().name("reaper".into()).stack_size(256 * 1024).spawn(move || {
+        for signal in signals.forever() {
+            if signal == SIGCHLD {
+                for (pid, exit) in reap(&known) {
+                    on_exit(pid, exit);
                 }
+            } else {
+                log::info!("ignoring signal {signal}");
             }
-        })?;
+        }
+    })?;
     Ok(())
 }
 

@@ -150,14 +150,8 @@ fn runc_from_toml(text: &str) -> Result<RuncOptions, OptionsError> {
 /// options (the fields they share), and an error naming the first other one set.
 fn runc_from_create_options(bytes: &[u8]) -> Result<RuncOptions, OptionsError> {
     use containerd_shim::protos::protobuf::rt::WireType;
-    const UNSUPPORTED: [(u32, &str); 6] = [
-        (2, "open_tcp"),
-        (3, "external_unix_sockets"),
-        (4, "terminal"),
-        (5, "file_locks"),
-        (6, "empty_namespaces"),
-        (7, "cgroups_mode"),
-    ];
+    const UNSUPPORTED: [(u32, &str); 6] =
+        [(2, "open_tcp"), (3, "external_unix_sockets"), (4, "terminal"), (5, "file_locks"), (6, "empty_namespaces"), (7, "cgroups_mode")];
     let bad = OptionsError::Create;
     let mut input = CodedInputStream::from_bytes(bytes);
     let mut runc = RuncOptions::default();
@@ -332,7 +326,10 @@ mod tests {
         let got = decode(&all);
         assert!(got.no_pivot_root);
         assert_eq!(got.io_owner, Some((100000, 100001)));
-        assert_eq!((got.shim_cgroup.as_deref(), got.criu_work_path.as_deref(), got.criu_image_path.as_deref()), (Some("/shim"), Some("/w"), Some("/i")));
+        assert_eq!(
+            (got.shim_cgroup.as_deref(), got.criu_work_path.as_deref(), got.criu_image_path.as_deref()),
+            (Some("/shim"), Some("/w"), Some("/i"))
+        );
         assert_eq!(
             refusal(&create_options(&[(1, 1), (4, 1)], &[])),
             "containerd.linux.runc.CreateOptions: terminal is not supported by this shim"

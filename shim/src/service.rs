@@ -11,13 +11,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use containerd_shim::protos::protobuf::{Message, MessageField};
 use containerd_shim::protos::protobuf::well_known_types::any::Any;
+use containerd_shim::protos::protobuf::{Message, MessageField};
 use containerd_shim::protos::types::introspection::{RuntimeInfo, RuntimeVersion};
 use containerd_shim::{api, util, Error, Flags, StartOpts};
 
-use crate::events::timestamp;
 use crate::containers::state_root;
+use crate::events::timestamp;
 use crate::runtime_options::RuntimeOptions;
 use rustpod::spawn_signals;
 
@@ -118,9 +118,8 @@ fn runtime_info() -> Result<RuntimeInfo, CommandError> {
 
 fn info() -> i32 {
     let options = crate::bootstrap::read_stdin().map_err(CommandError::ReadStdin).and_then(|input| check_info_options(&input));
-    let encoded = options
-        .and_then(|()| runtime_info())
-        .and_then(|info| info.write_to_bytes().map_err(CommandError::encode("runtime info")));
+    let encoded =
+        options.and_then(|()| runtime_info()).and_then(|info| info.write_to_bytes().map_err(CommandError::encode("runtime info")));
     match encoded {
         Ok(bytes) => {
             let _ = std::io::stdout().write_all(&bytes);
@@ -231,21 +230,14 @@ fn delete_command(flags: &Flags) -> Result<(), CommandError> {
 /// The group's server is dead if nothing answers on its socket: remove the
 /// socket file, as its server would have on shutdown.
 fn remove_dead_socket(flags: &Flags, bundle: &Path) -> Result<(), CommandError> {
-    let opts = StartOpts {
-        id: flags.id.clone(),
-        address: flags.address.clone(),
-        namespace: flags.namespace.clone(),
-        ..Default::default()
-    };
+    let opts = StartOpts { id: flags.id.clone(), address: flags.address.clone(), namespace: flags.namespace.clone(), ..Default::default() };
     let address = opts.socket_address(&grouping(&opts, &bundle.join("config.json")));
     if crate::server::serving(&address) {
         return Ok(());
     }
     let path = crate::server::socket_path(&address);
     match std::fs::remove_file(path) {
-        Err(source) if source.kind() != std::io::ErrorKind::NotFound => {
-            Err(CommandError::RemoveSocket { path: path.to_string(), source })
-        }
+        Err(source) if source.kind() != std::io::ErrorKind::NotFound => Err(CommandError::RemoveSocket { path: path.to_string(), source }),
         _ => Ok(()),
     }
 }
@@ -260,9 +252,7 @@ fn group_of(config: &Path) -> Option<String> {
     let data = std::fs::read(config).ok()?;
     let spec: serde_json::Value = serde_json::from_slice(&data).ok()?;
     let annotations = spec.get("annotations")?;
-    GROUP_ANNOTATIONS
-        .iter()
-        .find_map(|key| annotations.get(key)?.as_str().filter(|v| !v.is_empty()).map(str::to_string))
+    GROUP_ANNOTATIONS.iter().find_map(|key| annotations.get(key)?.as_str().filter(|v| !v.is_empty()).map(str::to_string))
 }
 
 #[cfg(test)]

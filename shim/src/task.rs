@@ -195,19 +195,14 @@ impl containerd_shim::Task for TaskService {
 
     fn update(&self, _ctx: &TtrpcContext, req: api::UpdateTaskRequest) -> TtrpcResult<Empty> {
         let value = req.resources.as_ref().map(|r| r.value.as_slice()).unwrap_or_default();
-        let resources = rustpod::parse_resources(value)
-            .map_err(|e| Error::InvalidArgument(format!("update {}: {e}", req.id)))?;
+        let resources = rustpod::parse_resources(value).map_err(|e| Error::InvalidArgument(format!("update {}: {e}", req.id)))?;
         self.containers.update(&req.id, resources)?;
         Ok(Empty::new())
     }
 
     fn wait(&self, _ctx: &TtrpcContext, req: api::WaitRequest) -> TtrpcResult<api::WaitResponse> {
         let exit = self.containers.wait(&req.id, exec_id_of(&req.exec_id))?;
-        Ok(api::WaitResponse {
-            exit_status: exit.code,
-            exited_at: MessageField::some(timestamp(exit.at)),
-            ..Default::default()
-        })
+        Ok(api::WaitResponse { exit_status: exit.code, exited_at: MessageField::some(timestamp(exit.at)), ..Default::default() })
     }
 
     fn stats(&self, _ctx: &TtrpcContext, req: api::StatsRequest) -> TtrpcResult<api::StatsResponse> {
@@ -244,7 +239,11 @@ mod tests {
         api::ExecProcessRequest {
             id: "c".into(),
             exec_id: "e".into(),
-            spec: MessageField::some(Any { type_url: "types.containerd.io/opencontainers/runtime-spec/1/Process".into(), value: spec.to_vec(), ..Default::default() }),
+            spec: MessageField::some(Any {
+                type_url: "types.containerd.io/opencontainers/runtime-spec/1/Process".into(),
+                value: spec.to_vec(),
+                ..Default::default()
+            }),
             ..Default::default()
         }
     }

@@ -6,8 +6,7 @@ use std::path::Path;
 /// `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`.
 pub fn is_rfc3339(s: &str) -> bool {
     let b = s.as_bytes();
-    let digits =
-        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let digits = |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
     let fixed = b.len() >= 20
         && digits(0..4)
         && b[4] == b'-'
@@ -24,27 +23,19 @@ pub fn is_rfc3339(s: &str) -> bool {
         return false;
     }
     let rest = s[19..].trim_start_matches(|c: char| c == '.' || c.is_ascii_digit());
-    rest == "Z"
-        || rest == "z"
-        || (rest.len() == 6
-            && (rest.starts_with('+') || rest.starts_with('-'))
-            && rest.as_bytes()[3] == b':')
+    rest == "Z" || rest == "z" || (rest.len() == 6 && (rest.starts_with('+') || rest.starts_with('-')) && rest.as_bytes()[3] == b':')
 }
 
 /// The pid a runtime wrote to a `--pid-file`.
 #[track_caller]
 pub fn read_pid_file(path: &str) -> i32 {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("pid file {path} not written: {e}"));
-    text.trim()
-        .parse()
-        .unwrap_or_else(|e| panic!("pid file {path} holds {text:?}: {e}"))
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("pid file {path} not written: {e}"));
+    text.trim().parse().unwrap_or_else(|e| panic!("pid file {path} holds {text:?}: {e}"))
 }
 
 /// A process with this pid exists and is not a zombie.
 pub fn pid_alive(pid: i32) -> bool {
-    let stat = std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("stat"))
-        .unwrap_or_default();
+    let stat = std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("stat")).unwrap_or_default();
     let state = stat.rsplit_once(") ").map(|(_, rest)| rest.chars().next());
     matches!(state, Some(Some(s)) if s != 'Z')
 }
@@ -53,24 +44,10 @@ pub fn pid_alive(pid: i32) -> bool {
 /// least one of `needles`; the line is printed so that humans can read each error.
 #[track_caller]
 pub fn assert_one_line_error(out: &Output, needles: &[&str]) {
-    eprintln!(
-        "error from `{}` (exit {}): {}",
-        out.cmdline,
-        out.code(),
-        out.stderr.trim_end()
-    );
-    assert!(
-        !out.success(),
-        "command should have failed: {}",
-        out.describe()
-    );
+    eprintln!("error from `{}` (exit {}): {}", out.cmdline, out.code(), out.stderr.trim_end());
+    assert!(!out.success(), "command should have failed: {}", out.describe());
     let lines = out.stderr_lines();
-    assert_eq!(
-        lines.len(),
-        1,
-        "the error should be one line: {}",
-        out.describe()
-    );
+    assert_eq!(lines.len(), 1, "the error should be one line: {}", out.describe());
     let line = lines[0].to_lowercase();
     assert!(
         needles.iter().any(|n| line.contains(&n.to_lowercase())),

@@ -12,11 +12,8 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 const BUSYBOX: &str = "/bin/busybox";
-const ROOTFS_DIRS: [&str; 9] = [
-    "bin", "proc", "sys", "dev", "tmp", "etc", "root", "run", "home",
-];
-const PASSWD: &str =
-    "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n";
+const ROOTFS_DIRS: [&str; 9] = ["bin", "proc", "sys", "dev", "tmp", "etc", "root", "run", "home"];
+const PASSWD: &str = "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n";
 const GROUP: &str = "root:x:0:\ntty:x:5:\nnogroup:x:65534:\n";
 
 pub struct Bundle {
@@ -31,12 +28,7 @@ impl Bundle {
     pub fn new(args: &[&str]) -> Self {
         let dir = ScratchDir::new("bundle");
         build_rootfs(&dir.join("rootfs"));
-        let bundle = Bundle {
-            dir,
-            config: spec::for_test(args),
-            cgroups_per_id: true,
-            raw_config: false,
-        };
+        let bundle = Bundle { dir, config: spec::for_test(args), cgroups_per_id: true, raw_config: false };
         bundle.save();
         bundle
     }
@@ -65,11 +57,7 @@ impl Bundle {
             if !node.is_object() {
                 *node = json!({});
             }
-            node = node
-                .as_object_mut()
-                .unwrap()
-                .entry(key)
-                .or_insert(Value::Null);
+            node = node.as_object_mut().unwrap().entry(key).or_insert(Value::Null);
         }
         *node = value;
         self.save();
@@ -92,19 +80,13 @@ impl Bundle {
 
     /// Adds `KEY=value` entries to process.env.
     pub fn add_env(&mut self, vars: &[&str]) -> &mut Self {
-        let mut env = self.config["process"]["env"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
+        let mut env = self.config["process"]["env"].as_array().cloned().unwrap_or_default();
         env.extend(vars.iter().map(|v| json!(v)));
         self.set("/process/env", Value::Array(env))
     }
 
     pub fn add_mount(&mut self, mount: Value) -> &mut Self {
-        let mut mounts = self.config["mounts"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
+        let mut mounts = self.config["mounts"].as_array().cloned().unwrap_or_default();
         mounts.push(mount);
         self.set("/mounts", Value::Array(mounts))
     }
@@ -157,15 +139,13 @@ fn build_rootfs(rootfs: &Path) {
     for dir in ROOTFS_DIRS {
         fs::create_dir_all(rootfs.join(dir)).unwrap_or_else(|e| panic!("mkdir rootfs/{dir}: {e}"));
     }
-    fs::set_permissions(rootfs.join("tmp"), fs::Permissions::from_mode(0o1777))
-        .expect("chmod rootfs/tmp");
+    fs::set_permissions(rootfs.join("tmp"), fs::Permissions::from_mode(0o1777)).expect("chmod rootfs/tmp");
     let bin = rootfs.join("bin");
     if fs::hard_link(BUSYBOX, bin.join("busybox")).is_err() {
         fs::copy(BUSYBOX, bin.join("busybox")).expect("copy /bin/busybox into rootfs");
     }
     for applet in applets().iter().filter(|a| a.as_str() != "busybox") {
-        symlink("busybox", bin.join(applet))
-            .unwrap_or_else(|e| panic!("symlink applet {applet}: {e}"));
+        symlink("busybox", bin.join(applet)).unwrap_or_else(|e| panic!("symlink applet {applet}: {e}"));
     }
     fs::write(rootfs.join("etc/passwd"), PASSWD).expect("write etc/passwd");
     fs::write(rootfs.join("etc/group"), GROUP).expect("write etc/group");
@@ -175,14 +155,8 @@ fn build_rootfs(rootfs: &Path) {
 fn applets() -> &'static [String] {
     static APPLETS: OnceLock<Vec<String>> = OnceLock::new();
     APPLETS.get_or_init(|| {
-        let out = Command::new(BUSYBOX)
-            .arg("--list")
-            .output()
-            .expect("run busybox --list");
+        let out = Command::new(BUSYBOX).arg("--list").output().expect("run busybox --list");
         assert!(out.status.success(), "busybox --list failed");
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_string)
-            .collect()
+        String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
     })
 }

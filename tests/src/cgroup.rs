@@ -48,10 +48,7 @@ pub fn v2_file(id: &str, file: &str) -> String {
 
 fn read_in(hierarchy: &Path, id: &str, file: &str) -> String {
     let path = hierarchy.join(cgroups_path(id).trim_start_matches('/')).join(file);
-    fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
-        .trim()
-        .to_string()
+    fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display())).trim().to_string()
 }
 
 /// Existing cgroup dirs for `/rustpod-test-<id>/<id>` or `/rustpod/<id>` under any hierarchy.
@@ -59,11 +56,7 @@ pub fn dirs(id: &str) -> Vec<PathBuf> {
     let relative = [cgroups_path(id), format!("/rustpod/{id}")];
     hierarchies()
         .into_iter()
-        .flat_map(|h| {
-            relative
-                .iter()
-                .map(move |rel| h.join(rel.trim_start_matches('/')))
-        })
+        .flat_map(|h| relative.iter().map(move |rel| h.join(rel.trim_start_matches('/'))))
         .filter(|dir| dir.is_dir())
         .collect()
 }
@@ -111,10 +104,7 @@ impl Counters {
     /// Process `pid`'s cgroup's counters.
     #[track_caller]
     pub fn of(pid: i32) -> Self {
-        Counters {
-            cpu: crate::shim::cgroup_dir(pid, "cpuacct"),
-            memory: crate::shim::cgroup_dir(pid, "memory"),
-        }
+        Counters { cpu: crate::shim::cgroup_dir(pid, "cpuacct"), memory: crate::shim::cgroup_dir(pid, "memory") }
     }
 
     pub fn v2(&self) -> bool {
@@ -133,9 +123,7 @@ impl Counters {
         }
         let stat = Self::read(&self.cpu, "cpu.stat");
         let usage = stat.lines().find_map(|l| l.strip_prefix("usage_usec "));
-        usage
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no usage_usec in cpu.stat: {stat}"))
+        usage.and_then(|v| v.trim().parse().ok()).unwrap_or_else(|| panic!("no usage_usec in cpu.stat: {stat}"))
     }
 
     pub fn cpu_ns(&self) -> u64 {
@@ -157,10 +145,7 @@ fn number(text: &str) -> u64 {
 #[track_caller]
 pub fn assert_between(what: &str, before: u64, value: u64, after: u64) {
     assert!(before > 0, "{what}: the cgroup file says 0 before the read; nothing to compare");
-    assert!(
-        before <= value && value <= after,
-        "{what} = {value}, but the cgroup file said {before} just before and {after} just after"
-    );
+    assert!(before <= value && value <= after, "{what} = {value}, but the cgroup file said {before} just before and {after} just after");
 }
 
 /// `value` is the memory in use read between `before` and `after` (which may move a little).

@@ -20,9 +20,7 @@ pub fn bin() -> PathBuf {
     let bin = std::env::var_os("RUSTPOD_CHECKER_BIN")
         .map(PathBuf::from)
         .or_else(|| {
-            std::env::var_os("CARGO_TARGET_DIR")
-                .map(|dir| Path::new(&dir).join("static/rustpod-checker"))
-                .filter(|bin| bin.exists())
+            std::env::var_os("CARGO_TARGET_DIR").map(|dir| Path::new(&dir).join("static/rustpod-checker")).filter(|bin| bin.exists())
         })
         .unwrap_or_else(|| PathBuf::from("/var/tmp/rustpod-target/static/rustpod-checker"));
     assert!(
@@ -92,25 +90,18 @@ impl Report {
 
     /// The topmost mount at `mount_point` (the last one listed in mountinfo).
     pub fn mount(&self, mount_point: &str) -> Option<&Value> {
-        self.0["mounts"]
-            .as_array()?
-            .iter()
-            .rev()
-            .find(|m| m["mount_point"] == mount_point)
+        self.0["mounts"].as_array()?.iter().rev().find(|m| m["mount_point"] == mount_point)
     }
 
     #[track_caller]
     pub fn expect_mount(&self, mount_point: &str) -> &Value {
-        self.mount(mount_point)
-            .unwrap_or_else(|| panic!("no mount at {mount_point} inside: {}", self.mount_table()))
+        self.mount(mount_point).unwrap_or_else(|| panic!("no mount at {mount_point} inside: {}", self.mount_table()))
     }
 
     /// `shared`, `slave`, `shared+slave`, `unbindable` or `private` of the mount at `mount_point`.
     #[track_caller]
     pub fn propagation(&self, mount_point: &str) -> &str {
-        self.expect_mount(mount_point)["propagation"]
-            .as_str()
-            .unwrap_or_default()
+        self.expect_mount(mount_point)["propagation"].as_str().unwrap_or_default()
     }
 
     /// A mount's per-mount options (`ro`, `nosuid`, `relatime`…).
@@ -153,14 +144,7 @@ impl Report {
 
 /// A JSON array of strings as a set.
 pub fn strings(value: &Value) -> BTreeSet<String> {
-    value
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
+    value.as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()).unwrap_or_default()
 }
 
 /// The report of the checker run (with `args`) by the runtime under test in a fresh container
@@ -191,25 +175,15 @@ pub fn host_bounding_caps() -> Vec<String> {
 
 /// Sets all five capability sets of `bundle`'s process to `caps`.
 pub fn set_all_caps(bundle: &mut Bundle, caps: &[String]) {
-    let sets = [
-        "bounding",
-        "effective",
-        "permitted",
-        "inheritable",
-        "ambient",
-    ];
-    let value: serde_json::Map<String, Value> =
-        sets.iter().map(|s| (s.to_string(), json!(caps))).collect();
+    let sets = ["bounding", "effective", "permitted", "inheritable", "ambient"];
+    let value: serde_json::Map<String, Value> = sets.iter().map(|s| (s.to_string(), json!(caps))).collect();
     bundle.set("/process/capabilities", Value::Object(value));
 }
 
 /// The namespace link (`mnt:[4026…]`) of a host process.
 pub fn ns_of(pid: i32, ns: &str) -> String {
     let link = format!("/proc/{pid}/ns/{ns}");
-    fs::read_link(&link)
-        .unwrap_or_else(|e| panic!("readlink {link}: {e}"))
-        .to_string_lossy()
-        .into_owned()
+    fs::read_link(&link).unwrap_or_else(|e| panic!("readlink {link}: {e}")).to_string_lossy().into_owned()
 }
 
 /// `conform!(cond, "what the spec wants")`: asserts `cond`, except when the suite is being

@@ -31,18 +31,8 @@ impl OciRuntime {
 /// (the control), rustpod as runc did. Clients pick 126/127 from the words of the runtime's error.
 #[track_caller]
 pub fn assert_exits_like_runc(client: &str, [runc, rustpod]: [Output; 2], expected: i32) {
-    assert_eq!(
-        runc.code(),
-        expected,
-        "runc, the control: {}",
-        runc.describe()
-    );
-    assert_eq!(
-        rustpod.code(),
-        runc.code(),
-        "{client} with rustpod must exit as with runc: {}",
-        rustpod.describe()
-    );
+    assert_eq!(runc.code(), expected, "runc, the control: {}", runc.describe());
+    assert_eq!(rustpod.code(), runc.code(), "{client} with rustpod must exit as with runc: {}", rustpod.describe());
 }
 
 /// Detaches every mount in or at `dir`, innermost first.

@@ -20,9 +20,7 @@ impl ConsoleSocket {
     pub fn new() -> Self {
         let dir = ScratchDir::new("console");
         let listener = UnixListener::bind(dir.join("console.sock")).expect("bind console socket");
-        listener
-            .set_nonblocking(true)
-            .expect("console socket non-blocking");
+        listener.set_nonblocking(true).expect("console socket non-blocking");
         ConsoleSocket { dir, listener }
     }
 
@@ -32,12 +30,8 @@ impl ConsoleSocket {
 
     /// Accepts the runtime's connection (bounded wait) and returns the one fd its message carries.
     pub fn receive_master(&self) -> OwnedFd {
-        let stream = wait::wait_for("the runtime to connect to the console socket", || {
-            self.accept()
-        });
-        stream
-            .set_nonblocking(false)
-            .expect("blocking console stream");
+        let stream = wait::wait_for("the runtime to connect to the console socket", || self.accept());
+        stream.set_nonblocking(false).expect("blocking console stream");
         receive_one_fd(&stream)
     }
 
@@ -60,13 +54,7 @@ fn receive_one_fd(stream: &UnixStream) -> OwnedFd {
     let mut buf = [0u8; 4096];
     let mut iov = [IoSliceMut::new(&mut buf)];
     let mut cmsg = cmsg_space!([std::os::fd::RawFd; 4]);
-    let msg = recvmsg::<()>(
-        stream.as_raw_fd(),
-        &mut iov,
-        Some(&mut cmsg),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    )
-    .expect("recvmsg on console socket");
+    let msg = recvmsg::<()>(stream.as_raw_fd(), &mut iov, Some(&mut cmsg), MsgFlags::MSG_CMSG_CLOEXEC).expect("recvmsg on console socket");
     let fds: Vec<_> = msg
         .cmsgs()
         .expect("decode control messages")
@@ -75,11 +63,7 @@ fn receive_one_fd(stream: &UnixStream) -> OwnedFd {
             other => panic!("unexpected control message {other:?}"),
         })
         .collect();
-    assert_eq!(
-        fds.len(),
-        1,
-        "the console message must carry exactly one fd, got {fds:?}"
-    );
+    assert_eq!(fds.len(), 1, "the console message must carry exactly one fd, got {fds:?}");
     // SAFETY: the kernel just installed this fd in our table and nothing else owns it.
     unsafe { OwnedFd::from_raw_fd(fds[0]) }
 }
@@ -89,11 +73,7 @@ pub fn read_until(master: &OwnedFd, needles: &[&str]) -> String {
     let mut file = std::fs::File::from(master.try_clone().expect("dup pty master"));
     let mut seen = Vec::new();
     let start = Instant::now();
-    let done = |seen: &[u8]| {
-        needles
-            .iter()
-            .all(|n| String::from_utf8_lossy(seen).contains(n))
-    };
+    let done = |seen: &[u8]| needles.iter().all(|n| String::from_utf8_lossy(seen).contains(n));
     while !done(&seen) && start.elapsed() < wait::DEADLINE {
         let mut fds = [PollFd::new(file.as_fd(), PollFlags::POLLIN)];
         if poll(&mut fds, PollTimeout::from(100u16)).expect("poll pty master") == 0 {

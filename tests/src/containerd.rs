@@ -82,11 +82,7 @@ impl Containerd {
     pub fn start() -> Self {
         let dir = ScratchDir::new("ctd");
         let socket = dir.join_str("containerd.sock");
-        let ctd = Containerd {
-            dir,
-            namespace: unique_name("ns"),
-            socket,
-        };
+        let ctd = Containerd { dir, namespace: unique_name("ns"), socket };
         process::run(&script("containerd.sh"), &["start", ctd.dir.str()], b"").ok();
         let tar = ctd.dir.join_str("busybox.tar");
         process::run(&script("make-oci-image.sh"), &[IMAGE, tar.as_str()], b"").ok();
@@ -114,9 +110,7 @@ impl Containerd {
 
     /// Polls (bounded) until task `id` has `status` (RUNNING, STOPPED…).
     pub fn wait_task(&self, id: &str, status: &str) {
-        wait::wait_for(&format!("task {id} to be {status}"), || {
-            (self.task_status(id).as_deref() == Some(status)).then_some(())
-        });
+        wait::wait_for(&format!("task {id} to be {status}"), || (self.task_status(id).as_deref() == Some(status)).then_some(()));
     }
 
     fn remove_all_containers(&self) {
@@ -124,15 +118,10 @@ impl Containerd {
     }
 
     fn stop(&self) {
-        let stopped =
-            process::spawn(&script("containerd.sh"), &["stop", self.dir.str()], b"").try_wait();
+        let stopped = process::spawn(&script("containerd.sh"), &["stop", self.dir.str()], b"").try_wait();
         if !stopped.is_ok_and(|out| out.success()) {
             let pid = std::fs::read_to_string(self.dir.join("containerd.pid")).unwrap_or_default();
-            let is_ours = |pid: &i32| {
-                leftovers::pids_under(self.dir.str())
-                    .iter()
-                    .any(|(p, _)| p == pid)
-            };
+            let is_ours = |pid: &i32| leftovers::pids_under(self.dir.str()).iter().any(|(p, _)| p == pid);
             leftovers::kill_pids(pid.trim().parse::<i32>().ok().filter(is_ours));
         }
     }

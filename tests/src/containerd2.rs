@@ -25,9 +25,7 @@ fn containerd_bin() -> Option<PathBuf> {
 
 /// `$RUSTPOD_CTR`, else the `ctr` next to `$RUSTPOD_CONTAINERD`.
 fn ctr_bin(containerd: &Path) -> PathBuf {
-    std::env::var_os("RUSTPOD_CTR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| containerd.with_file_name("ctr"))
+    std::env::var_os("RUSTPOD_CTR").map(PathBuf::from).unwrap_or_else(|| containerd.with_file_name("ctr"))
 }
 
 /// The 2.x runc shim beside `$RUSTPOD_CONTAINERD`. containerd looks for shims on its PATH
@@ -75,14 +73,7 @@ impl Containerd2 {
         let containerd = containerd_bin().expect("RUSTPOD_CONTAINERD is set (check blocker() first)");
         let dir = ScratchDir::new("c2");
         let socket = dir.join_str("containerd.sock");
-        let mut ctd = Containerd2 {
-            ctr: ctr_bin(&containerd),
-            namespace: unique_name("ns"),
-            socket,
-            containerd,
-            daemon: None,
-            dir,
-        };
+        let mut ctd = Containerd2 { ctr: ctr_bin(&containerd), namespace: unique_name("ns"), socket, containerd, daemon: None, dir };
         std::fs::write(ctd.dir.join("config.toml"), ctd.config()).expect("write config.toml");
         ctd.link_shims();
         ctd.daemon = Some(ctd.launch());
@@ -120,11 +111,7 @@ impl Containerd2 {
     fn launch(&self) -> Child {
         let bin = self.dir.join("bin");
         let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join("containerd.log"))
-            .expect("open containerd.log");
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("containerd.log")).expect("open containerd.log");
         let mut cmd = Command::new(&self.containerd);
         cmd.args(["--config", &self.dir.join_str("config.toml")])
             .env("PATH", path)
@@ -204,9 +191,7 @@ impl Containerd2 {
 
     /// Polls (bounded) until task `id` has `status`.
     pub fn wait_task(&self, id: &str, status: &str) {
-        wait::wait_for(&format!("task {id} to be {status}"), || {
-            (self.task_status(id).as_deref() == Some(status)).then_some(())
-        });
+        wait::wait_for(&format!("task {id} to be {status}"), || (self.task_status(id).as_deref() == Some(status)).then_some(()));
     }
 
     /// The bundle containerd made for task `id` (where it keeps `bootstrap.json`).

@@ -57,11 +57,7 @@ impl Dockerd {
     /// Starts containerd and dockerd in a fresh scratch dir and loads the busybox image.
     fn start() -> Self {
         // Built first, so that Drop cleans up whatever step below panics.
-        let mut dockerd = Dockerd {
-            daemon: None,
-            cgroup_parent: format!("/{}", unique_name("rustpod-dkr")),
-            dir: ScratchDir::new("dkr"),
-        };
+        let mut dockerd = Dockerd { daemon: None, cgroup_parent: format!("/{}", unique_name("rustpod-dkr")), dir: ScratchDir::new("dkr") };
         let ctd = dockerd.dir.join_str("ctd");
         process::run(&script("containerd.sh"), &["start", ctd.as_str()], b"").ok();
         dockerd.launch();
@@ -113,10 +109,7 @@ impl Dockerd {
             // dockerd 28 picks systemd's driver where systemd is PID 1 (the sid guest), which
             // wants a slice as the parent; the cgroupfs parent keeps each test's cgroups its own.
             "--exec-opt=native.cgroupdriver=cgroupfs".into(),
-            flag(
-                "add-runtime",
-                format!("{RUSTPOD}={}", env::rustpod_bin().display()),
-            ),
+            flag("add-runtime", format!("{RUSTPOD}={}", env::rustpod_bin().display())),
             "--bridge=none".into(),
             "--iptables=false".into(),
             "--ip6tables=false".into(),
@@ -132,10 +125,7 @@ impl Dockerd {
         let socket = PathBuf::from(self.socket());
         wait::wait_for("dockerd to answer on its socket", || {
             if let Ok(Some(status)) = self.daemon.as_mut()?.try_wait() {
-                return Some(Err(format!(
-                    "dockerd exited ({status}): {}",
-                    self.log_tail()
-                )));
+                return Some(Err(format!("dockerd exited ({status}): {}", self.log_tail())));
             }
             (socket.exists() && self.docker(&["version"]).success()).then_some(Ok(()))
         })
@@ -155,10 +145,7 @@ impl Dockerd {
 
     /// `docker --config <private> -H unix://<sock> args…` (the client of docker.io).
     pub fn docker(&self, args: &[&str]) -> Output {
-        let (config, host) = (
-            self.dir.join_str("client"),
-            format!("unix://{}", self.socket()),
-        );
+        let (config, host) = (self.dir.join_str("client"), format!("unix://{}", self.socket()));
         let global = ["--config", config.as_str(), "-H", host.as_str()];
         process::run(Path::new(DOCKER), &[&global[..], args].concat(), b"")
     }

@@ -24,10 +24,7 @@ pub fn runc_bin() -> PathBuf {
 
 /// The workspace checkout this crate belongs to.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ has a parent")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
 }
 
 /// `BIN --version`'s first version number as (major, minor, patch): containerd 2.x's

@@ -24,11 +24,7 @@ impl Fixture {
     /// A bundle running `args` on runtime `rt`; nothing created yet.
     pub fn on(rt: Runtime, args: &[&str]) -> Self {
         let id = rt.new_id("ct");
-        Fixture {
-            rt,
-            bundle: Bundle::new(args),
-            id,
-        }
+        Fixture { rt, bundle: Bundle::new(args), id }
     }
 
     /// A created (not started) container running `args`.
@@ -67,8 +63,7 @@ impl Fixture {
 
     /// `exec [flags] id argv…` in this container.
     pub fn exec_with(&self, flags: &[&str], argv: &[&str]) -> crate::Output {
-        self.rt
-            .cmd(&[&["exec"][..], flags, &[self.id.as_str()], argv].concat())
+        self.rt.cmd(&[&["exec"][..], flags, &[self.id.as_str()], argv].concat())
     }
 
     pub fn status(&self) -> String {

@@ -14,9 +14,7 @@ pub struct HostMounts {
 
 impl HostMounts {
     pub fn new(prefix: &str) -> Self {
-        HostMounts {
-            dir: ScratchDir::new(prefix),
-        }
+        HostMounts { dir: ScratchDir::new(prefix) }
     }
 
     pub fn path(&self) -> &Path {
@@ -33,14 +31,8 @@ impl HostMounts {
     /// `mount --bind path path`.
     pub fn bind_self(&self, path: &Path) {
         self.check_inside(path);
-        mount(
-            Some(path),
-            path,
-            None::<&str>,
-            MsFlags::MS_BIND,
-            None::<&str>,
-        )
-        .unwrap_or_else(|e| panic!("bind {} onto itself: {e}", path.display()));
+        mount(Some(path), path, None::<&str>, MsFlags::MS_BIND, None::<&str>)
+            .unwrap_or_else(|e| panic!("bind {} onto itself: {e}", path.display()));
     }
 
     /// `mount --rbind source target` (the source may be anywhere; the target must be ours).
@@ -70,14 +62,8 @@ impl HostMounts {
     /// A fresh tmpfs at `path` holding one file `marker` (so it is told apart from what it hides).
     pub fn tmpfs_with_marker(&self, path: &Path, marker: &str) {
         self.check_inside(path);
-        mount(
-            Some("tmpfs"),
-            path,
-            Some("tmpfs"),
-            MsFlags::empty(),
-            Some("size=1m"),
-        )
-        .unwrap_or_else(|e| panic!("mount tmpfs on {}: {e}", path.display()));
+        mount(Some("tmpfs"), path, Some("tmpfs"), MsFlags::empty(), Some("size=1m"))
+            .unwrap_or_else(|e| panic!("mount tmpfs on {}: {e}", path.display()));
         fs::write(path.join(marker), marker).expect("write marker into tmpfs");
     }
 
@@ -102,11 +88,7 @@ impl HostMounts {
     }
 
     fn check_inside(&self, path: &Path) {
-        assert!(
-            path.starts_with(self.dir.path()),
-            "{} is outside this test's mount dir",
-            path.display()
-        );
+        assert!(path.starts_with(self.dir.path()), "{} is outside this test's mount dir", path.display());
     }
 }
 
@@ -119,9 +101,7 @@ pub fn bind_spec(source: &Path, destination: &str, options: &[&str]) -> serde_js
 /// Whether `path` is a mount point in the test's (the host's) mount namespace.
 pub fn is_mount_point(path: &Path) -> bool {
     let wanted = path.to_string_lossy();
-    leftovers::mount_points_under(&wanted)
-        .iter()
-        .any(|m| m == wanted.as_ref())
+    leftovers::mount_points_under(&wanted).iter().any(|m| m == wanted.as_ref())
 }
 
 impl Drop for HostMounts {
@@ -136,10 +116,6 @@ impl Drop for HostMounts {
                 let _ = umount2(mount_point.as_str(), MntFlags::MNT_DETACH);
             }
         }
-        eprintln!(
-            "warning: mounts left under {}: {:?}",
-            self.dir.str(),
-            leftovers::mount_points_under(self.dir.str())
-        );
+        eprintln!("warning: mounts left under {}: {:?}", self.dir.str(), leftovers::mount_points_under(self.dir.str()));
     }
 }

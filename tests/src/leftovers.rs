@@ -8,10 +8,7 @@ use std::path::Path;
 
 /// Mount points in this mount namespace whose path contains `dir`.
 pub fn mounts_under(dir: &str) -> Vec<String> {
-    mount_points_under(dir)
-        .into_iter()
-        .map(|m| format!("mount {m}"))
-        .collect()
+    mount_points_under(dir).into_iter().map(|m| format!("mount {m}")).collect()
 }
 
 /// Whether `text` names path `dir` or something in it: `dir` followed by `/` or by anything
@@ -19,8 +16,7 @@ pub fn mounts_under(dir: &str) -> Vec<String> {
 /// match would take `…-1` for `…-12` and reach into another test's processes and mounts.
 pub fn mentions(text: &str, dir: &str) -> bool {
     let continues_name = |c: char| c.is_alphanumeric() || matches!(c, '-' | '_' | '.');
-    text.match_indices(dir)
-        .any(|(at, _)| !text[at + dir.len()..].starts_with(continues_name))
+    text.match_indices(dir).any(|(at, _)| !text[at + dir.len()..].starts_with(continues_name))
 }
 
 /// Mount points (as in mountinfo, octal escapes kept) in or at `dir`, in mount order.
@@ -57,19 +53,11 @@ fn process_in(pid: i32, dir: &str) -> Option<String> {
     let proc_dir = Path::new("/proc").join(pid.to_string());
     let cmdline = fs::read(proc_dir.join("cmdline")).unwrap_or_default();
     let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-    let link = |name: &str| {
-        fs::read_link(proc_dir.join(name))
-            .ok()
-            .map(|p| p.to_string_lossy().into_owned())
-    };
+    let link = |name: &str| fs::read_link(proc_dir.join(name)).ok().map(|p| p.to_string_lossy().into_owned());
     let inside = |p: &Option<String>| p.as_deref().is_some_and(|p| Path::new(p).starts_with(dir));
     let (cwd, root) = (link("cwd"), link("root"));
-    (mentions(&cmdline, dir) || inside(&cwd) || inside(&root)).then(|| {
-        format!(
-            "process {pid} `{}` cwd={cwd:?} root={root:?}",
-            cmdline.trim()
-        )
-    })
+    (mentions(&cmdline, dir) || inside(&cwd) || inside(&root))
+        .then(|| format!("process {pid} `{}` cwd={cwd:?} root={root:?}", cmdline.trim()))
 }
 
 /// SIGKILLs, by pid, every process `pids_under(dir)` finds, then removes the sockets the
@@ -97,26 +85,15 @@ pub fn kill_processes_under(dir: &str) {
 /// SIGKILLs, by pid, each of `pids`.
 pub fn kill_pids(pids: impl IntoIterator<Item = i32>) {
     for pid in pids {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
     }
 }
 
 /// Everything container `id` (of a runtime with state dir `root`, bundle `bundle`) left behind.
 pub fn find(root: &str, id: &str, bundle: &str) -> Vec<String> {
     let state_dir = Path::new(root).join(id);
-    let mut found: Vec<String> = state_dir
-        .exists()
-        .then(|| format!("state dir {}", state_dir.display()))
-        .into_iter()
-        .collect();
-    found.extend(
-        cgroup::dirs(id)
-            .iter()
-            .map(|d| format!("cgroup {}", d.display())),
-    );
+    let mut found: Vec<String> = state_dir.exists().then(|| format!("state dir {}", state_dir.display())).into_iter().collect();
+    found.extend(cgroup::dirs(id).iter().map(|d| format!("cgroup {}", d.display())));
     found.extend(mounts_under(bundle));
     found.extend(processes_under(bundle));
     found

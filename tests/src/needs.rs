@@ -16,10 +16,7 @@ pub fn cgroup_v1(controller: &str) -> Option<String> {
     containers().or_else(|| {
         let path = Path::new("/sys/fs/cgroup").join(controller);
         let mounted = std::fs::read_to_string("/proc/self/mountinfo")
-            .map(|m| {
-                m.lines()
-                    .any(|l| l.contains(&format!(" {} ", path.display())))
-            })
+            .map(|m| m.lines().any(|l| l.contains(&format!(" {} ", path.display()))))
             .unwrap_or(false);
         (!mounted).then(|| format!("no cgroup v1 {controller} controller at {}", path.display()))
     })
@@ -36,8 +33,7 @@ pub fn cgroup_v2(controllers: &[&str]) -> Option<String> {
             );
         }
         let offered = std::fs::read_to_string("/sys/fs/cgroup/cgroup.subtree_control").unwrap_or_default();
-        let missing: Vec<&str> =
-            controllers.iter().copied().filter(|c| !offered.split_whitespace().any(|o| o == *c)).collect();
+        let missing: Vec<&str> = controllers.iter().copied().filter(|c| !offered.split_whitespace().any(|o| o == *c)).collect();
         (!missing.is_empty()).then(|| format!("cgroup v2 controllers not enabled for children: {}", missing.join(" ")))
     })
 }

@@ -30,10 +30,7 @@ pub struct Podman {
 impl Podman {
     /// A scratch dir with private configs and a busybox rootfs (hack/make-rootfs.sh).
     pub fn new() -> Self {
-        let podman = Podman {
-            cgroup_parent: format!("/{}", unique_name("rustpod-podman")),
-            dir: ScratchDir::new("pdm"),
-        };
+        let podman = Podman { cgroup_parent: format!("/{}", unique_name("rustpod-podman")), dir: ScratchDir::new("pdm") };
         // Private configs: the host's containers.conf and storage.conf must not steer the tests.
         // File locks under the private --tmpdir: podman's default shm locks are one /libpod_lock
         // for every podman, and podman 5 instances starting at once race to create it.
@@ -60,35 +57,17 @@ impl Podman {
         }
         let runc = OciRuntime::Runc.bin().display().to_string();
         let machine = ["OCI", "conmon", runc.as_str()];
-        assert!(
-            machine.iter().any(|w| out.stderr.contains(w)),
-            "podman failed before running runc (a harness bug?): {}",
-            out.describe()
-        );
-        Some(format!(
-            "podman cannot run a container here even with runc: {}",
-            out.describe()
-        ))
+        assert!(machine.iter().any(|w| out.stderr.contains(w)), "podman failed before running runc (a harness bug?): {}", out.describe());
+        Some(format!("podman cannot run a container here even with runc: {}", out.describe()))
     }
 
     /// `podman --root … --runtime <bin of rt> args…`, with private configs.
     pub fn podman(&self, rt: OciRuntime, args: &[&str]) -> Output {
-        let (conf, storage) = (
-            self.dir.join_str("containers.conf"),
-            self.dir.join_str("storage.conf"),
-        );
-        let vars = [
-            format!("CONTAINERS_CONF={conf}"),
-            format!("CONTAINERS_STORAGE_CONF={storage}"),
-        ];
+        let (conf, storage) = (self.dir.join_str("containers.conf"), self.dir.join_str("storage.conf"));
+        let vars = [format!("CONTAINERS_CONF={conf}"), format!("CONTAINERS_STORAGE_CONF={storage}")];
         let globals = self.global_args(rt);
-        let argv: Vec<&str> = vars
-            .iter()
-            .map(String::as_str)
-            .chain([PODMAN])
-            .chain(globals.iter().map(String::as_str))
-            .chain(args.iter().copied())
-            .collect();
+        let argv: Vec<&str> =
+            vars.iter().map(String::as_str).chain([PODMAN]).chain(globals.iter().map(String::as_str)).chain(args.iter().copied()).collect();
         process::run(Path::new(ENV), &argv, b"")
     }
 
@@ -115,25 +94,11 @@ impl Podman {
 
     /// `run` with RLIMIT_NOFILE `nofile` (soft and hard): above `hard_nofile()` it needs
     /// CAP_SYS_RESOURCE.
-    pub fn run_with_nofile(
-        &self,
-        rt: OciRuntime,
-        nofile: u64,
-        flags: &[&str],
-        argv: &[&str],
-    ) -> Output {
+    pub fn run_with_nofile(&self, rt: OciRuntime, nofile: u64, flags: &[&str], argv: &[&str]) -> Output {
         let nproc = hard_limit(libc::RLIMIT_NPROC).min(1024);
-        let limits = [
-            format!("nofile={nofile}:{nofile}"),
-            format!("nproc={nproc}:{nproc}"),
-        ];
+        let limits = [format!("nofile={nofile}:{nofile}"), format!("nproc={nproc}:{nproc}")];
         let rootfs = self.dir.join_str("rootfs");
-        let common = [
-            "--network",
-            "none",
-            "--cgroup-parent",
-            self.cgroup_parent.as_str(),
-        ];
+        let common = ["--network", "none", "--cgroup-parent", self.cgroup_parent.as_str()];
         let mut args: Vec<&str> = [&["run"][..], &common, flags].concat();
         args.extend(limits.iter().flat_map(|l| ["--ulimit", l.as_str()]));
         args.extend(["--rootfs", rootfs.as_str()]);
@@ -204,17 +169,9 @@ pub fn hard_nofile() -> u64 {
 
 /// getrlimit(2)'s hard limit (nix's resource feature is not enabled in the workspace).
 fn hard_limit(resource: libc::__rlimit_resource_t) -> u64 {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit writes only into the rlimit it is given.
     let rc = unsafe { libc::getrlimit(resource, &mut limit) };
-    assert_eq!(
-        rc,
-        0,
-        "getrlimit({resource}): {}",
-        std::io::Error::last_os_error()
-    );
+    assert_eq!(rc, 0, "getrlimit({resource}): {}", std::io::Error::last_os_error());
     limit.rlim_max
 }

@@ -21,9 +21,7 @@ pub struct Output {
 impl Output {
     /// The exit code, or 128+signal like a shell when the command was killed.
     pub fn code(&self) -> i32 {
-        self.status
-            .code()
-            .unwrap_or_else(|| 128 + self.status.signal().unwrap_or(0))
+        self.status.code().unwrap_or_else(|| 128 + self.status.signal().unwrap_or(0))
     }
 
     pub fn success(&self) -> bool {
@@ -31,13 +29,7 @@ impl Output {
     }
 
     pub fn describe(&self) -> String {
-        format!(
-            "`{}` exited {}\n--- stdout:\n{}\n--- stderr:\n{}",
-            self.cmdline,
-            self.code(),
-            self.stdout,
-            self.stderr
-        )
+        format!("`{}` exited {}\n--- stdout:\n{}\n--- stderr:\n{}", self.cmdline, self.code(), self.stdout, self.stderr)
     }
 
     /// Panics unless the command succeeded.
@@ -50,27 +42,19 @@ impl Output {
     /// Panics unless the command failed.
     #[track_caller]
     pub fn failed(self) -> Self {
-        assert!(
-            !self.success(),
-            "command should have failed: {}",
-            self.describe()
-        );
+        assert!(!self.success(), "command should have failed: {}", self.describe());
         self
     }
 
     /// Stdout parsed as JSON; panics with the whole output if it is not.
     #[track_caller]
     pub fn stdout_json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", self.describe()))
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", self.describe()))
     }
 
     /// Non-empty lines of stderr.
     pub fn stderr_lines(&self) -> Vec<&str> {
-        self.stderr
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .collect()
+        self.stderr.lines().filter(|l| !l.trim().is_empty()).collect()
     }
 }
 
@@ -144,13 +128,7 @@ impl Spawned {
     /// Polls (bounded) until `ready` while the command runs; panics with its output if it exits first.
     #[track_caller]
     pub fn running_until(mut self, what: &str, mut ready: impl FnMut() -> bool) -> Self {
-        let exited = wait::wait_for(what, || {
-            if ready() {
-                Some(false)
-            } else {
-                self.is_finished().then_some(true)
-            }
-        });
+        let exited = wait::wait_for(what, || if ready() { Some(false) } else { self.is_finished().then_some(true) });
         if exited {
             panic!("exited before {what}: {}", self.wait().describe());
         }
@@ -169,25 +147,11 @@ impl Spawned {
         if !finished {
             let _ = self.child.kill();
             let _ = self.child.wait();
-            return Err(format!(
-                "`{}` did not finish within {:?}",
-                self.cmdline,
-                wait::DEADLINE
-            ));
+            return Err(format!("`{}` did not finish within {:?}", self.cmdline, wait::DEADLINE));
         }
-        let status = self
-            .child
-            .wait()
-            .map_err(|e| format!("reap `{}`: {e}", self.cmdline))?;
-        let read = |name: &str| {
-            String::from_utf8_lossy(&fs::read(self.io.join(name)).unwrap_or_default()).into_owned()
-        };
-        Ok(Output {
-            cmdline: self.cmdline.clone(),
-            status,
-            stdout: read("stdout"),
-            stderr: read("stderr"),
-        })
+        let status = self.child.wait().map_err(|e| format!("reap `{}`: {e}", self.cmdline))?;
+        let read = |name: &str| String::from_utf8_lossy(&fs::read(self.io.join(name)).unwrap_or_default()).into_owned();
+        Ok(Output { cmdline: self.cmdline.clone(), status, stdout: read("stdout"), stderr: read("stderr") })
     }
 }
 
@@ -204,12 +168,7 @@ struct KernelSigaction {
 /// refuses its internal signals.
 fn set_dispositions(signals: &[(i32, bool)]) -> std::io::Result<()> {
     for &(sig, ignored) in signals {
-        let action = KernelSigaction {
-            handler: if ignored { libc::SIG_IGN } else { libc::SIG_DFL },
-            flags: 0,
-            restorer: 0,
-            mask: 0,
-        };
+        let action = KernelSigaction { handler: if ignored { libc::SIG_IGN } else { libc::SIG_DFL }, flags: 0, restorer: 0, mask: 0 };
         let none: *mut KernelSigaction = std::ptr::null_mut();
         // SAFETY: `action` is a live kernel sigaction; no old action is asked for.
         let rc = unsafe { libc::syscall(libc::SYS_rt_sigaction, sig, &action as *const KernelSigaction, none, 8usize) };

@@ -41,17 +41,8 @@ impl Runtime {
     }
 
     pub fn with_bin(bin: PathBuf) -> Self {
-        assert!(
-            bin.exists(),
-            "runtime binary {} not found: build it (cargo build -p rustpod) or set RUSTPOD_BIN",
-            bin.display()
-        );
-        Runtime {
-            bin,
-            root: ScratchDir::new("root"),
-            globals: vec![],
-            ids: RefCell::new(vec![]),
-        }
+        assert!(bin.exists(), "runtime binary {} not found: build it (cargo build -p rustpod) or set RUSTPOD_BIN", bin.display());
+        Runtime { bin, root: ScratchDir::new("root"), globals: vec![], ids: RefCell::new(vec![]) }
     }
 
     /// Adds global flags (`--debug`, `--log F`…) to every command, after `--root ROOT`.
@@ -125,10 +116,7 @@ impl Runtime {
 
     pub fn spawn_run(&self, id: &str, bundle: &Bundle, flags: &[&str], stdin: &[u8]) -> Spawned {
         bundle.prepare(id);
-        self.spawn_stdin(
-            &[&["run"][..], flags, &["--bundle", bundle.path(), id]].concat(),
-            stdin,
-        )
+        self.spawn_stdin(&[&["run"][..], flags, &["--bundle", bundle.path(), id]].concat(), stdin)
     }
 
     /// `run --bundle B id`, its caller leaving each of `signals` ignored or at its default.
@@ -154,17 +142,13 @@ impl Runtime {
     }
 
     pub fn status(&self, id: &str) -> String {
-        self.state(id)["status"]
-            .as_str()
-            .expect("state has a status string")
-            .to_string()
+        self.state(id)["status"].as_str().expect("state has a status string").to_string()
     }
 
     /// `ps --format json`: the pids of the container's processes.
     pub fn pids(&self, id: &str) -> Vec<i32> {
         let json = self.cmd(&["ps", "--format", "json", id]).ok().stdout_json();
-        serde_json::from_value(json.clone())
-            .unwrap_or_else(|e| panic!("ps --format json is not an array of pids ({e}): {json}"))
+        serde_json::from_value(json.clone()).unwrap_or_else(|e| panic!("ps --format json is not an array of pids ({e}): {json}"))
     }
 
     /// The status, or None while `state` fails (not created yet, or gone).
@@ -175,9 +159,7 @@ impl Runtime {
     }
 
     pub fn pid(&self, id: &str) -> i32 {
-        self.state(id)["pid"]
-            .as_i64()
-            .expect("state has a pid number") as i32
+        self.state(id)["pid"].as_i64().expect("state has a pid number") as i32
     }
 
     /// Polls (bounded) until `state` reports `status`.
@@ -215,18 +197,10 @@ impl Runtime {
         if state_dir.exists() {
             problems.push(format!("state dir {}", state_dir.display()));
         }
-        problems.extend(
-            cgroup::dirs(id)
-                .iter()
-                .map(|d| format!("cgroup {}", d.display())),
-        );
+        problems.extend(cgroup::dirs(id).iter().map(|d| format!("cgroup {}", d.display())));
         cgroup::kill_processes(id);
         let stuck = cgroup::remove_dirs(id);
-        problems.extend(
-            stuck
-                .iter()
-                .map(|d| format!("cannot remove cgroup {}", d.display())),
-        );
+        problems.extend(stuck.iter().map(|d| format!("cannot remove cgroup {}", d.display())));
         problems
     }
 }
@@ -241,11 +215,7 @@ impl Drop for Runtime {
         if problems.is_empty() {
             return;
         }
-        let report = format!(
-            "{} left behind after delete --force:\n  {}",
-            self.bin.display(),
-            problems.join("\n  ")
-        );
+        let report = format!("{} left behind after delete --force:\n  {}", self.bin.display(), problems.join("\n  "));
         if std::thread::panicking() {
             eprintln!("{report}");
         } else {

@@ -43,10 +43,7 @@ impl ScratchDir {
 
     /// `join` as a String, for command-line arguments.
     pub fn join_str(&self, name: &str) -> String {
-        self.join(name)
-            .to_str()
-            .expect("scratch paths are UTF-8")
-            .to_string()
+        self.join(name).to_str().expect("scratch paths are UTF-8").to_string()
     }
 }
 

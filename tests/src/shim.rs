@@ -3,9 +3,9 @@
 // containerd, kills leftover shims and container processes by pid, unmounts what is left under
 // its dir and removes the shim's state root for the namespace.
 
+use crate::containerd::script;
 use crate::process::{self, Output, Spawned};
 use crate::scratch::{unique_name, ScratchDir};
-use crate::containerd::script;
 use crate::{leftovers, needs, wait};
 use std::path::{Path, PathBuf};
 
@@ -60,7 +60,6 @@ pub fn pty_blocker() -> Option<String> {
     needs::program(Path::new(SCRIPT))
 }
 
-
 /// Why the tests that compare our shim with containerd's runc shim driving runc cannot run.
 pub fn blocker_with_runc() -> Option<String> {
     blocker().or_else(|| needs::program(&crate::env::runc_bin()))
@@ -111,11 +110,7 @@ impl ShimContainerd {
         std::fs::create_dir_all(&shim_dir).expect("create shim dir");
         std::os::unix::fs::symlink(shim_bin(), shim_dir.join(SHIM_NAME)).expect("link shim binary");
         let socket = dir.join_str("containerd.sock");
-        let ctd = ShimContainerd {
-            dir,
-            namespace: namespace.to_string(),
-            socket,
-        };
+        let ctd = ShimContainerd { dir, namespace: namespace.to_string(), socket };
         let shim_dir = shim_dir.to_str().expect("UTF-8 path").to_string();
         let mut start = std::process::Command::new(script("containerd.sh"));
         start.args(["start", ctd.dir.str(), "--shim-dir", &shim_dir]).envs(env.iter().copied()).stdin(std::process::Stdio::null());
@@ -126,11 +121,7 @@ impl ShimContainerd {
             unsafe { start.pre_exec(move || nix::unistd::setgroups(&gids).map_err(std::io::Error::from)) };
         }
         let started = start.output().expect("run hack/containerd.sh");
-        assert!(
-            started.status.success(),
-            "hack/containerd.sh start failed: {}",
-            String::from_utf8_lossy(&started.stderr)
-        );
+        assert!(started.status.success(), "hack/containerd.sh start failed: {}", String::from_utf8_lossy(&started.stderr));
         let tar = ctd.dir.join_str("busybox.tar");
         process::run(&script("make-oci-image.sh"), &[IMAGE, tar.as_str()], b"").ok();
         ctd.ctr(&["image", "import", &tar]).ok();
@@ -160,11 +151,7 @@ impl ShimContainerd {
 
     /// ctr under `script`, so that it has a terminal (for `-t`).
     pub fn ctr_in_pty(&self, args: &[&str]) -> Output {
-        let cmd = std::iter::once(CTR)
-            .chain(self.ctr_args(args))
-            .map(shell_quote)
-            .collect::<Vec<_>>()
-            .join(" ");
+        let cmd = std::iter::once(CTR).chain(self.ctr_args(args)).map(shell_quote).collect::<Vec<_>>().join(" ");
         process::run(Path::new(SCRIPT), &["-qec", cmd.as_str(), "/dev/null"], b"")
     }
 
@@ -239,25 +226,14 @@ impl ShimContainerd {
 
     /// Polls (bounded) until task `id` has `status` (RUNNING, STOPPED…).
     pub fn wait_task(&self, id: &str, status: &str) {
-        wait::wait_for(&format!("task {id} to be {status}"), || {
-            (self.task_status(id).as_deref() == Some(status)).then_some(())
-        });
+        wait::wait_for(&format!("task {id} to be {status}"), || (self.task_status(id).as_deref() == Some(status)).then_some(()));
     }
 
     /// Deletes stopped task `id` and returns its exit status: ctr 1.6 prints it only as the
     /// warning "exit with non-zero exit code N" (nothing for 0).
     pub fn delete_task(&self, id: &str) -> i32 {
         let out = self.ctr(&["task", "delete", id]).ok();
-        out.stderr
-            .split("exit code ")
-            .nth(1)
-            .and_then(|rest| {
-                rest.split(|c: char| !c.is_ascii_digit())
-                    .next()?
-                    .parse()
-                    .ok()
-            })
-            .unwrap_or(0)
+        out.stderr.split("exit code ").nth(1).and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()).unwrap_or(0)
     }
 
     /// Pids of our shim processes serving this containerd.
@@ -295,14 +271,9 @@ impl ShimContainerd {
     }
 
     fn stop(&self) {
-        let stopped =
-            process::spawn(&script("containerd.sh"), &["stop", self.dir.str()], b"").try_wait();
+        let stopped = process::spawn(&script("containerd.sh"), &["stop", self.dir.str()], b"").try_wait();
         if !stopped.is_ok_and(|out| out.success()) {
-            let is_ours = |pid: &i32| {
-                leftovers::pids_under(self.dir.str())
-                    .iter()
-                    .any(|(p, _)| p == pid)
-            };
+            let is_ours = |pid: &i32| leftovers::pids_under(self.dir.str()).iter().any(|(p, _)| p == pid);
             leftovers::kill_pids(self.containerd_pid().filter(is_ours));
         }
     }
@@ -355,20 +326,21 @@ impl Drop for ShimContainerd {
 /// otherwise pass without looking.
 #[track_caller]
 pub fn cgroup_dir(pid: i32, controller: &str) -> PathBuf {
-    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
-        .unwrap_or_else(|e| panic!("read /proc/{pid}/cgroup: {e}"));
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_else(|e| panic!("read /proc/{pid}/cgroup: {e}"));
     let v1 = cgroups.lines().find_map(|line| {
         let mut parts = line.splitn(3, ':');
         let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        controllers.split(',').any(|c| c == controller).then(|| Path::new("/sys/fs/cgroup").join(controller).join(path.trim_start_matches('/')))
+        controllers
+            .split(',')
+            .any(|c| c == controller)
+            .then(|| Path::new("/sys/fs/cgroup").join(controller).join(path.trim_start_matches('/')))
     });
     let unified_host = !Path::new("/sys/fs/cgroup").join(controller).exists();
     let v2 = || {
         let path = cgroups.lines().find_map(|l| l.strip_prefix("0::"))?;
         Some(Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/')))
     };
-    v1.or_else(|| if unified_host { v2() } else { None })
-        .unwrap_or_else(|| panic!("process {pid} has no {controller} cgroup: {cgroups}"))
+    v1.or_else(|| if unified_host { v2() } else { None }).unwrap_or_else(|| panic!("process {pid} has no {controller} cgroup: {cgroups}"))
 }
 
 /// Whether process `pid`'s cgroup is frozen: v1's freezer.state or v2's cgroup.events.
@@ -391,10 +363,7 @@ pub fn cgroup_v1_file(pid: i32, controller: &str, file: &str) -> Option<PathBuf>
     let rel = cgroups.lines().find_map(|line| {
         let mut parts = line.splitn(3, ':');
         let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        controllers
-            .split(',')
-            .any(|c| c == controller)
-            .then(|| path.trim_start_matches('/').to_string())
+        controllers.split(',').any(|c| c == controller).then(|| path.trim_start_matches('/').to_string())
     })?;
     let dir = Path::new("/sys/fs/cgroup").join(controller).join(rel);
     Some(dir.join(file)).filter(|p| p.exists())

@@ -17,16 +17,12 @@ pub fn record(test: &str, reason: &str) {
         .open(&path)
         .unwrap_or_else(|e| panic!("open RUSTPOD_SKIP_LOG {}: {e}", path.to_string_lossy()));
     // One write of the whole line, so that parallel tests' lines never interleave.
-    log.write_all(format!("{line}\n").as_bytes())
-        .unwrap_or_else(|e| panic!("write RUSTPOD_SKIP_LOG: {e}"));
+    log.write_all(format!("{line}\n").as_bytes()).unwrap_or_else(|e| panic!("write RUSTPOD_SKIP_LOG: {e}"));
 }
 
 /// The running test's name: libtest names each test thread after its test.
 pub fn current_test() -> String {
-    std::thread::current()
-        .name()
-        .unwrap_or("<unnamed test>")
-        .to_string()
+    std::thread::current().name().unwrap_or("<unnamed test>").to_string()
 }
 
 /// `skip!("reason {}", x)`: records the skip and returns from the test.

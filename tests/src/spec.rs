@@ -70,10 +70,8 @@ mod tests {
         skip_if!(needs::program(&runc));
         let dir = ScratchDir::new("spec");
         process::run(&runc, &["spec", "--bundle", dir.str()], b"").ok();
-        let text =
-            std::fs::read_to_string(dir.join("config.json")).expect("runc spec wrote config.json");
-        let written: serde_json::Value =
-            serde_json::from_str(&text).expect("runc spec writes JSON");
+        let text = std::fs::read_to_string(dir.join("config.json")).expect("runc spec wrote config.json");
+        let written: serde_json::Value = serde_json::from_str(&text).expect("runc spec writes JSON");
         assert_eq!(written, super::runc_default());
     }
 }

@@ -14,10 +14,7 @@ pub fn wait_for<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
         if let Some(value) = probe() {
             return value;
         }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "timed out after {DEADLINE:?} waiting for {what}"
-        );
+        assert!(start.elapsed() < DEADLINE, "timed out after {DEADLINE:?} waiting for {what}");
         std::thread::sleep(POLL);
     }
 }

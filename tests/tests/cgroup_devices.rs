@@ -35,10 +35,8 @@ fn attack_bundle(extra_rules: &[Value]) -> Bundle {
     for set in ["bounding", "effective", "permitted"] {
         bundle.set(&format!("/process/capabilities/{set}"), caps.clone());
     }
-    bundle.set(
-        "/linux/devices",
-        json!([{"path": "/dev/kmsg", "type": "c", "major": 1, "minor": 11, "fileMode": 0o666, "uid": 0, "gid": 0}]),
-    );
+    bundle
+        .set("/linux/devices", json!([{"path": "/dev/kmsg", "type": "c", "major": 1, "minor": 11, "fileMode": 0o666, "uid": 0, "gid": 0}]));
     let mut rules = vec![json!({"allow": false, "access": "rwm"})];
     rules.extend_from_slice(extra_rules);
     bundle.set("/linux/resources/devices", Value::Array(rules));
@@ -52,10 +50,8 @@ fn attack(rt: &Runtime, bundle: &Bundle) -> Vec<String> {
     out.stdout.lines().map(str::to_string).collect()
 }
 
-const STEPS: [&str; 9] = [
-    "kmsg-write", "mknod-mem", "mem-read", "mknod-kmsg", "kmsg-x-write", "mknod-disk", "disk-read",
-    "null-write", "zero-read",
-];
+const STEPS: [&str; 9] =
+    ["kmsg-write", "mknod-mem", "mem-read", "mknod-kmsg", "kmsg-x-write", "mknod-disk", "disk-read", "null-write", "zero-read"];
 
 /// Runs the attack on runc and on rustpod with `extra_rules`; both must report `expected`
 /// (one result per step of `STEPS`), but for the steps of `crun_differs` that crun as the
@@ -115,7 +111,7 @@ fn deny_bpf() -> std::io::Result<()> {
     let stmt = |code: u16, k: u32| sock_filter { code, jt: 0, jf: 0, k };
     let jeq = |k: u32, jt: u8, jf: u8| sock_filter { code: 0x15, jt, jf, k };
     let filter = [
-        stmt(0x20, 4), // ld arch
+        stmt(0x20, 4),          // ld arch
         jeq(0xc000_003e, 1, 0), // x86_64, else allow
         stmt(0x06, libc::SECCOMP_RET_ALLOW),
         stmt(0x20, 0), // ld nr
@@ -175,9 +171,6 @@ fn a_denied_bpf_syscall_fails_create_and_leaves_nothing() {
     assert!(!ok, "create succeeded with bpf(2) denied (runc: {runc_err})");
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "want one error line: {stderr}");
-    assert!(
-        lines[0].contains("bpf(2) BPF_PROG_LOAD") && lines[0].contains("EPERM"),
-        "the error names neither bpf(2) nor EPERM: {stderr}"
-    );
+    assert!(lines[0].contains("bpf(2) BPF_PROG_LOAD") && lines[0].contains("EPERM"), "the error names neither bpf(2) nor EPERM: {stderr}");
     rt.assert_nothing_left(&id, bundle.path());
 }

@@ -39,9 +39,7 @@ fn check_events_stats(rt: &Runtime, driver: Driver) {
     let (cpu_after, mem_after) = (files.cpu_ns(), files.memory());
     let event: Value = serde_json::from_str(out.stdout.trim())
         .unwrap_or_else(|e| panic!("events --stats is not one JSON object ({e}): {}", out.describe()));
-    let field = |pointer: &str| {
-        event.pointer(pointer).and_then(Value::as_u64).unwrap_or_else(|| panic!("no {pointer} in {event}"))
-    };
+    let field = |pointer: &str| event.pointer(pointer).and_then(Value::as_u64).unwrap_or_else(|| panic!("no {pointer} in {event}"));
     let who = format!("{} ({driver:?}) events --stats", rt.bin().display());
     assert_between(&format!("{who} /data/cpu/usage/total (ns)"), cpu_before, field("/data/cpu/usage/total"), cpu_after);
     assert_memory(&format!("{who} /data/memory/usage/usage"), mem_before, field("/data/memory/usage/usage"), mem_after);
@@ -95,17 +93,12 @@ fn check_metrics(ctd: &ShimContainerd, runtime: &str, driver: Driver) {
     ctd.wait_task(&id, "RUNNING");
     let (pid, _) = ctd.task(&id).expect("task listed");
     let files = Counters::of(pid);
-    let (cpu_names, mem_name) = if files.v2() {
-        ("cpu.usage_usec", "memory.usage")
-    } else {
-        ("cpuacct.usage", "memory.usage_in_bytes")
-    };
+    let (cpu_names, mem_name) = if files.v2() { ("cpu.usage_usec", "memory.usage") } else { ("cpuacct.usage", "memory.usage_in_bytes") };
     let (cpu_before, mem_before) = (files.cpu_native(), files.memory());
     let m = metrics(ctd, &id);
     let (cpu_after, mem_after) = (files.cpu_native(), files.memory());
-    let value = |name: &str| -> u64 {
-        m.get(name).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("no {name} in ctr task metrics: {m:?}"))
-    };
+    let value =
+        |name: &str| -> u64 { m.get(name).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("no {name} in ctr task metrics: {m:?}")) };
     let who = format!("{runtime} ({driver:?}) metrics");
     assert_between(&format!("{who} {cpu_names}"), cpu_before, value(cpu_names), cpu_after);
     assert_memory(&format!("{who} {mem_name}"), mem_before, value(mem_name), mem_after);

@@ -29,12 +29,7 @@ fn files_after(rt: &Runtime, resources: &Value, files: &[&str], then: impl Fn(&R
 /// but for `runc_differs`, which runc before 1.3.2 writes instead (see tests/RUNC_DIFFERENCES.md;
 /// runc 1.3.6 in the sid guest and crun 1.28 write `expected`).
 #[track_caller]
-fn assert_files(
-    resources: Value,
-    expected: &[(&str, &str)],
-    runc_differs: &[(&str, &str)],
-    then: impl Fn(&Runtime, &str),
-) {
+fn assert_files(resources: Value, expected: &[(&str, &str)], runc_differs: &[(&str, &str)], then: impl Fn(&Runtime, &str)) {
     let files: Vec<&str> = expected.iter().map(|(f, _)| *f).collect();
     let runc_differs = if env::runc_before(&env::runc_bin(), (1, 3, 2)) { runc_differs } else { &[] };
     let line = |(f, v): &(&str, &str)| {
@@ -77,17 +72,9 @@ fn v2_limits_from_the_config() {
 #[test]
 fn v2_update_flags_change_limits_live() {
     skip_if!(blocker(&["memory", "cpu", "cpuset", "pids"]));
-    let flags = [
-        "--pids-limit", "50", "--cpu-share", "1024", "--cpu-quota", "50000", "--cpu-period", "100000",
-        "--cpuset-cpus", "0",
-    ];
-    let expected = [
-        ("memory.max", "100663296"),
-        ("pids.max", "50"),
-        ("cpu.weight", "100"),
-        ("cpu.max", "50000 100000"),
-        ("cpuset.cpus", "0"),
-    ];
+    let flags = ["--pids-limit", "50", "--cpu-share", "1024", "--cpu-quota", "50000", "--cpu-period", "100000", "--cpuset-cpus", "0"];
+    let expected =
+        [("memory.max", "100663296"), ("pids.max", "50"), ("cpu.weight", "100"), ("cpu.max", "50000 100000"), ("cpuset.cpus", "0")];
     assert_files(json!({}), &expected, &[RUNC_1_1_WEIGHT_OF_1024], |rt, id| {
         // crun 1.28 takes bytes only: it writes memory.max 0 for "96M".
         let memory = if env::is_crun(rt.bin()) { "100663296" } else { "96M" };
@@ -237,10 +224,6 @@ fn v2_delete_removes_no_other_owners_rustpod_cgroup() {
     let cgroup = std::fs::read_to_string(format!("/proc/{init}/cgroup")).expect("read the init's cgroup");
     assert_eq!(cgroup.trim_end(), format!("0::/rustpod/{id}"), "the default cgroup");
     rt.cmd(&["delete", "--force", &id]).ok();
-    assert!(
-        others.0.join("rustpod").is_dir(),
-        "delete removed {}/rustpod, a cgroup it did not make",
-        others.0.display()
-    );
+    assert!(others.0.join("rustpod").is_dir(), "delete removed {}/rustpod, a cgroup it did not make", others.0.display());
     rt.assert_nothing_left(&id, bundle.path());
 }

@@ -20,11 +20,8 @@ use rustpod_tests::{env, json, skip, skip_if, wait, Bundle, Runtime};
 /// `>`'s truncate and its write would leave no value to compare with.
 /// It also holds 1 MiB it never writes again (`b`): the few pages the loop dirties are then far
 /// fewer than all it has, so a dump that tracks memory since a pre-dump writes visibly less.
-const COUNTER: &[&str] = &[
-    "sh",
-    "-c",
-    "b=$(head -c 1048576 /dev/zero | tr '\\0' x); i=0; while true; do i=$((i+1)); echo $i >> /data/count; sleep 0.1; done",
-];
+const COUNTER: &[&str] =
+    &["sh", "-c", "b=$(head -c 1048576 /dev/zero | tr '\\0' x); i=0; while true; do i=$((i+1)); echo $i >> /data/count; sleep 0.1; done"];
 
 /// The counter's last complete value in `text` (a line not yet ended may be half written).
 fn last_count(text: &str) -> Option<u64> {
@@ -162,7 +159,10 @@ impl Counter {
 /// causes for runc and for us alike; runc has no flag for criu's timeout. So a dump that failed
 /// on exactly that is run again, at most three times in all; any other failure is returned at
 /// once. A failed dump leaves the container running, for runc as for us.
-fn dump_retrying_criu_freeze_timeouts(images: &str, mut dump: impl FnMut() -> rustpod_tests::process::Output) -> rustpod_tests::process::Output {
+fn dump_retrying_criu_freeze_timeouts(
+    images: &str,
+    mut dump: impl FnMut() -> rustpod_tests::process::Output,
+) -> rustpod_tests::process::Output {
     // runc names criu's log instead of quoting it: read the one in the images or the one named.
     let timed_out = |out: &rustpod_tests::process::Output| {
         let named = out.stderr.split(|c: char| c.is_whitespace() || c == '"').filter(|word| word.ends_with("dump.log"));
@@ -360,9 +360,8 @@ fn foreground_restore_waits_and_deletes() {
         // `images` bound: a field `..` left unbound would be dropped here, and its dir with it.
         let Checkpointed { data, images: _images, bundle, id, image_path, at_checkpoint } = Counter::start(rt).checkpoint_away(rt, name);
         let restore = rt.spawn_stdin(&["restore", "--image-path", &image_path, "--bundle", bundle.path(), &id], b"");
-        let restore = restore.running_until(&format!("{name}: the restored container to run"), || {
-            rt.try_status(&id).as_deref() == Some("running")
-        });
+        let restore =
+            restore.running_until(&format!("{name}: the restored container to run"), || rt.try_status(&id).as_deref() == Some("running"));
         wait::wait_for(&format!("{name}: the restored counter to go on"), || read_count(&data).filter(|c| *c > at_checkpoint));
         rt.kill(&id, "KILL");
         let out = restore.wait();
@@ -469,9 +468,7 @@ fn restore_from_a_missing_image_path_leaves_nothing() {
         let id = rt.new_id("cr");
         bundle.prepare(&id);
         let image_path = images.join_str("never-written");
-        let out = rt
-            .cmd(&["restore", "--detach", "--image-path", &image_path, "--bundle", bundle.path(), &id])
-            .failed();
+        let out = rt.cmd(&["restore", "--detach", "--image-path", &image_path, "--bundle", bundle.path(), &id]).failed();
         assert_eq!(out.stderr_lines().len(), 1, "{name}: one line: {}", out.describe());
         assert!(rt.try_status(&id).is_none(), "{name}: no container after a failed restore");
         rt.assert_nothing_left(&id, bundle.path());
@@ -511,9 +508,7 @@ fn checkpoint_and_restore_without_a_working_criu_fail_and_leave_the_container() 
         assert_eq!(rt.pid(&id), pid, "{name}: the same init runs on");
         let restored_id = rt.new_id("cr");
         bundle.prepare(&restored_id);
-        let out = rt
-            .cmd(&["restore", "--detach", "--image-path", &image_path, "--bundle", bundle.path(), &restored_id])
-            .failed();
+        let out = rt.cmd(&["restore", "--detach", "--image-path", &image_path, "--bundle", bundle.path(), &restored_id]).failed();
         assert!(rt.try_status(&restored_id).is_none(), "{name}: no container after a failed restore: {}", out.describe());
         kill_and_delete(&rt, &id, &bundle);
         rt.assert_nothing_left(&restored_id, bundle.path());
@@ -539,12 +534,7 @@ fn unsupported_checkpoint_flags_are_refused() {
     let id = rt.new_id("cr");
     rt.start_container(&id, &bundle);
     let image_path = images.join_str("img");
-    for flags in [
-        &["--manage-cgroups-mode", "bogus"][..],
-        &["--status-fd", "1"],
-        &["--auto-dedup"],
-        &["--empty-ns", "network"],
-    ] {
+    for flags in [&["--manage-cgroups-mode", "bogus"][..], &["--status-fd", "1"], &["--auto-dedup"], &["--empty-ns", "network"]] {
         let args = [&["checkpoint"][..], flags, &["--image-path", &image_path, &id]].concat();
         let out = rt.cmd(&args).failed();
         assert_eq!(out.stderr_lines().len(), 1, "{flags:?}: one line: {}", out.describe());
@@ -647,7 +637,14 @@ fn lazy_pages_blocker() -> Option<String> {
 /// criu's freeze timeout (see `dump_retrying_criu_freeze_timeouts`) is started again on a new
 /// port, at most three times in all; any other early end panics with the checkpoint's stderr
 /// and criu's errors from its log.
-fn lazy_checkpoint_ready(rt: &Runtime, name: &str, id: &str, images: &ScratchDir, image_path: &str, work_path: &str) -> (Reaped, String, std::path::PathBuf) {
+fn lazy_checkpoint_ready(
+    rt: &Runtime,
+    name: &str,
+    id: &str,
+    images: &ScratchDir,
+    image_path: &str,
+    work_path: &str,
+) -> (Reaped, String, std::path::PathBuf) {
     let errors = images.join("checkpoint.stderr");
     for attempt in 1..=3 {
         let port = free_port().to_string();
@@ -703,7 +700,19 @@ fn lazy_pages_migrate_the_counter() {
         let at_checkpoint = read_count(&data).expect("the counter wrote /data/count");
 
         let mut lazy = Command::new("criu");
-        lazy.args(["lazy-pages", "--page-server", "--address", "127.0.0.1", "--port", &port, "-v4", "-o", "lazy-pages.log", "-D", &image_path]);
+        lazy.args([
+            "lazy-pages",
+            "--page-server",
+            "--address",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "-v4",
+            "-o",
+            "lazy-pages.log",
+            "-D",
+            &image_path,
+        ]);
         let mut lazy = Reaped(lazy.stdin(Stdio::null()).spawn().expect("spawn criu lazy-pages"));
         let socket = Path::new(&image_path).join("lazy-pages.socket");
         wait::wait_for(&format!("{name}: criu lazy-pages to listen"), || socket.exists().then_some(()));
@@ -886,7 +895,9 @@ fn containerd_checkpoints_and_restores() {
 
 /// runc's options naming the runtime binary containerd's runc shim runs, as `ctr
 /// --runc-binary` sends them.
-fn runc_options(binary: &str) -> containerd_shim_protos::protobuf::MessageField<containerd_shim_protos::protobuf::well_known_types::any::Any> {
+fn runc_options(
+    binary: &str,
+) -> containerd_shim_protos::protobuf::MessageField<containerd_shim_protos::protobuf::well_known_types::any::Any> {
     use containerd_shim_protos::protobuf::Message;
     let options = containerd_shim_protos::shim::oci::Options { binary_name: binary.into(), ..Default::default() };
     containerd_shim_protos::protobuf::MessageField::some(containerd_shim_protos::protobuf::well_known_types::any::Any {
@@ -933,9 +944,17 @@ fn containerd_restore_from_a_missing_checkpoint_fails_as_the_runc_shims_and_leav
         let started = task.start("");
         assert_ne!(started, Code::OK, "{name}: Start restored from {missing}, which does not exist");
         starts.push((name.clone(), started));
-        assert_eq!(task.call("State", &StateRequest { id: id.clone(), ..Default::default() }), Code::OK, "{name}: State after the failed Start");
+        assert_eq!(
+            task.call("State", &StateRequest { id: id.clone(), ..Default::default() }),
+            Code::OK,
+            "{name}: State after the failed Start"
+        );
         assert_eq!(task.delete(""), Code::OK, "{name}: Delete after the failed Start");
-        assert_eq!(task.call("State", &StateRequest { id: id.clone(), ..Default::default() }), Code::NOT_FOUND, "{name}: State after Delete");
+        assert_eq!(
+            task.call("State", &StateRequest { id: id.clone(), ..Default::default() }),
+            Code::NOT_FOUND,
+            "{name}: State after Delete"
+        );
         let root = match path.runc_binary {
             Some(_) => ctd.runc_shim_root(),
             None => ctd.state_root(),

@@ -66,10 +66,7 @@ fn unknown_namespace_type() {
     skip_if!(needs::containers());
     let mut fx = Fixture::new(SLEEP);
     let mut namespaces = fx.bundle.config()["linux"]["namespaces"].clone();
-    namespaces
-        .as_array_mut()
-        .expect("namespaces array")
-        .push(json!({"type": "bogus"}));
+    namespaces.as_array_mut().expect("namespaces array").push(json!({"type": "bogus"}));
     fx.bundle.set("/linux/namespaces", namespaces);
     assert_create_fails(&fx, &["bogus"]);
 }
@@ -80,26 +77,14 @@ fn duplicate_id() {
     let fx = Fixture::created(SLEEP);
     let again = fx.rt.try_create(&fx.id, &fx.bundle, &[]);
     assert_one_line_error(&again, &["already exists"]);
-    assert_eq!(
-        fx.status(),
-        "created",
-        "the first container must be untouched"
-    );
+    assert_eq!(fx.status(), "created", "the first container must be untouched");
 }
 
 #[test]
 fn unknown_id() {
     skip_if!(needs::containers());
     let fx = Fixture::new(SLEEP);
-    for command in [
-        &["state"][..],
-        &["start"],
-        &["kill"],
-        &["kill", "--all"],
-        &["delete"],
-        &["pause"],
-        &["ps"],
-    ] {
+    for command in [&["state"][..], &["start"], &["kill"], &["kill", "--all"], &["delete"], &["pause"], &["ps"]] {
         let out = fx.rt.cmd(&[command, &["no-such-id"]].concat());
         assert_one_line_error(&out, &["not exist"]);
     }

@@ -17,12 +17,7 @@ fn same_on_both<T: PartialEq + Debug>(what: &str, scenario: impl Fn(&Runtime) ->
     let (runc, ours) = (Runtime::runc(), Runtime::under_test());
     let expected = scenario(&runc);
     let got = scenario(&ours);
-    assert_eq!(
-        got,
-        expected,
-        "{what}: {} differs from runc",
-        ours.bin().display()
-    );
+    assert_eq!(got, expected, "{what}: {} differs from runc", ours.bin().display());
     expected
 }
 
@@ -33,12 +28,7 @@ fn lifecycle(rt: &Runtime, bundle: &Bundle) -> (Keys, Vec<String>) {
     let id = rt.new_id("diff");
     rt.create(&id, bundle);
     let state = rt.state(&id);
-    let keys = state
-        .as_object()
-        .expect("state is an object")
-        .keys()
-        .cloned()
-        .collect();
+    let keys = state.as_object().expect("state is an object").keys().cloned().collect();
     let mut statuses = vec![rt.status(&id)];
     rt.start(&id);
     rt.wait_status(&id, "running");
@@ -79,12 +69,7 @@ fn run_exit_codes() {
 #[test]
 fn run_stdout() {
     skip_if!(blocker());
-    let commands = [
-        "echo hi",
-        "cat /proc/self/status | grep NoNewPrivs",
-        "hostname",
-        "id",
-    ];
+    let commands = ["echo hi", "cat /proc/self/status | grep NoNewPrivs", "hostname", "id"];
     for command in commands {
         let bundle = Bundle::new(&["sh", "-c", command]);
         let (code, stdout) = same_on_both(command, |rt| run_output(rt, &bundle));
@@ -97,9 +82,7 @@ fn run_stdout() {
 fn exit_code_after_kill(rt: &Runtime, bundle: &Bundle, signal: &str) -> i32 {
     let id = rt.new_id("diff");
     let is_running = || rt.try_status(&id).as_deref() == Some("running");
-    let running = rt
-        .spawn_run(&id, bundle, &[], b"")
-        .running_until("the container to run", is_running);
+    let running = rt.spawn_run(&id, bundle, &[], b"").running_until("the container to run", is_running);
     rt.kill(&id, signal);
     running.wait().code()
 }
@@ -109,9 +92,7 @@ fn exit_codes_after_kill() {
     skip_if!(blocker());
     for (args, signal, expected) in [(SLEEP, "KILL", 137), (TRAP_TERM, "TERM", 143)] {
         let bundle = Bundle::new(args);
-        let code = same_on_both(&format!("run, then kill {signal}"), |rt| {
-            exit_code_after_kill(rt, &bundle, signal)
-        });
+        let code = same_on_both(&format!("run, then kill {signal}"), |rt| exit_code_after_kill(rt, &bundle, signal));
         assert_eq!(code, expected, "exit code after kill {signal}");
     }
 }

@@ -71,13 +71,9 @@ fn exec_detached_writes_pid_file() {
     skip_if!(needs::containers());
     let fx = Fixture::running(SLEEP);
     let pid_file = format!("{}/exec.pid", fx.bundle.path());
-    fx.exec_with(&["-d", "--pid-file", &pid_file], &["sleep", "999"])
-        .ok();
+    fx.exec_with(&["-d", "--pid-file", &pid_file], &["sleep", "999"]).ok();
     let pid = read_pid_file(&pid_file);
     assert!(pid_alive(pid), "exec'd pid {pid} is not running");
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    assert_eq!(
-        cmdline, b"sleep\0999\0",
-        "the pid file must name the exec'd process"
-    );
+    assert_eq!(cmdline, b"sleep\0999\0", "the pid file must name the exec'd process");
 }

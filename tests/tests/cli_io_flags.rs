@@ -29,16 +29,11 @@ fn json_log_lines(path: &str) -> Vec<Value> {
     let lines: Vec<Value> = text
         .lines()
         .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            serde_json::from_str(l).unwrap_or_else(|e| panic!("log line is not JSON ({e}): {l}"))
-        })
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("log line is not JSON ({e}): {l}")))
         .collect();
     for line in &lines {
         for field in ["level", "msg", "time"] {
-            assert!(
-                line[field].is_string(),
-                "log line lacks string {field}: {line}"
-            );
+            assert!(line[field].is_string(), "log line lacks string {field}: {line}");
         }
     }
     lines
@@ -47,9 +42,7 @@ fn json_log_lines(path: &str) -> Vec<Value> {
 /// A runtime logging to `<dir>/log.json` in JSON, with `extra` global flags; and the log's path.
 fn json_logging(dir: &ScratchDir, extra: &[&str]) -> (Runtime, String) {
     let log = dir.join_str("log.json");
-    let rt = Runtime::under_test()
-        .with_globals(&["--log", &log, "--log-format", "json"])
-        .with_globals(extra);
+    let rt = Runtime::under_test().with_globals(&["--log", &log, "--log-format", "json"]).with_globals(extra);
     (rt, log)
 }
 
@@ -61,10 +54,7 @@ fn log_format_json_records_errors() {
     assert!(!out.success(), "{}", out.describe());
     let lines = json_log_lines(&log);
     let error = lines.iter().find(|l| l["level"] == "error");
-    assert!(
-        error.is_some_and(|e| e["msg"].as_str().unwrap_or("").contains("not exist")),
-        "log: {lines:?}"
-    );
+    assert!(error.is_some_and(|e| e["msg"].as_str().unwrap_or("").contains("not exist")), "log: {lines:?}");
 }
 
 #[test]
@@ -92,14 +82,9 @@ fn systemd_cgroup_without_systemd_fails_cleanly() {
     if Path::new("/run/systemd/system").exists() {
         skip!("systemd is running here; this test is about hosts without it");
     }
-    let mut fx = Fixture::on(
-        Runtime::under_test().with_globals(&["--systemd-cgroup"]),
-        &["true"],
-    );
+    let mut fx = Fixture::on(Runtime::under_test().with_globals(&["--systemd-cgroup"]), &["true"]);
     let slice = format!("system.slice:rustpod:{}", fx.id);
-    fx.bundle
-        .clear_cgroups_path()
-        .set("/linux/cgroupsPath", json!(slice));
+    fx.bundle.clear_cgroups_path().set("/linux/cgroupsPath", json!(slice));
     assert_one_line_error(&fx.rt.run(&fx.id, &fx.bundle, &[], b""), &["systemd"]);
     fx.assert_nothing_left();
 }

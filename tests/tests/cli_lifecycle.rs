@@ -12,10 +12,7 @@ fn create_start_kill_delete() {
     let state = fx.rt.state(&fx.id);
     assert_eq!(state["status"], "created");
     let pid = state["pid"].as_i64().expect("pid is a number") as i32;
-    assert!(
-        pid > 0 && pid_alive(pid),
-        "created container's pid {pid} must be a live process"
-    );
+    assert!(pid > 0 && pid_alive(pid), "created container's pid {pid} must be a live process");
 
     fx.rt.start(&fx.id);
     fx.rt.wait_status(&fx.id, "running");
@@ -25,11 +22,7 @@ fn create_start_kill_delete() {
     fx.rt.wait_status(&fx.id, "stopped");
     fx.rt.delete(&fx.id);
     let gone = fx.rt.cmd(&["state", &fx.id]);
-    assert!(
-        !gone.success(),
-        "state of a deleted container must fail: {}",
-        gone.describe()
-    );
+    assert!(!gone.success(), "state of a deleted container must fail: {}", gone.describe());
     fx.assert_nothing_left();
 }
 
@@ -37,41 +30,20 @@ fn create_start_kill_delete() {
 fn state_has_every_runc_field() {
     skip_if!(needs::containers());
     let mut fx = Fixture::new(SLEEP);
-    fx.bundle
-        .set_annotations(json!({"org.rustpod.test": "yes", "a.b": "c"}));
+    fx.bundle.set_annotations(json!({"org.rustpod.test": "yes", "a.b": "c"}));
     fx.rt.create(&fx.id, &fx.bundle);
     let state = fx.rt.state(&fx.id);
     // The spec version the runtime's state complies with (runc prints its own, 1.0.2-dev).
     let oci_version = state["ociVersion"].as_str();
-    assert!(
-        oci_version.is_some_and(|v| v.starts_with("1.")),
-        "ociVersion: {state}"
-    );
+    assert!(oci_version.is_some_and(|v| v.starts_with("1.")), "ociVersion: {state}");
     assert_eq!(state["id"], fx.id.as_str());
     assert!(state["pid"].as_i64().is_some_and(|p| p > 0), "{state}");
     assert_eq!(state["status"], "created");
-    assert_eq!(
-        state["bundle"],
-        fx.bundle.path(),
-        "bundle is the absolute bundle path"
-    );
-    assert_eq!(
-        state["rootfs"],
-        fx.bundle.rootfs().as_str(),
-        "rootfs is absolute"
-    );
-    assert!(
-        state["created"].as_str().is_some_and(is_rfc3339),
-        "created must be RFC 3339: {state}"
-    );
-    assert!(
-        state["owner"].is_string(),
-        "owner must be a string: {state}"
-    );
-    assert_eq!(
-        state["annotations"],
-        json!({"org.rustpod.test": "yes", "a.b": "c"})
-    );
+    assert_eq!(state["bundle"], fx.bundle.path(), "bundle is the absolute bundle path");
+    assert_eq!(state["rootfs"], fx.bundle.rootfs().as_str(), "rootfs is absolute");
+    assert!(state["created"].as_str().is_some_and(is_rfc3339), "created must be RFC 3339: {state}");
+    assert!(state["owner"].is_string(), "owner must be a string: {state}");
+    assert_eq!(state["annotations"], json!({"org.rustpod.test": "yes", "a.b": "c"}));
 }
 
 #[test]
@@ -82,10 +54,7 @@ fn run_returns_exit_code_and_deletes() {
         let fx = Fixture::new(&["sh", "-c", &script]);
         let out = fx.rt.run(&fx.id, &fx.bundle, &[], b"");
         assert_eq!(out.code(), code, "{}", out.describe());
-        assert!(
-            !fx.rt.cmd(&["state", &fx.id]).success(),
-            "run must delete the container after it exits"
-        );
+        assert!(!fx.rt.cmd(&["state", &fx.id]).success(), "run must delete the container after it exits");
         fx.assert_nothing_left();
     }
 }
@@ -141,16 +110,10 @@ fn kill_all_reaches_every_process() {
     let fx = Fixture::running(&["sh", "-c", "sleep 1000 & sleep 1000 & wait"]);
     fx.exec_with(&["-d"], &["sleep", "1000"]).ok();
     let pids = fx.rt.pids(&fx.id);
-    assert!(
-        pids.len() >= 3,
-        "expected the shell and two sleeps: {pids:?}"
-    );
+    assert!(pids.len() >= 3, "expected the shell and two sleeps: {pids:?}");
     fx.rt.cmd(&["kill", "--all", &fx.id, "KILL"]).ok();
     fx.rt.wait_status(&fx.id, "stopped");
-    assert!(
-        wait::eventually(|| !pids.iter().any(|p| pid_alive(*p))),
-        "kill --all left some of {pids:?} alive"
-    );
+    assert!(wait::eventually(|| !pids.iter().any(|p| pid_alive(*p))), "kill --all left some of {pids:?} alive");
 }
 
 #[test]
@@ -159,14 +122,8 @@ fn delete_force_removes_running_container() {
     let fx = Fixture::running(SLEEP);
     let pid = fx.rt.pid(&fx.id);
     fx.rt.cmd(&["delete", "--force", &fx.id]).ok();
-    assert!(
-        !fx.rt.cmd(&["state", &fx.id]).success(),
-        "state after delete --force must fail"
-    );
-    assert!(
-        wait::eventually(|| !pid_alive(pid)),
-        "init {pid} survived delete --force"
-    );
+    assert!(!fx.rt.cmd(&["state", &fx.id]).success(), "state after delete --force must fail");
+    assert!(wait::eventually(|| !pid_alive(pid)), "init {pid} survived delete --force");
     fx.assert_nothing_left();
 }
 

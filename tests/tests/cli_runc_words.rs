@@ -75,16 +75,12 @@ fn errors_on_stderr_are_logrus_entries_as_runc_writes_them() {
     for rt in [Runtime::runc(), Runtime::under_test()] {
         let (running, bundle) = (rt.new_id("words"), Bundle::new(SLEEP));
         rt.start_container(&running, &bundle);
-        let failing: [&[&str]; 4] = [
-            &["delete", "no-such-container"],
-            &["kill", "no-such-container", "KILL"],
-            &["delete", &running],
-            &["state", ""],
-        ];
+        let failing: [&[&str]; 4] =
+            [&["delete", "no-such-container"], &["kill", "no-such-container", "KILL"], &["delete", &running], &["state", ""]];
         for args in failing {
             let line = the_one_stderr_line(&rt.cmd(args));
-            let (level, msg) = logrus_text(&line)
-                .unwrap_or_else(|| panic!("{}: {args:?} printed no logrus entry: {line}", rt.bin().display()));
+            let (level, msg) =
+                logrus_text(&line).unwrap_or_else(|| panic!("{}: {args:?} printed no logrus entry: {line}", rt.bin().display()));
             assert_eq!(level, "error", "{line}");
             assert!(!msg.is_empty(), "{line}");
         }
@@ -156,9 +152,8 @@ fn exec_takes_ignore_paused_and_cgroup_as_runc() {
 fn a_capability_the_host_lacks_is_worded_as_runc_words_it() {
     skip_if!(blocker());
     let ours = rustpod_tests::checker::host_bounding_caps();
-    let Some(lacking) = ["CAP_SYS_RESOURCE", "CAP_SYS_MODULE", "CAP_SYS_BOOT", "CAP_MAC_ADMIN"]
-        .into_iter()
-        .find(|cap| !ours.iter().any(|c| c == cap))
+    let Some(lacking) =
+        ["CAP_SYS_RESOURCE", "CAP_SYS_MODULE", "CAP_SYS_BOOT", "CAP_MAC_ADMIN"].into_iter().find(|cap| !ours.iter().any(|c| c == cap))
     else {
         rustpod_tests::skip!("this host's bounding set has every capability tried");
     };
@@ -169,11 +164,7 @@ fn a_capability_the_host_lacks_is_worded_as_runc_words_it() {
         bundle.set("/process/capabilities", json!({"bounding": caps, "effective": caps, "permitted": caps}));
         let out = rt.run(&rt.new_id("words"), &bundle, &[], b"");
         let msg = start_error(&rt, &out);
-        assert!(
-            msg.contains("unable to apply caps") && msg.contains("operation not permitted"),
-            "{}: {msg}",
-            rt.bin().display()
-        );
+        assert!(msg.contains("unable to apply caps") && msg.contains("operation not permitted"), "{}: {msg}", rt.bin().display());
     }
 }
 

@@ -6,11 +6,7 @@ use rustpod_tests::{needs, skip_if, Fixture};
 /// The SigIgn mask of the container's first process, from /proc/self/status.
 fn ignored_mask(fx: &Fixture) -> u64 {
     let out = fx.rt.run(&fx.id, &fx.bundle, &[], b"").ok();
-    let line = out
-        .stdout
-        .lines()
-        .find(|l| l.starts_with("SigIgn:"))
-        .unwrap_or_else(|| panic!("no SigIgn line: {}", out.describe()));
+    let line = out.stdout.lines().find(|l| l.starts_with("SigIgn:")).unwrap_or_else(|| panic!("no SigIgn line: {}", out.describe()));
     u64::from_str_radix(line["SigIgn:".len()..].trim(), 16).expect("hex mask")
 }
 

@@ -15,14 +15,8 @@ fn assert_terminal_output(console: &ConsoleSocket, marker: &str, tty_prefix: &st
     let master = console.receive_master();
     let seen = read_until(&master, &[marker, tty_prefix]);
     let line = format!("{marker}\r\n");
-    assert!(
-        seen.contains(&line),
-        "terminal output lacks {line:?}: {seen:?}"
-    );
-    assert!(
-        seen.contains(tty_prefix),
-        "stdio must be a pty ({tty_prefix}…): {seen:?}"
-    );
+    assert!(seen.contains(&line), "terminal output lacks {line:?}: {seen:?}");
+    assert!(seen.contains(tty_prefix), "stdio must be a pty ({tty_prefix}…): {seen:?}");
 }
 
 #[test]
@@ -33,9 +27,7 @@ fn create_sends_pty_master_to_console_socket() {
     fx.bundle.set("/process/terminal", json!(true));
     let console = ConsoleSocket::new();
     let flags = ["--console-socket".to_string(), console.path()];
-    fx.rt
-        .try_create(&fx.id, &fx.bundle, &flags.each_ref().map(String::as_str))
-        .ok();
+    fx.rt.try_create(&fx.id, &fx.bundle, &flags.each_ref().map(String::as_str)).ok();
     fx.rt.start(&fx.id);
     assert_terminal_output(&console, "tty-ok", "/dev/pts/0");
 }
@@ -48,7 +40,6 @@ fn exec_tty_sends_pty_master_to_console_socket() {
     let socket = console.path();
     let script = tty_script("exec-tty-ok");
     let flags = ["--detach", "--tty", "--console-socket", socket.as_str()];
-    fx.exec_with(&flags, &script.each_ref().map(String::as_str))
-        .ok();
+    fx.exec_with(&flags, &script.each_ref().map(String::as_str)).ok();
     assert_terminal_output(&console, "exec-tty-ok", "/dev/pts/");
 }

@@ -7,9 +7,7 @@ use rustpod_tests::{needs, skip_if, Fixture, Value, SLEEP};
 const MIB: u64 = 1024 * 1024;
 
 fn memory_limit(fx: &Fixture) -> u64 {
-    v1_file("memory", &fx.id, "memory.limit_in_bytes")
-        .parse()
-        .expect("memory.limit_in_bytes is a number")
+    v1_file("memory", &fx.id, "memory.limit_in_bytes").parse().expect("memory.limit_in_bytes is a number")
 }
 
 #[test]
@@ -25,12 +23,7 @@ fn update_resources_from_stdin() {
     skip_if!(needs::cgroup_v1("memory"));
     let fx = Fixture::running(SLEEP);
     let resources = format!(r#"{{"memory": {{"limit": {}}}}}"#, 128 * MIB);
-    fx.rt
-        .cmd_stdin(
-            &["update", "--resources", "-", &fx.id],
-            resources.as_bytes(),
-        )
-        .ok();
+    fx.rt.cmd_stdin(&["update", "--resources", "-", &fx.id], resources.as_bytes()).ok();
     assert_eq!(memory_limit(&fx), 128 * MIB);
 }
 
@@ -41,19 +34,8 @@ fn update_cpu_and_pids_flags() {
     }
     let fx = Fixture::running(SLEEP);
     // runc 1.1 spells the shares flag `--cpu-share` (singular); a drop-in must accept it.
-    let flags = [
-        "--pids-limit",
-        "50",
-        "--cpu-share",
-        "512",
-        "--cpu-quota",
-        "50000",
-        "--cpu-period",
-        "100000",
-    ];
-    fx.rt
-        .cmd(&[&["update"][..], &flags, &["--cpuset-cpus", "0", &fx.id]].concat())
-        .ok();
+    let flags = ["--pids-limit", "50", "--cpu-share", "512", "--cpu-quota", "50000", "--cpu-period", "100000"];
+    fx.rt.cmd(&[&["update"][..], &flags, &["--cpuset-cpus", "0", &fx.id]].concat()).ok();
     assert_eq!(v1_file("pids", &fx.id, "pids.max"), "50");
     assert_eq!(v1_file("cpu", &fx.id, "cpu.shares"), "512");
     assert_eq!(v1_file("cpu", &fx.id, "cpu.cfs_quota_us"), "50000");
@@ -66,25 +48,12 @@ fn events_stats_prints_one_object() {
     skip_if!(needs::containers());
     let fx = Fixture::running(SLEEP);
     let out = fx.rt.cmd(&["events", "--stats", &fx.id]).ok();
-    let lines: Vec<&str> = out
-        .stdout
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .collect();
-    assert_eq!(
-        lines.len(),
-        1,
-        "events --stats prints one JSON line: {}",
-        out.describe()
-    );
-    let event: Value =
-        serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("not JSON ({e}): {}", lines[0]));
+    let lines: Vec<&str> = out.stdout.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "events --stats prints one JSON line: {}", out.describe());
+    let event: Value = serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("not JSON ({e}): {}", lines[0]));
     assert_eq!(event["type"], "stats", "{event}");
     assert_eq!(event["id"], fx.id.as_str(), "{event}");
-    assert!(
-        event["data"]["memory"].is_object() && event["data"]["pids"].is_object(),
-        "stats data: {event}"
-    );
+    assert!(event["data"]["memory"].is_object() && event["data"]["pids"].is_object(), "stats data: {event}");
 }
 
 /// Every JSON path of a value, without the `raw` memory counters' names and array indexes.
@@ -129,9 +98,7 @@ fn events_stats_have_runcs_shape() {
         json_paths(&event, "", &mut paths);
         // Counters that are zero in one run and not in another are left out by both; on v2 the
         // page cache of busybox is charged to the container that read it first (memory.cache).
-        paths.retain(|p| {
-            !p.contains("throttling") && !p.contains("blkio") && !p.contains("/max") && p != "/data/memory/cache"
-        });
+        paths.retain(|p| !p.contains("throttling") && !p.contains("blkio") && !p.contains("/max") && p != "/data/memory/cache");
         (paths, event["data"]["memory"]["usage"]["limit"].clone(), event["data"]["pids"]["limit"].clone())
     };
     let runc = shape(&Runtime::runc());

@@ -36,30 +36,20 @@ fn expected_files() -> Vec<(&'static str, &'static str, String)> {
     let (major, minor) = root_device();
     vec![
         ("memory", "memory.limit_in_bytes", (64 * MIB).to_string()),
-        (
-            "memory",
-            "memory.soft_limit_in_bytes",
-            (32 * MIB).to_string(),
-        ),
+        ("memory", "memory.soft_limit_in_bytes", (32 * MIB).to_string()),
         ("cpu", "cpu.shares", "512".into()),
         ("cpu", "cpu.cfs_quota_us", "20000".into()),
         ("cpu", "cpu.cfs_period_us", "100000".into()),
         ("cpuset", "cpuset.cpus", "0".into()),
         ("cpuset", "cpuset.mems", "0".into()),
         ("pids", "pids.max", "64".into()),
-        (
-            "blkio",
-            "blkio.throttle.read_bps_device",
-            format!("{major}:{minor} {MIB}"),
-        ),
+        ("blkio", "blkio.throttle.read_bps_device", format!("{major}:{minor} {MIB}")),
         ("devices", "devices.list", "c 1:3 rwm".into()),
     ]
 }
 
 fn v1_blocker() -> Option<String> {
-    ["memory", "cpu", "cpuset", "pids", "blkio", "devices"]
-        .iter()
-        .find_map(|c| needs::cgroup_v1(c))
+    ["memory", "cpu", "cpuset", "pids", "blkio", "devices"].iter().find_map(|c| needs::cgroup_v1(c))
 }
 
 /// Whether a cgroup file's content matches: devices.list must hold the line (runtimes add the
@@ -76,16 +66,9 @@ fn matches(file: &str, content: &str, value: &str) -> bool {
 fn assert_limits(id: &str, report: &Report, expected: &[(&str, &str, String)]) {
     for (controller, file, value) in expected {
         let host = v1_file(controller, id, file);
-        assert!(
-            matches(file, &host, value),
-            "host {controller}/{file}: {host:?}, want {value:?}"
-        );
+        assert!(matches(file, &host, value), "host {controller}/{file}: {host:?}, want {value:?}");
         let inside = report.cgroup_file(file).unwrap_or_default();
-        assert!(
-            matches(file, inside, value),
-            "{file} inside: {inside:?}, want {value:?} (cgroup {})",
-            report.at("/cgroup")
-        );
+        assert!(matches(file, inside, value), "{file} inside: {inside:?}, want {value:?} (cgroup {})", report.at("/cgroup"));
     }
 }
 
@@ -104,15 +87,8 @@ fn cgroupfs_path_and_v1_limits() {
     skip_if!(v1_blocker());
     let Fixture { rt, id, .. } = &running_with(resources());
     let report = Report::exec(rt, id, &[]);
-    let memberships = report
-        .at("/cgroup/membership")
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let memory = memberships
-        .iter()
-        .find(|m| m["controllers"] == "memory")
-        .expect("a memory cgroup");
+    let memberships = report.at("/cgroup/membership").as_array().cloned().unwrap_or_default();
+    let memory = memberships.iter().find(|m| m["controllers"] == "memory").expect("a memory cgroup");
     assert_eq!(memory["path"], cgroups_path(id).as_str(), "cgroupsPath");
     assert_limits(id, &report, &expected_files());
 }
@@ -123,11 +99,7 @@ fn update_changes_limits_live() {
     let Fixture { rt, id, .. } = &running_with(resources());
     let update = json!({"memory": {"limit": 128 * MIB}, "cpu": {"shares": 256, "quota": 30000},
                         "pids": {"limit": 32}});
-    rt.cmd_stdin(
-        &["update", "--resources", "-", id],
-        update.to_string().as_bytes(),
-    )
-    .ok();
+    rt.cmd_stdin(&["update", "--resources", "-", id], update.to_string().as_bytes()).ok();
     let report = Report::exec(rt, id, &[]);
     let expected = [
         ("memory", "memory.limit_in_bytes", (128 * MIB).to_string()),
@@ -151,19 +123,14 @@ fn hugetlb_limits() {
     let limits = json!({"hugepageLimits": [{"pageSize": "2MB", "limit": 4 * 2 * MIB}]});
     let Fixture { rt, id, .. } = &running_with(limits);
     let report = Report::exec(rt, id, &[]);
-    let expected = [(
-        "hugetlb",
-        "hugetlb.2MB.limit_in_bytes",
-        (8 * MIB).to_string(),
-    )];
+    let expected = [("hugetlb", "hugetlb.2MB.limit_in_bytes", (8 * MIB).to_string())];
     assert_limits(id, &report, &expected);
 }
 
 #[test]
 fn cgroup_v2_limits() {
     skip_if!(needs::containers());
-    let controllers =
-        std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers").unwrap_or_default();
+    let controllers = std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers").unwrap_or_default();
     if !controllers.split_whitespace().any(|c| c == "memory") {
         skip!(
             "cgroup v2 controllers: /sys/fs/cgroup is not a cgroup v2 hierarchy with the memory \
@@ -173,10 +140,7 @@ fn cgroup_v2_limits() {
     let limits = json!({"memory": {"limit": 64 * MIB}, "pids": {"limit": 64}});
     let Fixture { rt, id, .. } = &running_with(limits);
     let report = Report::exec(rt, id, &[]);
-    assert_eq!(
-        report.cgroup_file("memory.max"),
-        Some((64 * MIB).to_string().as_str())
-    );
+    assert_eq!(report.cgroup_file("memory.max"), Some((64 * MIB).to_string().as_str()));
     assert_eq!(report.cgroup_file("pids.max"), Some("64"));
 }
 
@@ -193,18 +157,11 @@ fn systemd_cgroups_path_form() {
     bundle.clear_cgroups_path();
     let rt = Runtime::under_test().with_globals(&["--systemd-cgroup"]);
     let id = rt.new_id("sd");
-    bundle.set(
-        "/linux/cgroupsPath",
-        json!(format!("system.slice:rustpod-test:{id}")),
-    );
+    bundle.set("/linux/cgroupsPath", json!(format!("system.slice:rustpod-test:{id}")));
     rt.start_container(&id, &bundle);
     let report = Report::exec(&rt, &id, &[]);
     let scope = format!("rustpod-test-{id}.scope");
-    assert!(
-        report.at("/cgroup/membership").to_string().contains(&scope),
-        "not in {scope}: {}",
-        report.at("/cgroup/membership")
-    );
+    assert!(report.at("/cgroup/membership").to_string().contains(&scope), "not in {scope}: {}", report.at("/cgroup/membership"));
 }
 
 /// kubelet's systemd driver sends `slice:prefix:name`; without `--systemd-cgroup` (a CRI that
@@ -311,11 +268,7 @@ fn cpu_shares_out_of_range_fail_create_as_runc() {
         let out = fx.rt.try_create(&fx.id, &fx.bundle, &[]);
         let bin = fx.rt.bin().display().to_string();
         assert!(!out.status.success(), "{bin}: create with cpu.shares 1 succeeded");
-        assert!(
-            out.stderr.contains("the minimum allowed cpu-shares is 2"),
-            "{bin}: {}",
-            out.stderr.trim_end()
-        );
+        assert!(out.stderr.contains("the minimum allowed cpu-shares is 2"), "{bin}: {}", out.stderr.trim_end());
         fx.assert_nothing_left();
     }
 }

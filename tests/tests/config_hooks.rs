@@ -61,10 +61,7 @@ fn fixture_with_hooks() -> (Fixture, Recorded) {
     let mut fx = Fixture::new(SLEEP);
     let host_script = out.join("recorder.sh");
     write_script(&host_script, out.str());
-    write_script(
-        &Path::new(&fx.bundle.rootfs()).join("recorder.sh"),
-        OUT_INSIDE,
-    );
+    write_script(&Path::new(&fx.bundle.rootfs()).join("recorder.sh"), OUT_INSIDE);
     let host_script = host_script.to_string_lossy().into_owned();
     let hooks = json!({
         "prestart": hook(&host_script, "prestart"),
@@ -75,10 +72,8 @@ fn fixture_with_hooks() -> (Fixture, Recorded) {
         "poststop": hook(&host_script, "poststop"),
     });
     fx.bundle.set("/hooks", hooks);
-    fx.bundle.add_mount(
-        json!({"destination": OUT_INSIDE, "type": "bind", "source": out.str(),
-                               "options": ["rbind", "rprivate"]}),
-    );
+    fx.bundle.add_mount(json!({"destination": OUT_INSIDE, "type": "bind", "source": out.str(),
+                               "options": ["rbind", "rprivate"]}));
     (fx, Recorded { dir: out })
 }
 
@@ -112,16 +107,7 @@ fn lifecycle() -> Lifecycle {
     fx.rt.wait_status(&fx.id, "stopped");
     fx.rt.delete(&fx.id);
     let after_delete = rec.order();
-    Lifecycle {
-        id: fx.id.clone(),
-        bundle: fx.bundle.path().to_string(),
-        rec,
-        pid,
-        container_mnt,
-        after_create,
-        after_start,
-        after_delete,
-    }
+    Lifecycle { id: fx.id.clone(), bundle: fx.bundle.path().to_string(), rec, pid, container_mnt, after_create, after_start, after_delete }
 }
 
 /// Each hook got the state of this container with the user's bundle and, when given, `pid`.
@@ -130,11 +116,7 @@ fn assert_states(lc: &Lifecycle, hooks: &[&str], pid: Option<i32>) {
     for hook in hooks {
         let state = lc.rec.state(hook);
         assert_eq!(state["id"], lc.id.as_str(), "{hook}: {state}");
-        assert_eq!(
-            state["bundle"],
-            lc.bundle.as_str(),
-            "{hook} gets the user's bundle: {state}"
-        );
+        assert_eq!(state["bundle"], lc.bundle.as_str(), "{hook} gets the user's bundle: {state}");
         if let Some(pid) = pid {
             assert_eq!(state["pid"], pid, "{hook}: {state}");
         }
@@ -145,27 +127,15 @@ fn assert_states(lc: &Lifecycle, hooks: &[&str], pid: Option<i32>) {
 fn create_hooks_and_poststop_run_at_their_moment_with_state_and_namespace() {
     skip_if!(needs::containers());
     let lc = lifecycle();
-    conform!(
-        lc.after_create == CREATE_HOOKS,
-        "hooks run by create: {:?}",
-        lc.after_create
-    );
+    conform!(lc.after_create == CREATE_HOOKS, "hooks run by create: {:?}", lc.after_create);
     assert_eq!(lc.after_delete.last().map(String::as_str), Some("poststop"));
     assert_states(&lc, &CREATE_HOOKS, Some(lc.pid));
     assert_states(&lc, &["poststop"], None);
     let host_mnt = ns_of(std::process::id() as i32, "mnt");
     for hook in ["prestart", "createRuntime", "poststop"] {
-        assert_eq!(
-            lc.rec.mnt(hook),
-            host_mnt,
-            "{hook} runs in the runtime's mount namespace"
-        );
+        assert_eq!(lc.rec.mnt(hook), host_mnt, "{hook} runs in the runtime's mount namespace");
     }
-    assert_eq!(
-        lc.rec.mnt("createContainer"),
-        lc.container_mnt,
-        "createContainer: the container's"
-    );
+    assert_eq!(lc.rec.mnt("createContainer"), lc.container_mnt, "createContainer: the container's");
 }
 
 /// startContainer runs before the program and poststart after it (runtime spec, lifecycle steps
@@ -177,22 +147,10 @@ fn start_hooks_run_in_order_with_state_and_namespace() {
     let lc = lifecycle();
     let started: Vec<&str> = CREATE_HOOKS.iter().chain(&START_HOOKS).copied().collect();
     let host_mnt = ns_of(std::process::id() as i32, "mnt");
-    assert_eq!(
-        lc.rec.mnt("startContainer"),
-        lc.container_mnt,
-        "startContainer: the container's"
-    );
-    assert_eq!(
-        lc.rec.mnt("poststart"),
-        host_mnt,
-        "poststart: the runtime's"
-    );
+    assert_eq!(lc.rec.mnt("startContainer"), lc.container_mnt, "startContainer: the container's");
+    assert_eq!(lc.rec.mnt("poststart"), host_mnt, "poststart: the runtime's");
     assert_states(&lc, &["poststart"], Some(lc.pid));
-    conform!(
-        lc.after_start == started,
-        "hooks run by start: {:?}",
-        lc.after_start
-    );
+    conform!(lc.after_start == started, "hooks run by start: {:?}", lc.after_start);
 }
 
 /// The state a startContainer hook gets: the user's bundle, pid 1 (the init as seen from inside,
@@ -211,10 +169,7 @@ fn start_container_hook_gets_the_oci_state() {
 fn failing_start_container_hook_fails_start_and_stops_the_container() {
     skip_if!(needs::containers());
     let mut fx = Fixture::new(SLEEP);
-    fx.bundle.set(
-        "/hooks/startContainer",
-        json!([{"path": "/bin/sh", "args": ["sh", "-c", "exit 4"]}]),
-    );
+    fx.bundle.set("/hooks/startContainer", json!([{"path": "/bin/sh", "args": ["sh", "-c", "exit 4"]}]));
     fx.rt.create(&fx.id, &fx.bundle);
     let out = fx.rt.cmd(&["start", &fx.id]);
     conform!(!out.success(), "start must fail: {}", out.describe());
@@ -226,16 +181,9 @@ fn failing_start_container_hook_fails_start_and_stops_the_container() {
 fn failing_prestart_hook_fails_create_and_leaves_nothing() {
     skip_if!(needs::containers());
     let mut fx = Fixture::new(SLEEP);
-    fx.bundle.set(
-        "/hooks/prestart",
-        json!([{"path": "/bin/sh", "args": ["sh", "-c", "exit 3"]}]),
-    );
+    fx.bundle.set("/hooks/prestart", json!([{"path": "/bin/sh", "args": ["sh", "-c", "exit 3"]}]));
     let out = fx.rt.try_create(&fx.id, &fx.bundle, &[]);
-    conform!(
-        out.stderr_lines().len() == 1,
-        "a failing hook must fail create with one error line: {}",
-        out.describe()
-    );
+    conform!(out.stderr_lines().len() == 1, "a failing hook must fail create with one error line: {}", out.describe());
     assert_one_line_error(&out, &["hook", "prestart"]);
     fx.assert_nothing_left();
 }

@@ -8,33 +8,19 @@ use std::path::Path;
 #[test]
 fn sysctls_in_the_containers_namespaces() {
     skip_if!(needs::containers());
-    let sysctls = [
-        ("net.ipv4.ip_forward", "1"),
-        ("net.core.somaxconn", "1234"),
-        ("kernel.msgmax", "16384"),
-    ];
+    let sysctls = [("net.ipv4.ip_forward", "1"), ("net.core.somaxconn", "1234"), ("kernel.msgmax", "16384")];
     let mut args = vec![];
     for (key, _) in sysctls {
         args.extend(["--sysctl", key]);
     }
     let mut bundle = checker::bundle(&args);
-    bundle.set(
-        "/linux/sysctl",
-        json!(sysctls
-            .iter()
-            .cloned()
-            .collect::<std::collections::BTreeMap<_, _>>()),
-    );
+    bundle.set("/linux/sysctl", json!(sysctls.iter().cloned().collect::<std::collections::BTreeMap<_, _>>()));
     let report = Report::run(&Runtime::under_test(), &bundle);
     for (key, value) in sysctls {
         assert_eq!(report.at(&format!("/sysctls/{key}")), value, "{key}");
     }
     let host = checker::host_report(&["--sysctl", "net.core.somaxconn"]);
-    assert_ne!(
-        host.at("/sysctls/net.core.somaxconn"),
-        "1234",
-        "the host's value must not change"
-    );
+    assert_ne!(host.at("/sysctls/net.core.somaxconn"), "1234", "the host's value must not change");
 }
 
 #[test]
@@ -45,11 +31,7 @@ fn hostname_and_domainname() {
     bundle.set("/domainname", json!("example.test"));
     let report = Report::run(&Runtime::under_test(), &bundle);
     assert_eq!(report.str("/hostname"), "pod-host");
-    conform!(
-        report.str("/domainname") == "example.test",
-        "domainname: got {:?}",
-        report.str("/domainname")
-    );
+    conform!(report.str("/domainname") == "example.test", "domainname: got {:?}", report.str("/domainname"));
 }
 
 #[test]
@@ -61,11 +43,7 @@ fn personality_linux32() {
     let out = checker::try_run(&Runtime::under_test(), &bundle);
     conform!(out.success(), "personality LINUX32: {}", out.describe());
     let report = Report::from_output(out);
-    conform!(
-        report.at("/personality").as_i64() == Some(PER_LINUX32),
-        "personality: got {}",
-        report.at("/personality")
-    );
+    conform!(report.at("/personality").as_i64() == Some(PER_LINUX32), "personality: got {}", report.at("/personality"));
 }
 
 #[test]
@@ -77,10 +55,7 @@ fn time_offsets_in_a_time_namespace() {
     const TEN_YEARS: i64 = 10 * 365 * 86_400;
     let mut bundle = checker::bundle(&[]);
     let mut namespaces = bundle.config()["linux"]["namespaces"].clone();
-    namespaces
-        .as_array_mut()
-        .expect("namespaces")
-        .push(json!({"type": "time"}));
+    namespaces.as_array_mut().expect("namespaces").push(json!({"type": "time"}));
     bundle.set("/linux/namespaces", namespaces);
     bundle.set(
         "/linux/timeOffsets",
@@ -91,23 +66,15 @@ fn time_offsets_in_a_time_namespace() {
     conform!(out.success(), "timeOffsets: {}", out.describe());
     let report = Report::from_output(out);
     let offsets = report.str("/timens_offsets");
-    let rows: Vec<Vec<&str>> = offsets
-        .lines()
-        .map(|l| l.split_whitespace().collect())
-        .collect();
+    let rows: Vec<Vec<&str>> = offsets.lines().map(|l| l.split_whitespace().collect()).collect();
     let ten = TEN_YEARS.to_string();
     let twenty = (2 * TEN_YEARS).to_string();
     assert!(
-        rows.contains(&vec!["monotonic", ten.as_str(), "0"])
-            && rows.contains(&vec!["boottime", twenty.as_str(), "0"]),
+        rows.contains(&vec!["monotonic", ten.as_str(), "0"]) && rows.contains(&vec!["boottime", twenty.as_str(), "0"]),
         "timens_offsets: {offsets}"
     );
     // The clocks inside run ahead of the host's by the offsets, so they exceed them.
     let clock = |name: &str| report.at(&format!("/clocks/{name}")).as_i64().unwrap_or(0);
     assert!(clock("monotonic") >= TEN_YEARS, "{}", report.at("/clocks"));
-    assert!(
-        clock("boottime") >= 2 * TEN_YEARS,
-        "{}",
-        report.at("/clocks")
-    );
+    assert!(clock("boottime") >= 2 * TEN_YEARS, "{}", report.at("/clocks"));
 }

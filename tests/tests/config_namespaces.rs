@@ -24,10 +24,7 @@ fn namespaces(types: &[&str]) -> Value {
 }
 
 fn mappings() -> Value {
-    json!(MAPPING
-        .iter()
-        .map(|(c, h, s)| json!({"containerID": c, "hostID": h, "size": s}))
-        .collect::<Vec<_>>())
+    json!(MAPPING.iter().map(|(c, h, s)| json!({"containerID": c, "hostID": h, "size": s})).collect::<Vec<_>>())
 }
 
 /// The namespace links in the checker's report from inside vs on the host: (type, inside, host).
@@ -58,10 +55,7 @@ fn every_namespace_type_is_new() {
             shared.push(oci);
         }
     }
-    conform!(
-        shared.is_empty(),
-        "namespaces asked to be new are the host's: {shared:?}"
-    );
+    conform!(shared.is_empty(), "namespaces asked to be new are the host's: {shared:?}");
 }
 
 #[test]
@@ -104,27 +98,15 @@ fn pod_containers_join_the_sandbox_namespaces_by_path() {
     rt.start_container(&sandbox_id, &sandbox);
     let pid = rt.pid(&sandbox_id);
 
-    let joined = [
-        ("network", "net"),
-        ("ipc", "ipc"),
-        ("pid", "pid"),
-        ("uts", "uts"),
-    ];
+    let joined = [("network", "net"), ("ipc", "ipc"), ("pid", "pid"), ("uts", "uts")];
     let mut member = checker::bundle(&[]);
-    let mut list: Vec<Value> = joined
-        .iter()
-        .map(|(oci, link)| json!({"type": oci, "path": format!("/proc/{pid}/ns/{link}")}))
-        .collect();
+    let mut list: Vec<Value> = joined.iter().map(|(oci, link)| json!({"type": oci, "path": format!("/proc/{pid}/ns/{link}")})).collect();
     list.push(json!({"type": "mount"}));
     member.set("/linux/namespaces", json!(list));
     member.remove("/hostname");
     let report = Report::run(&rt, &member);
     for (oci, link) in joined {
-        assert_eq!(
-            report.str(&format!("/namespaces/{link}")),
-            ns_of(pid, link),
-            "{oci} namespace must be the sandbox's"
-        );
+        assert_eq!(report.str(&format!("/namespaces/{link}")), ns_of(pid, link), "{oci} namespace must be the sandbox's");
     }
     assert_ne!(report.str("/namespaces/mnt"), ns_of(pid, "mnt"));
     assert_ne!(report.at("/pid"), 1, "the sandbox's init is pid 1 there");
@@ -153,10 +135,8 @@ fn a_userns_pod_container_joins_a_sandbox_that_has_not_exec_d() {
 
         let joined = [("user", "user"), ("ipc", "ipc"), ("uts", "uts"), ("network", "net")];
         let mut member = checker::bundle(&[]);
-        let mut list: Vec<Value> = joined
-            .iter()
-            .map(|(oci, link)| json!({"type": oci, "path": format!("/proc/{pid}/ns/{link}")}))
-            .collect();
+        let mut list: Vec<Value> =
+            joined.iter().map(|(oci, link)| json!({"type": oci, "path": format!("/proc/{pid}/ns/{link}")})).collect();
         list.extend([json!({"type": "pid"}), json!({"type": "mount"})]);
         member.set("/linux/namespaces", json!(list));
         member.set("/linux/uidMappings", mappings());
@@ -207,10 +187,8 @@ fn a_userns_container_joining_a_missing_namespace_fails_cleanly() {
     for rt in Runtime::runc_and_under_test() {
         let mut bundle = checker::bundle(&[]);
         let missing = "/proc/999999999/ns/net";
-        bundle.set(
-            "/linux/namespaces",
-            json!([{"type": "pid"}, {"type": "mount"}, {"type": "user"}, {"type": "network", "path": missing}]),
-        );
+        bundle
+            .set("/linux/namespaces", json!([{"type": "pid"}, {"type": "mount"}, {"type": "user"}, {"type": "network", "path": missing}]));
         bundle.set("/linux/uidMappings", mappings());
         bundle.set("/linux/gidMappings", mappings());
         let id = rt.new_id("missingns");

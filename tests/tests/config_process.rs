@@ -16,25 +16,13 @@ fn set_of(names: &[&str]) -> BTreeSet<String> {
 fn user_groups_and_umask() {
     skip_if!(needs::containers());
     let report = report_with(&[], |b| {
-        b.set(
-            "/process/user",
-            json!({"uid": 1000, "gid": 1001, "additionalGids": [5, 2000], "umask": 23}),
-        );
+        b.set("/process/user", json!({"uid": 1000, "gid": 1001, "additionalGids": [5, 2000], "umask": 23}));
     });
     for (field, want) in [("uid", 1000), ("euid", 1000), ("gid", 1001), ("egid", 1001)] {
         assert_eq!(report.at(&format!("/ids/{field}")), want, "{field}");
     }
-    let groups: BTreeSet<u64> = report
-        .at("/ids/groups")
-        .as_array()
-        .expect("groups")
-        .iter()
-        .filter_map(Value::as_u64)
-        .collect();
-    assert!(
-        groups.contains(&5) && groups.contains(&2000),
-        "additionalGids [5, 2000] missing from {groups:?}"
-    );
+    let groups: BTreeSet<u64> = report.at("/ids/groups").as_array().expect("groups").iter().filter_map(Value::as_u64).collect();
+    assert!(groups.contains(&5) && groups.contains(&2000), "additionalGids [5, 2000] missing from {groups:?}");
     assert_eq!(report.str("/umask"), "0027", "umask 23 (decimal) is 0027");
 }
 
@@ -46,11 +34,7 @@ fn default_capabilities_and_empty_inheritable() {
     for set in ["bounding", "effective", "permitted"] {
         assert_eq!(report.caps(set), default, "{set}");
     }
-    assert!(
-        report.caps("inheritable").is_empty(),
-        "inheritable must stay empty unless asked for: {:?}",
-        report.caps("inheritable")
-    );
+    assert!(report.caps("inheritable").is_empty(), "inheritable must stay empty unless asked for: {:?}", report.caps("inheritable"));
 }
 
 /// A non-root process keeps exactly what ambient carries across exec, so all five sets differ
@@ -81,35 +65,20 @@ fn no_new_privileges_both_ways() {
         let report = report_with(&[], |b| {
             b.set("/process/noNewPrivileges", json!(nnp));
         });
-        assert_eq!(
-            report.at("/no_new_privs"),
-            i64::from(nnp),
-            "noNewPrivileges {nnp}"
-        );
+        assert_eq!(report.at("/no_new_privs"), i64::from(nnp), "noNewPrivileges {nnp}");
     }
 }
 
 #[test]
 fn rlimits() {
     skip_if!(needs::containers());
-    let limits = [
-        ("RLIMIT_NOFILE", 512, 1024),
-        ("RLIMIT_NPROC", 100, 200),
-        ("RLIMIT_CORE", 0, 4096),
-    ];
+    let limits = [("RLIMIT_NOFILE", 512, 1024), ("RLIMIT_NPROC", 100, 200), ("RLIMIT_CORE", 0, 4096)];
     let report = report_with(&[], |b| {
-        let list: Vec<Value> = limits
-            .iter()
-            .map(|(t, soft, hard)| json!({"type": t, "soft": soft, "hard": hard}))
-            .collect();
+        let list: Vec<Value> = limits.iter().map(|(t, soft, hard)| json!({"type": t, "soft": soft, "hard": hard})).collect();
         b.set("/process/rlimits", json!(list));
     });
     for (name, soft, hard) in limits {
-        assert_eq!(
-            report.at(&format!("/rlimits/{name}")),
-            &json!({"soft": soft, "hard": hard}),
-            "{name}"
-        );
+        assert_eq!(report.at(&format!("/rlimits/{name}")), &json!({"soft": soft, "hard": hard}), "{name}");
     }
 }
 
@@ -125,10 +94,7 @@ fn positive_oom_score_adj() {
 #[test]
 fn negative_oom_score_adj_without_cap_sys_resource_names_oom_score_adj() {
     skip_if!(needs::containers());
-    if checker::host_bounding_caps()
-        .iter()
-        .any(|c| c == "CAP_SYS_RESOURCE")
-    {
+    if checker::host_bounding_caps().iter().any(|c| c == "CAP_SYS_RESOURCE") {
         skip!("this machine has CAP_SYS_RESOURCE, so a negative oomScoreAdj is allowed");
     }
     let mut bundle = checker::bundle(&[]);
@@ -136,11 +102,7 @@ fn negative_oom_score_adj_without_cap_sys_resource_names_oom_score_adj() {
     let rt = Runtime::under_test();
     let id = rt.new_id("oom");
     let out = rt.try_create(&id, &bundle, &[]);
-    conform!(
-        out.stderr_lines().len() == 1,
-        "a negative oomScoreAdj must fail with one error line: {}",
-        out.describe()
-    );
+    conform!(out.stderr_lines().len() == 1, "a negative oomScoreAdj must fail with one error line: {}", out.describe());
     assert_one_line_error(&out, &["oom_score_adj"]);
     rt.assert_nothing_left(&id, bundle.path());
 }
@@ -157,10 +119,7 @@ fn env_cwd_and_args() {
         assert!(env.contains(var), "{var} missing from {env:?}");
     }
     assert_eq!(report.str("/cwd"), "/tmp");
-    assert_eq!(
-        report.at("/args"),
-        &json!([checker::IN_CONTAINER, "--path", "/"])
-    );
+    assert_eq!(report.at("/args"), &json!([checker::IN_CONTAINER, "--path", "/"]));
 }
 
 /// As runc: without HOME in `process.env`, the process gets its user's home from the
@@ -199,45 +158,23 @@ fn seccomp(rules: Value) -> Value {
 #[test]
 fn seccomp_errno_with_errno_ret_and_an_argument_filter() {
     skip_if!(needs::containers());
-    let report = report_with(
-        &[
-            "--mkdir",
-            "/tmp/any",
-            "--mkdir",
-            "/tmp/private:700",
-            "--mkdir",
-            "/tmp/open:755",
-        ],
-        |b| {
-            b.set("/root/readonly", json!(false));
-            b.set(
-                "/linux/seccomp",
-                seccomp(json!([
-                    {"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": EACCES,
-                     "args": [{"index": 1, "value": 0o700, "op": "SCMP_CMP_EQ"}]},
-                    {"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO",
-                     "errnoRet": EOPNOTSUPP,
-                     "args": [{"index": 1, "value": 0o777, "op": "SCMP_CMP_EQ"}]}
-                ])),
-            );
-        },
-    );
+    let report = report_with(&["--mkdir", "/tmp/any", "--mkdir", "/tmp/private:700", "--mkdir", "/tmp/open:755"], |b| {
+        b.set("/root/readonly", json!(false));
+        b.set(
+            "/linux/seccomp",
+            seccomp(json!([
+                {"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": EACCES,
+                 "args": [{"index": 1, "value": 0o700, "op": "SCMP_CMP_EQ"}]},
+                {"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO",
+                 "errnoRet": EOPNOTSUPP,
+                 "args": [{"index": 1, "value": 0o777, "op": "SCMP_CMP_EQ"}]}
+            ])),
+        );
+    });
     assert_eq!(report.at("/seccomp"), 2, "seccomp filter mode");
-    assert_eq!(
-        report.at("/mkdir/~1tmp~1any"),
-        EOPNOTSUPP,
-        "mode 0777: errnoRet"
-    );
-    assert_eq!(
-        report.at("/mkdir/~1tmp~1private:700"),
-        EACCES,
-        "mode 0700: the other rule"
-    );
-    assert_eq!(
-        report.at("/mkdir/~1tmp~1open:755"),
-        0,
-        "mode 0755 matches no rule"
-    );
+    assert_eq!(report.at("/mkdir/~1tmp~1any"), EOPNOTSUPP, "mode 0777: errnoRet");
+    assert_eq!(report.at("/mkdir/~1tmp~1private:700"), EACCES, "mode 0700: the other rule");
+    assert_eq!(report.at("/mkdir/~1tmp~1open:755"), 0, "mode 0755 matches no rule");
 }
 
 /// `noNewPrivileges: false` given explicitly, a filter, and no CAP_SYS_ADMIN: without
@@ -271,10 +208,7 @@ fn seccomp_notify_sends_the_fd_to_the_listener() {
     filter["listenerPath"] = json!(listener.path());
     bundle.set("/linux/seccomp", filter);
     if !rt.cmd(&["features"]).stdout.contains("SCMP_ACT_NOTIFY") {
-        skip!(
-            "{} does not list SCMP_ACT_NOTIFY in `features`",
-            rt.bin().display()
-        );
+        skip!("{} does not list SCMP_ACT_NOTIFY in `features`", rt.bin().display());
     }
     let running = rt.spawn_run(&rt.new_id("notify"), &bundle, &[], b"");
     drop(listener.receive_master());

@@ -109,8 +109,7 @@ const TMPCOPYUP_SCRIPT: &str =
     "cat /etc/passwd && stat -c '%a %u' /etc/sub/f && echo new > /etc/new && ls /var && ! touch /var/x 2>/dev/null && echo ro";
 
 /// Root of the user namespace at host uid and gid 100000.
-static COPYUP_MAP: std::sync::LazyLock<Value> =
-    std::sync::LazyLock::new(|| json!([{"containerID": 0, "hostID": 100_000, "size": 65_536}]));
+static COPYUP_MAP: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| json!([{"containerID": 0, "hostID": 100_000, "size": 65_536}]));
 
 /// The tmpfs mounts: /etc writable, /var read-only (filled first, then made read-only, as runc
 /// remounts it).
@@ -175,7 +174,10 @@ fn unapplied_mount_options_are_refused_naming_the_mount_and_option() {
 /// `loud` are taken too.
 #[test]
 fn superblock_flags_reach_the_kernel() {
-    superblock_flags_reach_the_kernel_with(&["ro", "nosuid", "lazytime", "iversion", "silent", "nosymfollow"], &["lazytime", "nolazytime", "loud", "noiversion"]);
+    superblock_flags_reach_the_kernel_with(
+        &["ro", "nosuid", "lazytime", "iversion", "silent", "nosymfollow"],
+        &["lazytime", "nolazytime", "loud", "noiversion"],
+    );
 }
 
 /// `lazytime` and `nolazytime` alone: fsconfig(2) takes both as flags of a new filesystem, so
@@ -202,7 +204,8 @@ fn superblock_flags_reach_the_kernel_with(lazy: &[&str], eager: &[&str]) {
         assert!(out.success(), "{}", out.describe());
         let info = std::fs::read_to_string(format!("/proc/{}/mountinfo", fx.rt.pid(&fx.id))).expect("read mountinfo");
         let line = |at: &str| -> (String, String) {
-            let line = info.lines().find(|l| l.split(' ').nth(4).is_some_and(|p| p.ends_with(at))).unwrap_or_else(|| panic!("{at}: {info}"));
+            let line =
+                info.lines().find(|l| l.split(' ').nth(4).is_some_and(|p| p.ends_with(at))).unwrap_or_else(|| panic!("{at}: {info}"));
             let (mine, sb) = line.split_once(" - ").expect("separator");
             (mine.split(' ').nth(5).unwrap_or_default().to_string(), sb.split(' ').nth(2).unwrap_or_default().to_string())
         };
@@ -333,8 +336,7 @@ fn features_lists_runcs_potentially_unsafe_annotations() {
     let features = Runtime::under_test().cmd(&["features"]).ok().stdout_json();
     assert_eq!(features["ociVersionMax"], "1.3.0", "{features}");
     let listed = strings(&features["potentiallyUnsafeConfigAnnotations"]);
-    let runc: std::collections::BTreeSet<String> =
-        ["bundle", "org.systemd.property.", "org.criu.config"].map(String::from).into();
+    let runc: std::collections::BTreeSet<String> = ["bundle", "org.systemd.property.", "org.criu.config"].map(String::from).into();
     assert_eq!(listed, runc, "{features}");
 }
 
@@ -372,10 +374,13 @@ fn scheduler_and_io_priority_reach_the_kernel() {
         skip!("runc 1.1.5 predates process.scheduler and ioPriority (RUNC_DIFFERENCES.md)");
     }
     // The `; exit` keeps sh from exec'ing sleep: it forks it.
-    let fx = running_as(&["sh", "-c", "sleep 1000; exit 0"], &[
-        ("/process/scheduler", json!({"policy": "SCHED_BATCH", "nice": -5, "flags": ["SCHED_FLAG_RESET_ON_FORK"]})),
-        ("/process/ioPriority", json!({"class": "IOPRIO_CLASS_BE", "priority": 3})),
-    ]);
+    let fx = running_as(
+        &["sh", "-c", "sleep 1000; exit 0"],
+        &[
+            ("/process/scheduler", json!({"policy": "SCHED_BATCH", "nice": -5, "flags": ["SCHED_FLAG_RESET_ON_FORK"]})),
+            ("/process/ioPriority", json!({"class": "IOPRIO_CLASS_BE", "priority": 3})),
+        ],
+    );
     let pid = fx.rt.pid(&fx.id);
     const SCHED_BATCH: &str = "3";
     assert_eq!(stat_field(pid, 41), SCHED_BATCH, "policy");
@@ -594,8 +599,7 @@ fn hugetlb_unreachable() -> Option<String> {
         return Some("no 2MB huge pages on this kernel".into());
     }
     let v1 = needs::cgroup_v1("hugetlb").is_none();
-    let unified = nix::sys::statfs::statfs("/sys/fs/cgroup")
-        .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC);
+    let unified = nix::sys::statfs::statfs("/sys/fs/cgroup").is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC);
     let offered = std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers").unwrap_or_default();
     let v2 = unified && offered.split_whitespace().any(|c| c == "hugetlb");
     (!v1 && !v2).then(|| "no hugetlb v1 hierarchy, and not a v2 host offering hugetlb".into())
@@ -629,9 +633,7 @@ fn hugepage_limits_set_the_reservation_limit_too() {
         } else {
             ("hugetlb.2MB.max", "hugetlb.2MB.rsvd.max")
         };
-        let read = |file: &str| {
-            std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("read {}/{file}: {e}", dir.display()))
-        };
+        let read = |file: &str| std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("read {}/{file}: {e}", dir.display()));
         let held = (read(limit).trim().to_string(), read(rsvd).trim().to_string());
         eprintln!("{}: {limit} {} {rsvd} {}", fx.rt.bin().display(), held.0, held.1);
         // crun 1.28 and runc before 1.2 leave the reservation limit at max (RUNC_DIFFERENCES.md).

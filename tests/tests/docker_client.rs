@@ -17,9 +17,7 @@ fn exits_like_runc(dockerd: &Dockerd, argv: &[&str], expected: i32) {
 
 /// `docker run -d --network none [--runtime rustpod] busybox argv…`: the container's id.
 fn run_detached(dockerd: &Dockerd, rt: OciRuntime, argv: &[&str]) -> String {
-    let out = dockerd
-        .on_image("run", rt, &["-d", "--network", "none"], argv)
-        .ok();
+    let out = dockerd.on_image("run", rt, &["-d", "--network", "none"], argv).ok();
     out.stdout.trim().to_string()
 }
 
@@ -33,16 +31,9 @@ fn exit_state(dockerd: &Dockerd, id: &str) -> String {
 /// The places docker_run_rm_leaves_no_runtime_state finds empty do hold a running container.
 fn assert_running_where_looked(dockerd: &Dockerd, rt: OciRuntime, id: &str) {
     let state = dockerd.runtime_state(id);
-    assert!(
-        state.is_dir(),
-        "{rt:?}: no state at {} while running",
-        state.display()
-    );
+    assert!(state.is_dir(), "{rt:?}: no state at {} while running", state.display());
     let cgroups = dockerd.cgroups_left();
-    assert!(
-        cgroups.iter().any(|c| c.ends_with(id)),
-        "{rt:?}: no cgroup for {id} in {cgroups:?}"
-    );
+    assert!(cgroups.iter().any(|c| c.ends_with(id)), "{rt:?}: no cgroup for {id} in {cgroups:?}");
 }
 
 #[test]
@@ -80,12 +71,7 @@ fn docker_exec_returns_exit_code_like_runc() {
             let id = run_detached(&dockerd, rt, &["sleep", "1000"]);
             assert_running_where_looked(&dockerd, rt, &id);
             let out = dockerd.docker(&["exec", &id, "sh", "-c", "echo in; exit 7"]);
-            assert_eq!(
-                (out.code(), out.stdout.as_str()),
-                (7, "in\n"),
-                "{rt:?}: {}",
-                out.describe()
-            );
+            assert_eq!((out.code(), out.stdout.as_str()), (7, "in\n"), "{rt:?}: {}", out.describe());
             let missing = dockerd.docker(&["exec", &id, "/no/such/bin"]);
             dockerd.docker(&["rm", "-f", &id]).ok();
             missing
@@ -107,18 +93,10 @@ fn docker_stop_like_runc() {
         // sleep as PID 1 ignores SIGTERM: docker stop must fall back to SIGKILL.
         let sleeper = run_detached(&dockerd, rt, &["sleep", "1000"]);
         dockerd.docker(&["stop", "-t", "1", &sleeper]).ok();
-        assert_eq!(
-            exit_state(&dockerd, &sleeper),
-            "137 exited",
-            "{rt:?}: sleep after docker stop"
-        );
+        assert_eq!(exit_state(&dockerd, &sleeper), "137 exited", "{rt:?}: sleep after docker stop");
         let trapper = run_detached(&dockerd, rt, TRAP_TERM_EXIT_3);
         dockerd.docker(&["stop", "-t", "60", &trapper]).ok();
-        assert_eq!(
-            exit_state(&dockerd, &trapper),
-            "3 exited",
-            "{rt:?}: TERM handler after docker stop"
-        );
+        assert_eq!(exit_state(&dockerd, &trapper), "3 exited", "{rt:?}: TERM handler after docker stop");
         dockerd.docker(&["rm", &sleeper, &trapper]).ok();
     }
 }
@@ -133,26 +111,12 @@ fn docker_run_rm_leaves_no_runtime_state() {
         dockerd.on_image("run", rt, &flags, &["true"]).ok();
         let id = std::fs::read_to_string(&cidfile).expect("read --cidfile");
         let state = dockerd.runtime_state(&id);
-        assert!(
-            !state.exists(),
-            "{rt:?}: state left in the runtime's root: {}",
-            state.display()
-        );
-        let cgroups: Vec<_> = dockerd
-            .cgroups_left()
-            .into_iter()
-            .filter(|c| c.ends_with(&id))
-            .collect();
+        assert!(!state.exists(), "{rt:?}: state left in the runtime's root: {}", state.display());
+        let cgroups: Vec<_> = dockerd.cgroups_left().into_iter().filter(|c| c.ends_with(&id)).collect();
         assert!(cgroups.is_empty(), "{rt:?}: cgroups left: {cgroups:?}");
         let processes = leftovers::processes_under(&id);
-        assert!(
-            processes.is_empty(),
-            "{rt:?}: processes left: {processes:?}"
-        );
+        assert!(processes.is_empty(), "{rt:?}: processes left: {processes:?}");
         let listed = dockerd.docker(&["ps", "-aq", "--no-trunc"]).ok();
-        assert!(
-            !listed.stdout.contains(&id),
-            "{rt:?}: docker still lists {id}"
-        );
+        assert!(!listed.stdout.contains(&id), "{rt:?}: docker still lists {id}");
     }
 }

@@ -184,10 +184,11 @@ fn an_exec_stays_within_the_budget() {
     skip_if!(blocker().or_else(needs::containers));
     let rt = Runtime::under_test();
     let mut bundle = Bundle::new(rustpod_tests::SLEEP);
-    bundle
-        .set("/process/user/additionalGids", serde_json::json!([10, 20]))
-        .set("/linux/seccomp", serde_json::json!({"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_X86_64"],
-            "syscalls": [{"names": ["sethostname"], "action": "SCMP_ACT_ERRNO"}]}));
+    bundle.set("/process/user/additionalGids", serde_json::json!([10, 20])).set(
+        "/linux/seccomp",
+        serde_json::json!({"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_X86_64"],
+            "syscalls": [{"names": ["sethostname"], "action": "SCMP_ACT_ERRNO"}]}),
+    );
     let id = rt.new_id("budget-exec");
     rt.create(&id, &bundle);
     rt.start(&id);

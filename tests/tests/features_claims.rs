@@ -25,10 +25,8 @@ fn every_claimed_seccomp_action_operator_arch_and_flag_loads() {
     let seccomp = &claims["linux"]["seccomp"];
     assert_eq!(seccomp["enabled"], true, "{claims}");
     // ALLOW is the default action below; NOTIFY needs a listener (config_process.rs tests it).
-    let actions: Vec<String> = strings(&seccomp["actions"])
-        .into_iter()
-        .filter(|a| a != "SCMP_ACT_ALLOW" && a != "SCMP_ACT_NOTIFY")
-        .collect();
+    let actions: Vec<String> =
+        strings(&seccomp["actions"]).into_iter().filter(|a| a != "SCMP_ACT_ALLOW" && a != "SCMP_ACT_NOTIFY").collect();
     let operators: Vec<String> = strings(&seccomp["operators"]).into_iter().collect();
     assert!(actions.len() <= UNUSED.len() && !operators.is_empty(), "{claims}");
     let rules: Vec<Value> = actions

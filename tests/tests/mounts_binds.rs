@@ -24,24 +24,14 @@ fn single_file_bind_like_the_termination_log() {
     fs::set_permissions(&log, fs::Permissions::from_mode(0o666)).expect("chmod 0666");
     let mut bundle = checker::bundle(&[]);
     bundle.add_mount(bind(&log, "/dev/termination-log"));
-    let script = format!(
-        "{} --path /dev/termination-log && echo 'exit reason' > /dev/termination-log",
-        checker::IN_CONTAINER
-    );
+    let script = format!("{} --path /dev/termination-log && echo 'exit reason' > /dev/termination-log", checker::IN_CONTAINER);
     bundle.set_args(&["sh", "-c", &script]);
     let report = Report::run(&Runtime::under_test(), &bundle);
     let inside = report.path("/dev/termination-log");
     assert_eq!(inside["kind"], "file", "{inside}");
     assert_eq!(inside["mode"], "0666", "{inside}");
-    assert_eq!(
-        inside["mount"]["mount_point"], "/dev/termination-log",
-        "{inside}"
-    );
-    assert_eq!(
-        fs::read_to_string(&log).expect("read termination log"),
-        "exit reason\n",
-        "a write inside must reach the host file"
-    );
+    assert_eq!(inside["mount"]["mount_point"], "/dev/termination-log", "{inside}");
+    assert_eq!(fs::read_to_string(&log).expect("read termination log"), "exit reason\n", "a write inside must reach the host file");
 }
 
 #[test]
@@ -62,9 +52,7 @@ fn symlink_sources_are_resolved() {
     assert_eq!(report.path("/file")["kind"], "file", "a file, not a link");
     // mountinfo's root is the source as the kernel resolved it.
     for (dest, real) in [("/vol", "/real-dir"), ("/file", "/real-file")] {
-        let root = report.expect_mount(dest)["root"]
-            .as_str()
-            .unwrap_or_default();
+        let root = report.expect_mount(dest)["root"].as_str().unwrap_or_default();
         assert!(root.ends_with(real), "{dest} is bound from {root}");
     }
 }
@@ -102,11 +90,7 @@ fn symlinked_mount_targets_stay_inside_the_rootfs() {
     let rt = Runtime::under_test();
     let out = checker::try_run(&rt, &bundle);
     let escaped_on_host = Path::new(bundle.path()).join("escaped");
-    assert!(
-        !escaped_on_host.exists(),
-        "`/up/escaped` (up -> ..) was created on the host at {}",
-        escaped_on_host.display()
-    );
+    assert!(!escaped_on_host.exists(), "`/up/escaped` (up -> ..) was created on the host at {}", escaped_on_host.display());
     assert!(
         !host_target.exists() && leftovers::mount_points_under(escape.str()).is_empty(),
         "`/slash…` (slash -> /) reached the host path {host_target_str}"
@@ -120,11 +104,7 @@ fn symlinked_mount_targets_stay_inside_the_rootfs() {
 
 /// The count of mounts at /proc in the test's (the host's) mount namespace.
 fn host_proc_mounts() -> usize {
-    fs::read_to_string("/proc/self/mountinfo")
-        .expect("read mountinfo")
-        .lines()
-        .filter(|l| l.split(' ').nth(4) == Some("/proc"))
-        .count()
+    fs::read_to_string("/proc/self/mountinfo").expect("read mountinfo").lines().filter(|l| l.split(' ').nth(4) == Some("/proc")).count()
 }
 
 #[test]
@@ -136,15 +116,8 @@ fn mount_target_symlink_to_proc_never_reaches_host_proc() {
     let before = host_proc_mounts();
     let rt = Runtime::under_test();
     let out = checker::try_run(&rt, &bundle);
-    assert_eq!(
-        host_proc_mounts(),
-        before,
-        "a mount at /evilproc (-> /proc) landed on the host's /proc"
-    );
-    assert!(
-        fs::read_to_string("/proc/self/status").is_ok_and(|s| s.contains("CapBnd")),
-        "the host's /proc is no longer procfs"
-    );
+    assert_eq!(host_proc_mounts(), before, "a mount at /evilproc (-> /proc) landed on the host's /proc");
+    assert!(fs::read_to_string("/proc/self/status").is_ok_and(|s| s.contains("CapBnd")), "the host's /proc is no longer procfs");
     // Refusing the mount is fine; if it ran, the tmpfs covers the container's own /proc (so
     // /proc/self is gone in there) or sits at /evilproc.
     if out.success() {

@@ -262,11 +262,16 @@ fn bad_idmap_configs_are_refused_in_one_line() {
     let cases: Vec<(&str, Value, bool, &[&str])> = vec![
         ("no-userns", idmapped(&disk, "/disk", &["bind", "idmap"], None), false, &["mounts[", "/disk", "no user namespace"]),
         ("proc", idmapped(&disk, "/proc/sys", &["bind", "idmap"], None), true, &["/proc/sys", "destination", "/proc"]),
-        ("uid-only", {
-            let mut m = idmapped(&disk, "/disk", &["bind"], None);
-            m["uidMappings"] = map(0, HOST_BASE, 1);
-            m
-        }, true, &["/disk", "gidmappings", "both"]),
+        (
+            "uid-only",
+            {
+                let mut m = idmapped(&disk, "/disk", &["bind"], None);
+                m["uidMappings"] = map(0, HOST_BASE, 1);
+                m
+            },
+            true,
+            &["/disk", "gidmappings", "both"],
+        ),
         ("zero-size", idmapped(&disk, "/disk", &["bind"], Some((0, HOST_BASE, 0))), true, &["/disk", "uidmappings", "size 0"]),
         ("tmpfs", json!({"destination": "/disk", "type": "tmpfs", "source": "tmpfs", "options": ["idmap"]}), true, &["/disk", "bind"]),
     ];

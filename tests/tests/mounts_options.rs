@@ -35,34 +35,14 @@ fn bind_ro_rro_nosuid_nodev_noexec() {
     let report = report_with(&args, |b| {
         b.add_mount(bind_spec(&source, "/ro", &["rbind", "ro"]));
         b.add_mount(bind_spec(&source, "/rro", &["rbind", "rro"]));
-        b.add_mount(bind_spec(
-            &source,
-            "/flags",
-            &["rbind", "nosuid", "nodev", "noexec"],
-        ));
+        b.add_mount(bind_spec(&source, "/flags", &["rbind", "nosuid", "nodev", "noexec"]));
     });
-    assert!(
-        has_options(&report, "/ro", &["ro"]),
-        "{}",
-        report.mount_table()
-    );
-    assert!(has_options(
-        &report,
-        "/flags",
-        &["nosuid", "nodev", "noexec"]
-    ));
+    assert!(has_options(&report, "/ro", &["ro"]), "{}", report.mount_table());
+    assert!(has_options(&report, "/flags", &["nosuid", "nodev", "noexec"]));
     assert_eq!(report.at("/exec/~1flags~1busybox"), EACCES, "noexec");
-    assert_eq!(
-        report.at("/exec/~1ro~1busybox"),
-        0,
-        "exec allowed without noexec"
-    );
+    assert_eq!(report.at("/exec/~1ro~1busybox"), 0, "exec allowed without noexec");
     assert!(has_options(&report, "/rro", &["ro"]));
-    conform!(
-        has_options(&report, "/rro/sub", &["ro"]),
-        "rro must make the submount read-only too: {}",
-        report.mount_table()
-    );
+    conform!(has_options(&report, "/rro/sub", &["ro"]), "rro must make the submount read-only too: {}", report.mount_table());
 }
 
 #[test]
@@ -70,12 +50,9 @@ fn tmpfs_size_mode_and_the_atime_family() {
     skip_if!(needs::containers());
     let report = report_with(&["--path", "/t"], |b| {
         b.add_mount(tmpfs("/t", &["size=2m", "mode=1750"]));
-        for (dest, option) in [
-            ("/noatime", "noatime"),
-            ("/strictatime", "strictatime"),
-            ("/relatime", "relatime"),
-            ("/nodiratime", "nodiratime"),
-        ] {
+        for (dest, option) in
+            [("/noatime", "noatime"), ("/strictatime", "strictatime"), ("/relatime", "relatime"), ("/nodiratime", "nodiratime")]
+        {
             b.add_mount(tmpfs(dest, &[option]));
         }
     });
@@ -86,10 +63,7 @@ fn tmpfs_size_mode_and_the_atime_family() {
     assert!(has_options(&report, "/relatime", &["relatime"]));
     assert!(has_options(&report, "/nodiratime", &["nodiratime"]));
     let strict = report.mount_options("/strictatime");
-    assert!(
-        !strict.contains("relatime") && !strict.contains("noatime"),
-        "strictatime: {strict:?}"
-    );
+    assert!(!strict.contains("relatime") && !strict.contains("noatime"), "strictatime: {strict:?}");
 }
 
 #[test]
@@ -100,12 +74,7 @@ fn readonly_rootfs_both_ways() {
             b.set("/root/readonly", json!(readonly));
         });
         let ro = report.mount_options("/").contains("ro");
-        assert_eq!(
-            ro,
-            readonly,
-            "root.readonly {readonly}: {}",
-            report.mount_table()
-        );
+        assert_eq!(ro, readonly, "root.readonly {readonly}: {}", report.mount_table());
         let errno = report.at("/write/~1probe").as_i64();
         assert_eq!(errno, Some(if readonly { EROFS } else { 0 }), "write to /");
     }
@@ -130,10 +99,7 @@ fn masked_paths_files_and_directories() {
     fs::create_dir(etc.join("secret-dir")).expect("mkdir secret-dir");
     fs::write(etc.join("secret-dir/inside"), "secret").expect("write secret-dir/inside");
     let mut masked = strings(&bundle.config()["linux"]["maskedPaths"]);
-    masked.extend([
-        "/etc/secret-file".to_string(),
-        "/etc/secret-dir".to_string(),
-    ]);
+    masked.extend(["/etc/secret-file".to_string(), "/etc/secret-dir".to_string()]);
     bundle.set("/linux/maskedPaths", json!(masked));
     let report = probe(&mut bundle, &[], &masked);
     for path in &masked {
@@ -152,22 +118,14 @@ fn readonly_paths() {
     skip_if!(needs::containers());
     let mut bundle = checker::bundle(&[]);
     let readonly = strings(&bundle.config()["linux"]["readonlyPaths"]);
-    let report = probe(
-        &mut bundle,
-        &["--write", "/proc/sys/kernel/hostname"],
-        &readonly,
-    );
+    let report = probe(&mut bundle, &["--write", "/proc/sys/kernel/hostname"], &readonly);
     for path in &readonly {
         let probe = report.path(path);
         if probe["exists"] == true {
             assert_eq!(probe["readonly"], true, "{path}: {probe}");
         }
     }
-    assert_eq!(
-        report.at("/write/~1proc~1sys~1kernel~1hostname"),
-        EROFS,
-        "/proc/sys is read-only"
-    );
+    assert_eq!(report.at("/write/~1proc~1sys~1kernel~1hostname"), EROFS, "/proc/sys is read-only");
 }
 
 #[test]
@@ -207,11 +165,7 @@ fn default_devices_and_linux_devices() {
     assert_eq!(mydev["rdev"], json!([1, 5]));
     assert_eq!(mydev["mode"], "0640");
     assert_eq!(mydev["gid"], 5);
-    assert_eq!(
-        report.at("/write/~1dev~1mydev"),
-        0,
-        "allowed by the device cgroup"
-    );
+    assert_eq!(report.at("/write/~1dev~1mydev"), 0, "allowed by the device cgroup");
 }
 
 #[test]
@@ -222,31 +176,17 @@ fn dev_pts_shm_and_mqueue() {
     let pts = report.expect_mount("/dev/pts");
     assert_eq!(pts["fstype"], "devpts");
     let pts_super = set(&pts["super_options"]);
-    let want: BTreeSet<String> = ["mode=620", "ptmxmode=666", "gid=5"]
-        .map(String::from)
-        .into();
+    let want: BTreeSet<String> = ["mode=620", "ptmxmode=666", "gid=5"].map(String::from).into();
     assert!(want.is_subset(&pts_super), "devpts options: {pts_super:?}");
     assert!(has_options(&report, "/dev/pts", &["nosuid", "noexec"]));
 
     let shm = report.expect_mount("/dev/shm");
     assert_eq!(shm["fstype"], "tmpfs");
     assert!(set(&shm["super_options"]).contains("size=65536k"), "{shm}");
-    assert!(has_options(
-        &report,
-        "/dev/shm",
-        &["nosuid", "noexec", "nodev"]
-    ));
+    assert!(has_options(&report, "/dev/shm", &["nosuid", "noexec", "nodev"]));
     assert_eq!(report.path("/dev/shm")["mode"], "1777");
 
     assert_eq!(report.expect_mount("/dev/mqueue")["fstype"], "mqueue");
-    assert!(has_options(
-        &report,
-        "/dev/mqueue",
-        &["nosuid", "noexec", "nodev"]
-    ));
-    assert_eq!(
-        report.path("/dev/ptmx")["exists"],
-        true,
-        "/dev/ptmx (a link to pts/ptmx)"
-    );
+    assert!(has_options(&report, "/dev/mqueue", &["nosuid", "noexec", "nodev"]));
+    assert_eq!(report.path("/dev/ptmx")["exists"], true, "/dev/ptmx (a link to pts/ptmx)");
 }

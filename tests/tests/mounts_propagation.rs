@@ -40,11 +40,7 @@ fn with_running<T>(rt: &Runtime, bundle: &Bundle, inspect: impl FnOnce(&str) -> 
 }
 
 /// `with_running`, or the error of a create that failed.
-fn try_with_running<T>(
-    rt: &Runtime,
-    bundle: &Bundle,
-    inspect: impl FnOnce(&str) -> T,
-) -> Result<T, String> {
+fn try_with_running<T>(rt: &Runtime, bundle: &Bundle, inspect: impl FnOnce(&str) -> T) -> Result<T, String> {
     let id = rt.new_id("prop");
     let created = rt.try_create(&id, bundle, &[]);
     if !created.success() {
@@ -72,9 +68,7 @@ fn rootfs_propagation_each_value() {
     let mut wrong = vec![];
     for (value, expected) in PROPAGATIONS {
         bundle.set("/linux/rootfsPropagation", json!(value));
-        let outcome = try_with_running(&rt, &bundle, |id| {
-            (Report::exec(&rt, id, &[]), leaked_into_host(&rootfs))
-        });
+        let outcome = try_with_running(&rt, &bundle, |id| (Report::exec(&rt, id, &[]), leaked_into_host(&rootfs)));
         let (report, leaked) = match outcome {
             Ok(seen) => seen,
             Err(e) => {
@@ -87,10 +81,7 @@ fn rootfs_propagation_each_value() {
         if got != expected {
             wrong.push(format!("{value}: / is {got}, want {expected}"));
         }
-        assert!(
-            leaked.is_empty(),
-            "rootfsPropagation {value}: container mounts leaked to the host: {leaked:?}"
-        );
+        assert!(leaked.is_empty(), "rootfsPropagation {value}: container mounts leaked to the host: {leaked:?}");
     }
     conform!(wrong.is_empty(), "rootfsPropagation: {wrong:?}");
 }
@@ -101,9 +92,7 @@ fn rootfs_propagation_default_is_rslave_like_runc() {
     let mut bundle = checker::bundle_running(SLEEP);
     let (_host, rootfs) = rootfs_under_shared_mount(&mut bundle);
     let rt = Runtime::under_test();
-    let (report, leaked) = with_running(&rt, &bundle, |id| {
-        (Report::exec(&rt, id, &[]), leaked_into_host(&rootfs))
-    });
+    let (report, leaked) = with_running(&rt, &bundle, |id| (Report::exec(&rt, id, &[]), leaked_into_host(&rootfs)));
     assert_eq!(report.propagation("/"), "slave", "{}", report.mount_table());
     assert!(leaked.is_empty(), "mounts leaked to the host: {leaked:?}");
 }
@@ -123,12 +112,7 @@ fn volume_propagation(rt: &Runtime, volume: &Path, options: &[&str]) -> (String,
     bundle.add_mount(bind_spec(volume, "/vol", options));
     with_running(rt, &bundle, |id| {
         let report = Report::exec(rt, id, &["--path", "/vol/sub/sub-marker"]);
-        assert_eq!(
-            report.path("/vol/sub/sub-marker")["exists"],
-            true,
-            "rbind must bring the submount along: {}",
-            report.mount_table()
-        );
+        assert_eq!(report.path("/vol/sub/sub-marker")["exists"], true, "rbind must bring the submount along: {}", report.mount_table());
         let vol = report.propagation("/vol").to_string();
         (vol, report.propagation("/vol/sub").to_string())
     })
@@ -145,17 +129,11 @@ fn mount_propagation_each_option() {
         let (vol, sub) = volume_propagation(&rt, &volume, &["rbind", option]);
         eprintln!("{option}: /vol {vol}, /vol/sub {sub} (plain rbind: {sub_baseline})");
         // The r-forms apply to the submount too; the others leave it as a plain rbind has it.
-        let sub_expected = if option.starts_with('r') {
-            expected
-        } else {
-            sub_baseline.as_str()
-        };
+        let sub_expected = if option.starts_with('r') { expected } else { sub_baseline.as_str() };
         // A slave made shared is `shared+slave`: both count as shared.
         let matches = |got: &str, want: &str| got == want || got.starts_with(&format!("{want}+"));
         if !matches(&vol, expected) || !matches(&sub, sub_expected) {
-            wrong.push(format!(
-                "{option}: /vol {vol} (want {expected}), /vol/sub {sub} (want {sub_expected})"
-            ));
+            wrong.push(format!("{option}: /vol {vol} (want {expected}), /vol/sub {sub} (want {sub_expected})"));
         }
     }
     conform!(wrong.is_empty(), "per-mount propagation: {wrong:?}");
@@ -172,8 +150,7 @@ impl KubeletVolume {
     fn new() -> Self {
         let host = HostMounts::new("kubelet");
         let kubelet = host.shared_dir("var/lib/kubelet");
-        let path = kubelet
-            .join("pods/0f6c3e7a-5b1d-4c2e-9a8f-3d2b1c0e9f7a/volumes/kubernetes.io~empty-dir/data");
+        let path = kubelet.join("pods/0f6c3e7a-5b1d-4c2e-9a8f-3d2b1c0e9f7a/volumes/kubernetes.io~empty-dir/data");
         fs::create_dir_all(path.join("late")).expect("mkdir volume");
         fs::set_permissions(&path, fs::Permissions::from_mode(0o750)).expect("chmod volume");
         fs::write(path.join("before"), "before").expect("write volume file");
@@ -193,17 +170,8 @@ impl KubeletVolume {
     /// Mounts a tmpfs on the host at `<volume>/late` and reports whether the running container
     /// `id` sees its marker file at /vol/late.
     fn host_mount_seen_inside(&self, rt: &Runtime, id: &str) -> bool {
-        let before = Report::exec(
-            rt,
-            id,
-            &["--path", "/vol/before", "--path", "/vol/late/late"],
-        );
-        assert_eq!(
-            before.path("/vol/before")["content"],
-            "before",
-            "the volume is not bound at /vol: {}",
-            before.mount_table()
-        );
+        let before = Report::exec(rt, id, &["--path", "/vol/before", "--path", "/vol/late/late"]);
+        assert_eq!(before.path("/vol/before")["content"], "before", "the volume is not bound at /vol: {}", before.mount_table());
         assert_eq!(before.path("/vol/late/late")["exists"], false);
         self.host.tmpfs_with_marker(&self.path.join("late"), "late");
         let after = Report::exec(rt, id, &["--path", "/vol/late/late"]);
@@ -218,10 +186,7 @@ fn kubelet_private_volume_hides_later_host_mounts() {
     let bundle = volume.bundle(&["rbind", "rprivate"], None);
     let rt = Runtime::under_test();
     let seen = with_running(&rt, &bundle, |id| volume.host_mount_seen_inside(&rt, id));
-    assert!(
-        !seen,
-        "PRIVATE (rbind,rprivate): a host mount made after start must not appear inside"
-    );
+    assert!(!seen, "PRIVATE (rbind,rprivate): a host mount made after start must not appear inside");
 }
 
 #[test]
@@ -231,10 +196,7 @@ fn kubelet_host_to_container_volume_shows_later_host_mounts() {
     let bundle = volume.bundle(&["rbind", "rslave"], Some("rslave"));
     let rt = Runtime::under_test();
     let seen = with_running(&rt, &bundle, |id| volume.host_mount_seen_inside(&rt, id));
-    conform!(
-        seen,
-        "HOST_TO_CONTAINER (rbind,rslave, root rslave): a host mount made after start must appear inside"
-    );
+    conform!(seen, "HOST_TO_CONTAINER (rbind,rslave, root rslave): a host mount made after start must appear inside");
 }
 
 #[test]
@@ -260,14 +222,8 @@ fn kubelet_bidirectional_volume_shows_container_mounts_on_host() {
             "BIDIRECTIONAL: a mount made inside under the volume must appear on the host at {}",
             inner.display()
         );
-        assert_eq!(
-            fs::read_to_string(inner.join("m")).unwrap_or_default(),
-            "inside\n"
-        );
+        assert_eq!(fs::read_to_string(inner.join("m")).unwrap_or_default(), "inside\n");
         let leaked = leaked_into_host(&rootfs);
-        assert!(
-            leaked.is_empty(),
-            "BIDIRECTIONAL: mounts made inside outside the volume leaked to the host: {leaked:?}"
-        );
+        assert!(leaked.is_empty(), "BIDIRECTIONAL: mounts made inside outside the volume leaked to the host: {leaked:?}");
     });
 }

@@ -51,17 +51,11 @@ fn pause_exits_zero_on_term_and_int() {
         };
         let run = fx.rt.spawn_run(&fx.id, &fx.bundle, &[], b"");
         let run = run.running_until("pause to be running", || {
-            fx.rt.try_status(&fx.id).as_deref() == Some("running")
-                && catches_term_and_int(fx.rt.pid(&fx.id))
+            fx.rt.try_status(&fx.id).as_deref() == Some("running") && catches_term_and_int(fx.rt.pid(&fx.id))
         });
         let killed = fx.rt.cmd(&["kill", &fx.id, signal]);
         let out = run.wait();
-        assert!(
-            killed.success(),
-            "kill {signal} failed: {}\nthe foreground run had already ended: {}",
-            killed.describe(),
-            out.describe()
-        );
+        assert!(killed.success(), "kill {signal} failed: {}\nthe foreground run had already ended: {}", killed.describe(), out.describe());
         assert_eq!(out.code(), 0, "pause must exit 0 on SIG{signal}: {}", out.describe());
     }
 }
@@ -70,11 +64,8 @@ fn pause_exits_zero_on_term_and_int() {
 /// the init has exec'd pause, and a namespace's PID 1 drops signals it does not catch).
 fn catches_term_and_int(pid: i32) -> bool {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let caught = status
-        .lines()
-        .find_map(|l| l.strip_prefix("SigCgt:"))
-        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
-        .unwrap_or(0);
+    let caught =
+        status.lines().find_map(|l| l.strip_prefix("SigCgt:")).and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok()).unwrap_or(0);
     let bit = |sig: libc::c_int| 1u64 << (sig - 1);
     caught & bit(libc::SIGTERM) != 0 && caught & bit(libc::SIGINT) != 0
 }

@@ -35,25 +35,14 @@ fn run_detached(podman: &Podman, rt: OciRuntime, argv: &[&str]) -> String {
 /// podman's cgroupfs manager names a container's cgroup `<parent>/libpod-<id>`.
 fn container_cgroups(podman: &Podman, id: &str) -> Vec<std::path::PathBuf> {
     let name = format!("libpod-{id}");
-    podman
-        .cgroups_left()
-        .into_iter()
-        .filter(|c| c.ends_with(&name))
-        .collect()
+    podman.cgroups_left().into_iter().filter(|c| c.ends_with(&name)).collect()
 }
 
 /// The places podman_run_rm_leaves_no_runtime_state finds empty do hold a running container.
 fn assert_running_where_looked(podman: &Podman, rt: OciRuntime, id: &str) {
     let state = podman.runtime_state(rt, id);
-    assert!(
-        state.is_dir(),
-        "{rt:?}: no state at {} while running",
-        state.display()
-    );
-    assert!(
-        !container_cgroups(podman, id).is_empty(),
-        "{rt:?}: no cgroup for {id}"
-    );
+    assert!(state.is_dir(), "{rt:?}: no state at {} while running", state.display());
+    assert!(!container_cgroups(podman, id).is_empty(), "{rt:?}: no cgroup for {id}");
 }
 
 #[test]
@@ -80,19 +69,9 @@ fn podman_exec_returns_exit_code_like_runc() {
         let id = run_detached(&podman, rt, &["sleep", "1000"]);
         assert_running_where_looked(&podman, rt, &id);
         let out = podman.podman(rt, &["exec", &id, "sh", "-c", "echo in; exit 7"]);
-        assert_eq!(
-            (out.code(), out.stdout.as_str()),
-            (7, "in\n"),
-            "{rt:?}: {}",
-            out.describe()
-        );
+        assert_eq!((out.code(), out.stdout.as_str()), (7, "in\n"), "{rt:?}: {}", out.describe());
         let missing = podman.podman(rt, &["exec", &id, "/no/such/bin"]);
-        assert_eq!(
-            missing.code(),
-            127,
-            "{rt:?}: exec of a missing binary: {}",
-            missing.describe()
-        );
+        assert_eq!(missing.code(), 127, "{rt:?}: exec of a missing binary: {}", missing.describe());
         podman.podman(rt, &["rm", "-f", "-t", "0", &id]).ok();
     }
 }
@@ -115,10 +94,7 @@ fn podman_stop_like_runc() {
         let sleeper = stopped_state(&podman, rt, &["sleep", "1000"], "1");
         assert_eq!(sleeper, "137 exited", "{rt:?}: sleep after podman stop");
         let trapper = stopped_state(&podman, rt, TRAP_TERM_EXIT_3, "60");
-        assert_eq!(
-            trapper, "3 exited",
-            "{rt:?}: TERM handler after podman stop"
-        );
+        assert_eq!(trapper, "3 exited", "{rt:?}: TERM handler after podman stop");
     }
 }
 
@@ -130,21 +106,14 @@ fn podman_run_rm_leaves_no_runtime_state() {
         podman.run_rm(rt, &["--name", &name], &["true"]).ok();
         let id = podman.id_from_events(rt, &name);
         let state = podman.runtime_state(rt, &id);
-        assert!(
-            !state.exists(),
-            "{rt:?}: state left in the runtime's root: {}",
-            state.display()
-        );
+        assert!(!state.exists(), "{rt:?}: state left in the runtime's root: {}", state.display());
         let cgroups = container_cgroups(&podman, &id);
         assert!(cgroups.is_empty(), "{rt:?}: cgroups left: {cgroups:?}");
         // podman's own conmon and its `container cleanup --rm` may still be finishing when
         // `run --rm` returns (seen under load): wait for them, boundedly, then look.
         rustpod_tests::wait::eventually(|| leftovers::processes_under(&id).is_empty());
         let processes = leftovers::processes_under(&id);
-        assert!(
-            processes.is_empty(),
-            "{rt:?}: processes left: {processes:?}"
-        );
+        assert!(processes.is_empty(), "{rt:?}: processes left: {processes:?}");
     }
 }
 
@@ -172,20 +141,9 @@ fn podman_rlimit_above_the_hard_limit_fails_like_runc() {
         skip!("CAP_SYS_RESOURCE is effective here: raising a hard rlimit succeeds on both");
     }
     let over = podman::hard_nofile() + 1;
-    let [runc, rustpod] =
-        OciRuntime::BOTH.map(|rt| podman.run_with_nofile(rt, over, &["--rm"], &["true"]));
-    assert_eq!(
-        (runc.code(), runc.stderr.contains("rlimit")),
-        (126, true),
-        "runc, the control: {}",
-        runc.describe()
-    );
-    assert_eq!(
-        rustpod.code(),
-        runc.code(),
-        "exit code: {}",
-        rustpod.describe()
-    );
+    let [runc, rustpod] = OciRuntime::BOTH.map(|rt| podman.run_with_nofile(rt, over, &["--rm"], &["true"]));
+    assert_eq!((runc.code(), runc.stderr.contains("rlimit")), (126, true), "runc, the control: {}", runc.describe());
+    assert_eq!(rustpod.code(), runc.code(), "exit code: {}", rustpod.describe());
     assert!(
         rustpod.stderr.contains("error setting rlimit type 7: operation not permitted"),
         "rustpod's error does not name the rlimit step as runc's does \

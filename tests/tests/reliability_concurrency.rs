@@ -18,9 +18,7 @@ fn spawn_create(rt: &Runtime, id: &str, bundle: &Bundle) -> Spawned {
 fn fifty_parallel_creates_with_distinct_ids() {
     skip_if!(needs::containers());
     let rt = Runtime::under_test();
-    let containers: Vec<(String, Bundle)> = (0..PARALLEL)
-        .map(|_| (rt.new_id("par"), Bundle::new(SLEEP)))
-        .collect();
+    let containers: Vec<(String, Bundle)> = (0..PARALLEL).map(|_| (rt.new_id("par"), Bundle::new(SLEEP))).collect();
     let running: Vec<Spawned> = containers
         .iter()
         .map(|(id, bundle)| {
@@ -28,25 +26,12 @@ fn fifty_parallel_creates_with_distinct_ids() {
             spawn_create(&rt, id, bundle)
         })
         .collect();
-    let failed: Vec<String> = running
-        .into_iter()
-        .map(Spawned::wait)
-        .filter(|out| !out.success())
-        .map(|out| out.describe())
-        .collect();
-    assert!(
-        failed.is_empty(),
-        "{} of {PARALLEL} parallel creates failed:\n{}",
-        failed.len(),
-        failed.join("\n")
-    );
+    let failed: Vec<String> = running.into_iter().map(Spawned::wait).filter(|out| !out.success()).map(|out| out.describe()).collect();
+    assert!(failed.is_empty(), "{} of {PARALLEL} parallel creates failed:\n{}", failed.len(), failed.join("\n"));
     for (id, _) in &containers {
         assert_eq!(rt.status(id), "created", "container {id}");
     }
-    let deleting: Vec<Spawned> = containers
-        .iter()
-        .map(|(id, _)| rt.spawn_stdin(&["delete", "--force", id], b""))
-        .collect();
+    let deleting: Vec<Spawned> = containers.iter().map(|(id, _)| rt.spawn_stdin(&["delete", "--force", id], b"")).collect();
     deleting.into_iter().for_each(|d| drop(d.wait().ok()));
     for (id, bundle) in &containers {
         rt.assert_nothing_left(id, bundle.path());
@@ -61,19 +46,12 @@ fn same_id_race_has_exactly_one_winner() {
     for round in 0..RACES {
         let id = rt.new_id("race");
         bundle.prepare(&id);
-        let pair = [
-            spawn_create(&rt, &id, &bundle),
-            spawn_create(&rt, &id, &bundle),
-        ];
+        let pair = [spawn_create(&rt, &id, &bundle), spawn_create(&rt, &id, &bundle)];
         let [a, b] = pair.map(Spawned::wait);
         let (winner, loser) = match (a.success(), b.success()) {
             (true, false) => (a, b),
             (false, true) => (b, a),
-            _ => panic!(
-                "round {round}: exactly one create of {id} must succeed:\n{}\n{}",
-                a.describe(),
-                b.describe()
-            ),
+            _ => panic!("round {round}: exactly one create of {id} must succeed:\n{}\n{}", a.describe(), b.describe()),
         };
         assert!(winner.stderr.trim().is_empty(), "{}", winner.describe());
         assert_one_line_error(&loser, &["already exists"]);

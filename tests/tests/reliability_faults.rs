@@ -43,9 +43,7 @@ impl Drop for HookGuard {
 /// `#!/bin/sh`: writes its pid to `pid_file`, then sleeps as that same process.
 fn sleeping_hook(dir: &ScratchDir, pid_file: &str) -> String {
     let script = dir.join_str("hook.sh");
-    let text = format!(
-        "#!/bin/sh\necho $$ > {pid_file}.tmp\nmv {pid_file}.tmp {pid_file}\nexec sleep 1000\n"
-    );
+    let text = format!("#!/bin/sh\necho $$ > {pid_file}.tmp\nmv {pid_file}.tmp {pid_file}\nexec sleep 1000\n");
     fs::write(&script, text).expect("write hook script");
     fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).expect("chmod hook");
     script
@@ -54,37 +52,25 @@ fn sleeping_hook(dir: &ScratchDir, pid_file: &str) -> String {
 /// The process is stopped (state T), as after raise(SIGSTOP).
 fn stopped(pid: i32) -> bool {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    stat.rsplit_once(") ")
-        .is_some_and(|(_, rest)| rest.starts_with('T'))
+    stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('T'))
 }
 
 fn sigkill_create_at(stage: Stage) {
     let mut fx = Fixture::new(SLEEP);
     let scratch = ScratchDir::new("fault");
-    let hook = HookGuard {
-        pid_file: scratch.join_str("hook.pid"),
-    };
+    let hook = HookGuard { pid_file: scratch.join_str("hook.pid") };
     let mut env_vars = vec![];
     match stage {
         Stage::Hook(kind) => {
             let script = sleeping_hook(&scratch, &hook.pid_file);
-            fx.bundle
-                .set(&format!("/hooks/{kind}"), json!([{"path": script}]));
+            fx.bundle.set(&format!("/hooks/{kind}"), json!([{"path": script}]));
         }
         Stage::Pause(point) => env_vars.push(format!("RUSTPOD_DEBUG_PAUSE={point}")),
     }
     fx.bundle.prepare(&fx.id);
     let bin = fx.rt.bin().to_str().expect("UTF-8 binary path").to_string();
     let mut args: Vec<&str> = env_vars.iter().map(String::as_str).collect();
-    args.extend([
-        bin.as_str(),
-        "--root",
-        fx.rt.root(),
-        "create",
-        "--bundle",
-        fx.bundle.path(),
-        &fx.id,
-    ]);
+    args.extend([bin.as_str(), "--root", fx.rt.root(), "create", "--bundle", fx.bundle.path(), &fx.id]);
     let create = process::spawn(Path::new("/usr/bin/env"), &args, b"");
     let pid = create.pid();
     let create = create.running_until(&format!("create to reach {stage:?}"), || match stage {
@@ -95,37 +81,20 @@ fn sigkill_create_at(stage: Stage) {
     if let Stage::Hook(_) = stage {
         // The premise: the init is forked and its cgroup made, but the container is not created.
         assert!(!cgroup::dirs(&fx.id).is_empty(), "{stage:?}: no cgroup yet");
-        assert_ne!(
-            fx.rt.try_status(&fx.id).as_deref(),
-            Some("created"),
-            "{stage:?}"
-        );
+        assert_ne!(fx.rt.try_status(&fx.id).as_deref(), Some("created"), "{stage:?}");
     }
     kill_pids([pid]);
     let killed = create.wait();
-    assert_eq!(
-        killed.code(),
-        137,
-        "create was SIGKILLed: {}",
-        killed.describe()
-    );
+    assert_eq!(killed.code(), 137, "create was SIGKILLed: {}", killed.describe());
     kill_pids(hook.pid());
 
     let delete = fx.rt.cmd(&["delete", "--force", &fx.id]);
-    assert!(
-        delete.success(),
-        "{stage:?}: delete --force after the crash: {}",
-        delete.describe()
-    );
+    assert!(delete.success(), "{stage:?}: delete --force after the crash: {}", delete.describe());
     fx.assert_nothing_left();
 
     fx.bundle.remove("/hooks");
     fx.rt.create(&fx.id, &fx.bundle);
-    assert_eq!(
-        fx.status(),
-        "created",
-        "{stage:?}: create again with the same id"
-    );
+    assert_eq!(fx.status(), "created", "{stage:?}: create again with the same id");
     fx.rt.cmd(&["delete", "--force", &fx.id]).ok();
     fx.assert_nothing_left();
 }
@@ -167,30 +136,20 @@ fn hook_killed_fails_create_cleanly() {
     skip_if!(needs::containers());
     let mut fx = Fixture::new(SLEEP);
     let scratch = ScratchDir::new("fault");
-    let hook = HookGuard {
-        pid_file: scratch.join_str("hook.pid"),
-    };
+    let hook = HookGuard { pid_file: scratch.join_str("hook.pid") };
     let script = sleeping_hook(&scratch, &hook.pid_file);
-    fx.bundle
-        .set("/hooks/createRuntime", json!([{"path": script}]));
+    fx.bundle.set("/hooks/createRuntime", json!([{"path": script}]));
     fx.bundle.prepare(&fx.id);
     let create = fx
         .rt
         .spawn_stdin(&["create", "--bundle", fx.bundle.path(), &fx.id], b"")
-        .running_until("the createRuntime hook to run", || {
-            hook.pid().is_some_and(pid_alive)
-        });
+        .running_until("the createRuntime hook to run", || hook.pid().is_some_and(pid_alive));
     kill_pids(hook.pid());
     let out = create.wait();
     if out.success() {
-        skip!(
-            "the runtime ignores a hook killed by SIGKILL: {}",
-            out.describe()
-        );
+        skip!("the runtime ignores a hook killed by SIGKILL: {}", out.describe());
     }
     eprintln!("create with a killed hook: {}", out.stderr.trim_end());
     fx.assert_nothing_left();
-    wait::wait_for("the hook to be gone", || {
-        hook.pid().filter(|p| pid_alive(*p)).is_none().then_some(())
-    });
+    wait::wait_for("the hook to be gone", || hook.pid().filter(|p| pid_alive(*p)).is_none().then_some(()));
 }

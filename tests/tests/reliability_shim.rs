@@ -9,9 +9,7 @@ use rustpod_tests::shim::{blocker, ShimContainerd, IMAGE, RUNTIME};
 use rustpod_tests::{leftovers, skip_if, wait};
 
 fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| !s.rsplit(") ").next().unwrap_or("").starts_with('Z'))
-        .unwrap_or(false)
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| !s.rsplit(") ").next().unwrap_or("").starts_with('Z')).unwrap_or(false)
 }
 
 /// Kills a background ctr client by pid when the test ends, even on panic.
@@ -44,8 +42,7 @@ fn cgroup_dirs(pid: i32) -> Vec<PathBuf> {
             let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
             let controller = controllers.split(',').next()?.trim_start_matches("name=");
             let rel = path.trim_start_matches('/');
-            (!rel.is_empty() && !controller.is_empty())
-                .then(|| PathBuf::from("/sys/fs/cgroup").join(controller).join(rel))
+            (!rel.is_empty() && !controller.is_empty()).then(|| PathBuf::from("/sys/fs/cgroup").join(controller).join(rel))
         })
         .filter(|d| d.is_dir())
         .collect()
@@ -59,9 +56,7 @@ fn pids_with_cmdline(words: &[&str]) -> Vec<i32> {
         .flatten()
         .flatten()
         .filter_map(|p| p.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want.as_bytes())
-        })
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want.as_bytes()))
         .filter(|pid| alive(*pid))
         .collect()
 }
@@ -74,9 +69,8 @@ fn children(pid: i32) -> Vec<i32> {
         .flatten()
         .filter_map(|p| p.file_name().to_str()?.parse::<i32>().ok())
         .filter(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
-                s.rsplit(") ").next().unwrap_or("").split(' ').nth(1) == Some(&pid.to_string())
-            })
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .is_ok_and(|s| s.rsplit(") ").next().unwrap_or("").split(' ').nth(1) == Some(&pid.to_string()))
         })
         .collect()
 }
@@ -101,11 +95,7 @@ fn descendants(pid: i32) -> Vec<i32> {
 /// The cgroup dirs of `pids` that `parent` is not in: the container's, not the shim's.
 fn own_cgroup_dirs(pids: &[i32], parent: i32) -> Vec<PathBuf> {
     let inherited = cgroup_dirs(parent);
-    let mut dirs: Vec<PathBuf> = pids
-        .iter()
-        .flat_map(|p| cgroup_dirs(*p))
-        .filter(|d| !inherited.contains(d))
-        .collect();
+    let mut dirs: Vec<PathBuf> = pids.iter().flat_map(|p| cgroup_dirs(*p)).filter(|d| !inherited.contains(d)).collect();
     dirs.sort();
     dirs.dedup();
     dirs
@@ -116,10 +106,7 @@ fn recorded_events(mut recorder: Client) -> Vec<String> {
     let recorder = recorder.take();
     leftovers::kill_pids([recorder.pid()]);
     let recorded = recorder.try_wait().expect("ctr events ended").stdout;
-    recorded
-        .lines()
-        .filter_map(|l| l.split_once(" /").map(|(_, e)| e.to_string()))
-        .collect()
+    recorded.lines().filter_map(|l| l.split_once(" /").map(|(_, e)| e.to_string())).collect()
 }
 
 /// The exit event of task `id`'s init among `events`; panics if there is none.
@@ -171,11 +158,7 @@ fn shim_log_lines(ctd: &ShimContainerd) -> String {
 }
 
 fn bundle_dir(ctd: &ShimContainerd, id: &str) -> String {
-    format!(
-        "{}/state/io.containerd.runtime.v2.task/{}/{id}",
-        ctd.dir(),
-        ctd.namespace
-    )
+    format!("{}/state/io.containerd.runtime.v2.task/{}/{id}", ctd.dir(), ctd.namespace)
 }
 
 /// Waits (bounded) until container `id` left nothing: no listed container or task, no process,
@@ -185,17 +168,8 @@ fn assert_nothing_left(ctd: &ShimContainerd, id: &str, pids: &[i32], cgroups: &[
     let bundle = bundle_dir(ctd, id);
     let state = ctd.state_root().join(id);
     let find = || {
-        let mut left: Vec<String> = pids
-            .iter()
-            .filter(|p| alive(**p))
-            .map(|p| format!("process {p}"))
-            .collect();
-        left.extend(
-            cgroups
-                .iter()
-                .filter(|d| d.exists())
-                .map(|d| format!("cgroup {}", d.display())),
-        );
+        let mut left: Vec<String> = pids.iter().filter(|p| alive(**p)).map(|p| format!("process {p}")).collect();
+        left.extend(cgroups.iter().filter(|d| d.exists()).map(|d| format!("cgroup {}", d.display())));
         if state.exists() {
             left.push(format!("state dir {}", state.display()));
         }
@@ -217,12 +191,7 @@ fn assert_nothing_left(ctd: &ShimContainerd, id: &str, pids: &[i32], cgroups: &[
 
 /// The pids (host view) of the processes of task `id`, from `ctr task ps`.
 fn task_pids(ctd: &ShimContainerd, id: &str) -> Vec<i32> {
-    ctd.ctr(&["task", "ps", id])
-        .stdout
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
-        .collect()
+    ctd.ctr(&["task", "ps", id]).stdout.lines().skip(1).filter_map(|l| l.split_whitespace().next()?.parse().ok()).collect()
 }
 
 #[test]
@@ -233,43 +202,23 @@ fn shim_sigkilled_during_an_exec_leaves_nothing_behind() {
     ctd.wait_task("victim", "RUNNING");
     let (init, _) = ctd.task("victim").expect("victim listed");
     let cgroups = cgroup_dirs(init);
-    assert!(
-        !cgroups.is_empty(),
-        "the init {init} is in no cgroup of its own"
-    );
+    assert!(!cgroups.is_empty(), "the init {init} is in no cgroup of its own");
 
     // Record containerd's events from before the exec (its exec-added event proves that the
     // recording covers the shim's death).
     let events = Client(Some(ctd.spawn_ctr(&["events"])));
     std::thread::sleep(std::time::Duration::from_secs(1));
-    let mut exec = Client(Some(ctd.spawn_ctr(&[
-        "task",
-        "exec",
-        "--exec-id",
-        "long",
-        "victim",
-        "sleep",
-        "999",
-    ])));
-    let exec_pid = wait::wait_for("the exec to run", || {
-        task_pids(&ctd, "victim").into_iter().find(|p| *p != init)
-    });
+    let mut exec = Client(Some(ctd.spawn_ctr(&["task", "exec", "--exec-id", "long", "victim", "sleep", "999"])));
+    let exec_pid = wait::wait_for("the exec to run", || task_pids(&ctd, "victim").into_iter().find(|p| *p != init));
     let shims = ctd.shim_pids();
     assert_eq!(shims.len(), 1, "expected one shim, found {shims:?}");
     let socket = shim_socket(&ctd, "victim");
 
     leftovers::kill_pids(shims.iter().copied());
-    assert!(
-        wait::eventually(|| !alive(shims[0])),
-        "the shim did not die"
-    );
+    assert!(wait::eventually(|| !alive(shims[0])), "the shim did not die");
     // The exec's client loses its shim and ends (with an error).
     let exec_out = exec.take().try_wait().expect("ctr task exec ended");
-    assert!(
-        !exec_out.success(),
-        "exec succeeded without its shim: {}",
-        exec_out.describe()
-    );
+    assert!(!exec_out.success(), "exec succeeded without its shim: {}", exec_out.describe());
 
     // containerd notices the dead shim and runs `shim delete`: it reports the task as exited.
     let rm = remove_after_dead_shim(&ctd, "victim");
@@ -278,31 +227,17 @@ fn shim_sigkilled_during_an_exec_leaves_nothing_behind() {
     // The only exit status containerd can report for a task whose shim is gone is 137 (from
     // `shim delete`); ctr prints it as a warning when the task is removed.
     if rm.stderr.contains("exit code") {
-        assert!(
-            rm.stderr.contains("exit code 137"),
-            "exit status of a task with a dead shim: {}",
-            rm.describe()
-        );
+        assert!(rm.stderr.contains("exit code 137"), "exit status of a task with a dead shim: {}", rm.describe());
     }
-    assert!(
-        ctd.shim_pids().is_empty(),
-        "a shim is left: {:?}",
-        ctd.shim_pids()
-    );
+    assert!(ctd.shim_pids().is_empty(), "a shim is left: {:?}", ctd.shim_pids());
 
     let events = recorded_events(events);
     eprintln!("events: {events:#?}");
     // exec-added proves the recording covers the exec; exec-started may be lost with the
     // shim, which can die after the process runs and before it published the event.
-    assert!(
-        events.iter().any(|e| e.starts_with("tasks/exec-added")),
-        "the recording missed the exec: {events:#?}"
-    );
+    assert!(events.iter().any(|e| e.starts_with("tasks/exec-added")), "the recording missed the exec: {events:#?}");
     let init_exit = init_exit_event(&events, "victim");
-    assert!(
-        init_exit.contains("\"exit_status\":137"),
-        "the init's exit status: {init_exit}"
-    );
+    assert!(init_exit.contains("\"exit_status\":137"), "the init's exit status: {init_exit}");
 }
 
 #[test]
@@ -311,14 +246,10 @@ fn shim_sigkilled_during_a_create_leaves_nothing_behind() {
     // The shim's create helper stops itself (SIGSTOP) once the engine has forked the init and
     // made its cgroup, before rustpod's own metadata is written.
     let ctd = ShimContainerd::start_with_env(&[("RUSTPOD_DEBUG_PAUSE", "engine-created")]);
-    let mut run = Client(Some(ctd.spawn_ctr(&[
-        "run", "-d", "--runtime", RUNTIME, IMAGE, "halfmade", "sleep", "1000",
-    ])));
+    let mut run = Client(Some(ctd.spawn_ctr(&["run", "-d", "--runtime", RUNTIME, IMAGE, "halfmade", "sleep", "1000"])));
     let (shim, helper) = wait::wait_for("the shim's create helper to stop mid-create", || {
         let shim = *ctd.shim_pids().first()?;
-        let helper = descendants(shim)
-            .into_iter()
-            .find(|p| state_of(*p) == Some('T'))?;
+        let helper = descendants(shim).into_iter().find(|p| state_of(*p) == Some('T'))?;
         Some((shim, helper))
     });
     let pids = descendants(shim);
@@ -331,11 +262,7 @@ fn shim_sigkilled_during_a_create_leaves_nothing_behind() {
     assert!(wait::eventually(|| !alive(shim)), "the shim did not die");
     let run_out = run.take().try_wait().expect("ctr run ended");
     assert!(!run_out.success(), "create succeeded without its shim: {}", run_out.describe());
-    assert!(
-        ctd.shim_pids().is_empty(),
-        "a shim is left: {:?}",
-        ctd.shim_pids()
-    );
+    assert!(ctd.shim_pids().is_empty(), "a shim is left: {:?}", ctd.shim_pids());
 
     remove_after_dead_shim(&ctd, "halfmade");
     let mut everything = pids.clone();
@@ -366,26 +293,16 @@ fn shim_sigkilled_while_its_container_exits_reports_137_and_leaves_nothing() {
 
     // Freeze the shim, let the container exit 3, and kill the shim before it can reap it: the
     // status dies with the shim.
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(shim),
-        nix::sys::signal::Signal::SIGSTOP,
-    )
-    .expect("stop the shim");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(shim), nix::sys::signal::Signal::SIGSTOP).expect("stop the shim");
     std::fs::write(format!("/proc/{init}/root/go"), "").expect("let the container exit");
-    wait::wait_for("the container's init to exit", || {
-        (state_of(init) == Some('Z')).then_some(())
-    });
+    wait::wait_for("the container's init to exit", || (state_of(init) == Some('Z')).then_some(()));
     leftovers::kill_pids([shim]);
     assert!(wait::eventually(|| !alive(shim)), "the shim did not die");
 
     let rm = remove_after_dead_shim(&ctd, "exiting");
     assert_nothing_left(&ctd, "exiting", &[init], &cgroups);
     assert_socket_removed(&ctd, &socket);
-    assert!(
-        ctd.shim_pids().is_empty(),
-        "a shim is left: {:?}",
-        ctd.shim_pids()
-    );
+    assert!(ctd.shim_pids().is_empty(), "a shim is left: {:?}", ctd.shim_pids());
     if rm.stderr.contains("exit code") {
         assert!(rm.stderr.contains("exit code 137"), "{}", rm.describe());
     }
@@ -395,10 +312,7 @@ fn shim_sigkilled_while_its_container_exits_reports_137_and_leaves_nothing() {
         eprintln!("no exit event; containerd's log says:\n{}", shim_log_lines(&ctd));
     }
     let exit = init_exit_event(&events, "exiting");
-    assert!(
-        exit.contains("\"exit_status\":137"),
-        "an exit status the shim never saw is reported as 137: {exit}"
-    );
+    assert!(exit.contains("\"exit_status\":137"), "an exit status the shim never saw is reported as 137: {exit}");
 }
 
 #[test]
@@ -414,8 +328,7 @@ fn containerd_sigkilled_during_create_never_orphans_the_container() {
     // Kill containerd once the create is under way: the bundle exists (containerd made it).
     let bundle = bundle_dir(&ctd, "caught");
     wait::wait_for("containerd to start creating the container", || {
-        (std::path::Path::new(&bundle).exists() || run.0.as_mut().is_some_and(|c| c.is_finished()))
-            .then_some(())
+        (std::path::Path::new(&bundle).exists() || run.0.as_mut().is_some_and(|c| c.is_finished())).then_some(())
     });
     ctd.kill_containerd();
     let run_out = run.take().try_wait().expect("ctr run ended");
@@ -424,20 +337,13 @@ fn containerd_sigkilled_during_create_never_orphans_the_container() {
     ctd.restart_containerd();
     let listed = ctd.ctr(&["containers", "ls", "-q"]).ok();
     let task = ctd.task("caught");
-    eprintln!(
-        "after the restart: container listed: {}, task: {task:?}",
-        listed.stdout.split_whitespace().any(|c| c == "caught")
-    );
+    eprintln!("after the restart: container listed: {}, task: {task:?}", listed.stdout.split_whitespace().any(|c| c == "caught"));
     let mut cgroups = vec![];
     let mut pids = pids_with_cmdline(&command);
     match &task {
         Some((pid, status)) if status == "RUNNING" => {
             assert!(alive(*pid), "task listed RUNNING but its pid {pid} is dead");
-            assert_eq!(
-                pids,
-                vec![*pid],
-                "the container's command runs outside its task"
-            );
+            assert_eq!(pids, vec![*pid], "the container's command runs outside its task");
             cgroups = cgroup_dirs(*pid);
             ctd.ctr(&["task", "kill", "-s", "SIGKILL", "caught"]).ok();
             ctd.wait_task("caught", "STOPPED");
@@ -450,43 +356,24 @@ fn containerd_sigkilled_during_create_never_orphans_the_container() {
             ctd.ctr(&["task", "rm", "-f", "caught"]).ok();
         }
         None => {
-            assert!(
-                pids.is_empty(),
-                "container not running per containerd, but its command runs: {pids:?}"
-            );
+            assert!(pids.is_empty(), "container not running per containerd, but its command runs: {pids:?}");
             let _ = ctd.ctr(&["task", "rm", "-f", "caught"]);
         }
     }
-    let idle_shims = if task.is_none() {
-        ctd.shim_pids()
-    } else {
-        vec![]
-    };
+    let idle_shims = if task.is_none() { ctd.shim_pids() } else { vec![] };
     if listed.stdout.split_whitespace().any(|c| c == "caught") {
         ctd.ctr(&["containers", "rm", "caught"]).ok();
     }
     pids.extend(pids_with_cmdline(&command));
     assert_nothing_left(&ctd, "caught", &pids, &cgroups);
-    assert!(
-        wait::eventually(|| pids_with_cmdline(&command).is_empty()),
-        "orphaned container processes: {:?}",
-        pids_with_cmdline(&command)
-    );
+    assert!(wait::eventually(|| pids_with_cmdline(&command).is_empty()), "orphaned container processes: {:?}", pids_with_cmdline(&command));
     // When containerd died before the task was created, containerd 1.6 never shuts the shim it
     // started down (the runc.v2 shim lingers the same way): tolerate it only if it serves nothing.
     for shim in &idle_shims {
-        assert!(
-            children(*shim).is_empty(),
-            "the lingering shim {shim} has children: {:?}",
-            children(*shim)
-        );
+        assert!(children(*shim).is_empty(), "the lingering shim {shim} has children: {:?}", children(*shim));
         eprintln!("shim {shim} lingers with no task (containerd 1.6 does not shut it down)");
     }
-    assert!(
-        wait::eventually(|| ctd.shim_pids().iter().all(|p| idle_shims.contains(p))),
-        "a shim is left: {:?}",
-        ctd.shim_pids()
-    );
+    assert!(wait::eventually(|| ctd.shim_pids().iter().all(|p| idle_shims.contains(p))), "a shim is left: {:?}", ctd.shim_pids());
     // The id is free again and works, unless containerd died before the task existed: then
     // containerd 1.6 keeps the shim and its bundle, and refuses the id ("task caught: already
     // exists") with the runc.v2 shim just the same.
@@ -505,15 +392,10 @@ struct ShimCounts {
 }
 
 fn shim_counts(shim: i32, task_dir: &str) -> ShimCounts {
-    let fds = std::fs::read_dir(format!("/proc/{shim}/fd"))
-        .expect("read the shim's fds")
-        .count();
+    let fds = std::fs::read_dir(format!("/proc/{shim}/fd")).expect("read the shim's fds").count();
     let status = std::fs::read_to_string(format!("/proc/{shim}/status")).expect("shim status");
-    let rss_kb = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .expect("VmRSS");
+    let rss_kb =
+        status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()?.parse().ok()).expect("VmRSS");
     let zombies = std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
@@ -528,21 +410,13 @@ fn shim_counts(shim: i32, task_dir: &str) -> ShimCounts {
         })
         .count();
     let mounts = leftovers::mount_points_under(task_dir).len();
-    ShimCounts {
-        fds,
-        rss_kb,
-        zombies,
-        mounts,
-    }
+    ShimCounts { fds, rss_kb, zombies, mounts }
 }
 
 #[test]
 fn shim_soak_through_one_grouped_shim_leaks_nothing() {
     skip_if!(blocker());
-    let cycles: usize = std::env::var("RUSTPOD_SHIM_SOAK_CYCLES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20);
+    let cycles: usize = std::env::var("RUSTPOD_SHIM_SOAK_CYCLES").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
     let ctd = ShimContainerd::start();
     let group = ["--annotation", "io.containerd.runc.v2.group=soak"];
     ctd.run_detached("anchor", &group, &["sleep", "100000"]);
@@ -550,11 +424,7 @@ fn shim_soak_through_one_grouped_shim_leaks_nothing() {
     let shims = ctd.shim_pids();
     assert_eq!(shims.len(), 1, "expected one shim, found {shims:?}");
     let shim = shims[0];
-    let task_dir = format!(
-        "{}/state/io.containerd.runtime.v2.task/{}",
-        ctd.dir(),
-        ctd.namespace
-    );
+    let task_dir = format!("{}/state/io.containerd.runtime.v2.task/{}", ctd.dir(), ctd.namespace);
 
     let run = |i: usize| {
         let id = format!("soak{i}");
@@ -579,20 +449,10 @@ fn shim_soak_through_one_grouped_shim_leaks_nothing() {
     });
     let after = shim_counts(shim, &task_dir);
     eprintln!("shim {shim} soak of {cycles} cycles: before {before:?}, after {after:?}");
-    assert_eq!(
-        ctd.shim_pids(),
-        vec![shim],
-        "the grouped shim changed during the soak"
-    );
-    assert!(
-        settled,
-        "the shim leaked over {cycles} cycles: before {before:?}, after {after:?}"
-    );
+    assert_eq!(ctd.shim_pids(), vec![shim], "the grouped shim changed during the soak");
+    assert!(settled, "the shim leaked over {cycles} cycles: before {before:?}, after {after:?}");
     // RSS: allow allocator slack (4 MiB), but not growth per cycle.
-    assert!(
-        after.rss_kb <= before.rss_kb + 4096,
-        "the shim's RSS grew: before {before:?}, after {after:?}"
-    );
+    assert!(after.rss_kb <= before.rss_kb + 4096, "the shim's RSS grew: before {before:?}, after {after:?}");
     for i in 0..=cycles {
         let id = format!("soak{i}");
         assert!(!ctd.state_root().join(&id).exists(), "state left for {id}");

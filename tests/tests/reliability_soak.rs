@@ -13,10 +13,7 @@ use std::path::Path;
 const DEFAULT_CYCLES: usize = 100;
 
 fn cycles() -> usize {
-    std::env::var("RUSTPOD_SOAK_CYCLES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_CYCLES)
+    std::env::var("RUSTPOD_SOAK_CYCLES").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_CYCLES)
 }
 
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
@@ -39,14 +36,7 @@ impl fmt::Display for Counts {
 }
 
 fn count_entries(dir: &Path, keep: impl Fn(&str) -> bool) -> usize {
-    fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter(|e| keep(&e.file_name().to_string_lossy()))
-                .count()
-        })
-        .unwrap_or(0)
+    fs::read_dir(dir).map(|entries| entries.flatten().filter(|e| keep(&e.file_name().to_string_lossy())).count()).unwrap_or(0)
 }
 
 /// Zombie processes whose parent is this process.
@@ -54,11 +44,7 @@ fn zombie_children() -> usize {
     let me = std::process::id().to_string();
     count_entries(Path::new("/proc"), |name| {
         let stat = fs::read_to_string(format!("/proc/{name}/stat")).unwrap_or_default();
-        let mut fields = stat
-            .rsplit_once(") ")
-            .map(|(_, r)| r.split(' '))
-            .into_iter()
-            .flatten();
+        let mut fields = stat.rsplit_once(") ").map(|(_, r)| r.split(' ')).into_iter().flatten();
         fields.next() == Some("Z") && fields.next() == Some(me.as_str())
     })
 }
@@ -70,9 +56,7 @@ fn count(rt: &Runtime, bundle: &Bundle, prefix: &str) -> Counts {
         .flatten()
         .flat_map(|hierarchy| fs::read_dir(hierarchy.path()).into_iter().flatten().flatten())
         // Each container's cgroup is /rustpod-test-<id>/<id> (see rustpod_tests::cgroup).
-        .filter(|parent| {
-            parent.file_name().to_string_lossy().starts_with(&format!("rustpod-test-{prefix}"))
-        })
+        .filter(|parent| parent.file_name().to_string_lossy().starts_with(&format!("rustpod-test-{prefix}")))
         .map(|parent| {
             let children = fs::read_dir(parent.path()).into_iter().flatten().flatten();
             children.filter(|child| child.path().is_dir()).count()
@@ -83,8 +67,7 @@ fn count(rt: &Runtime, bundle: &Bundle, prefix: &str) -> Counts {
         mounts: mount_points_under(bundle.path()).len() + mount_points_under(rt.root()).len(),
         cgroups,
         // `@engine` itself stays once made; what is in it must not.
-        state_dirs: count_entries(root, |name| name != "@engine")
-            + count_entries(&root.join("@engine"), |_| true),
+        state_dirs: count_entries(root, |name| name != "@engine") + count_entries(&root.join("@engine"), |_| true),
         zombies: zombie_children(),
         fds: count_entries(Path::new("/proc/self/fd"), |_| true),
     }
@@ -109,8 +92,5 @@ fn create_start_delete_cycles_leak_nothing() {
     let settled = wait::eventually(|| count(&rt, &bundle, &prefix) == before);
     let after = count(&rt, &bundle, &prefix);
     eprintln!("soak: {n} cycles; after:  {after}");
-    assert!(
-        settled,
-        "after {n} cycles something grew: before {before}, after {after}"
-    );
+    assert!(settled, "after {n} cycles something grew: before {before}, after {after}");
 }

@@ -30,11 +30,7 @@ fn replace_namespace(fx: &mut Fixture, typ: &str, entry: Value) {
 }
 
 fn seccomp_with_rule(fx: &mut Fixture, rule: Value) {
-    set(
-        fx,
-        "/linux/seccomp",
-        json!({"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_X86_64"], "syscalls": [rule]}),
-    );
+    set(fx, "/linux/seccomp", json!({"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_X86_64"], "syscalls": [rule]}));
 }
 
 const CASES: &[Case] = &[
@@ -52,61 +48,33 @@ const CASES: &[Case] = &[
         breaks: |fx| set(fx, "/process/args", json!("sleep 1000")),
         names: &["process.args"],
     },
-    Case {
-        name: "process.user.uid is a string",
-        breaks: |fx| set(fx, "/process/user/uid", json!("root")),
-        names: &["process.user.uid"],
-    },
+    Case { name: "process.user.uid is a string", breaks: |fx| set(fx, "/process/user/uid", json!("root")), names: &["process.user.uid"] },
     Case {
         name: "linux.namespaces is an object",
         breaks: |fx| set(fx, "/linux/namespaces", json!({"type": "pid"})),
         names: &["linux.namespaces"],
     },
-    Case {
-        name: "relative root.path escaping the bundle",
-        breaks: |fx| set(fx, "/root/path", json!("../../..")),
-        names: &["root.path"],
-    },
+    Case { name: "relative root.path escaping the bundle", breaks: |fx| set(fx, "/root/path", json!("../../..")), names: &["root.path"] },
     Case {
         name: "\"..\" in a mount destination",
         breaks: |fx| {
-            fx.bundle.add_mount(
-                json!({"destination": "/tmp/../../etc", "type": "tmpfs", "source": "tmpfs"}),
-            );
+            fx.bundle.add_mount(json!({"destination": "/tmp/../../etc", "type": "tmpfs", "source": "tmpfs"}));
         },
         names: &["mounts[7].destination"],
     },
     Case {
         name: "namespace path to a file that is not a namespace",
-        breaks: |fx| {
-            replace_namespace(
-                fx,
-                "network",
-                json!({"type": "network", "path": "/etc/hostname"}),
-            )
-        },
+        breaks: |fx| replace_namespace(fx, "network", json!({"type": "network", "path": "/etc/hostname"})),
         names: &["linux.namespaces[1].path"],
     },
     Case {
         name: "namespace path that does not exist",
-        breaks: |fx| {
-            replace_namespace(
-                fx,
-                "ipc",
-                json!({"type": "ipc", "path": "/proc/no-such/ns/ipc"}),
-            )
-        },
+        breaks: |fx| replace_namespace(fx, "ipc", json!({"type": "ipc", "path": "/proc/no-such/ns/ipc"})),
         names: &["linux.namespaces[2].path"],
     },
     Case {
         name: "namespace path to a namespace of another type",
-        breaks: |fx| {
-            replace_namespace(
-                fx,
-                "ipc",
-                json!({"type": "ipc", "path": "/proc/self/ns/net"}),
-            )
-        },
+        breaks: |fx| replace_namespace(fx, "ipc", json!({"type": "ipc", "path": "/proc/self/ns/net"})),
         names: &["linux.namespaces[2].path"],
     },
     Case {
@@ -146,23 +114,12 @@ const CASES: &[Case] = &[
     },
     Case {
         name: "seccomp rule with an unknown action",
-        breaks: |fx| {
-            seccomp_with_rule(
-                fx,
-                json!({"names": ["mkdir"], "action": "SCMP_ACT_EXPLODE"}),
-            )
-        },
+        breaks: |fx| seccomp_with_rule(fx, json!({"names": ["mkdir"], "action": "SCMP_ACT_EXPLODE"})),
         names: &["linux.seccomp.syscalls[0].action"],
     },
     Case {
         name: "seccomp with an unknown default action",
-        breaks: |fx| {
-            set(
-                fx,
-                "/linux/seccomp",
-                json!({"defaultAction": "SCMP_ACT_MAYBE"}),
-            )
-        },
+        breaks: |fx| set(fx, "/linux/seccomp", json!({"defaultAction": "SCMP_ACT_MAYBE"})),
         names: &["linux.seccomp.defaultAction"],
     },
     Case {
@@ -188,12 +145,7 @@ fn check(case: &Case) -> Result<(), String> {
     (case.breaks)(&mut fx);
     // try_create would write cgroupsPath for the id over what the case set: call the CLI.
     let out = fx.rt.cmd(&["create", "--bundle", fx.bundle.path(), &fx.id]);
-    eprintln!(
-        "[{}] exit {}: {}",
-        case.name,
-        out.code(),
-        out.stderr.trim_end()
-    );
+    eprintln!("[{}] exit {}: {}", case.name, out.code(), out.stderr.trim_end());
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         assert_one_line_error(&out, case.names);
         fx.assert_nothing_left();
@@ -224,28 +176,17 @@ fn huge_env_array_works_or_fails_cleanly() {
     let vars: Vec<&str> = env.iter().map(String::as_str).collect();
     fx.bundle.add_env(&vars);
     let out = fx.rt.try_create(&fx.id, &fx.bundle, &[]);
-    eprintln!(
-        "create with 100k env: exit {}: {}",
-        out.code(),
-        out.stderr.trim_end()
-    );
+    eprintln!("create with 100k env: exit {}: {}", out.code(), out.stderr.trim_end());
     if !out.success() {
         assert_one_line_error(&out, &["env", "argument list too long", "E2BIG"]);
         fx.assert_nothing_left();
         return;
     }
     let start = fx.rt.cmd(&["start", &fx.id]);
-    eprintln!(
-        "start with 100k env: exit {}: {}",
-        start.code(),
-        start.stderr.trim_end()
-    );
+    eprintln!("start with 100k env: exit {}: {}", start.code(), start.stderr.trim_end());
     if start.success() {
         let status = fx.status();
-        assert!(
-            status == "running" || status == "stopped",
-            "status {status}"
-        );
+        assert!(status == "running" || status == "stopped", "status {status}");
     } else {
         assert_one_line_error(&start, &["argument list too long", "E2BIG", "exec"]);
     }
@@ -266,28 +207,18 @@ fn runc_compatible_oddities_are_accepted() {
         // runc (and the engine) skip syscall names libseccomp does not know: containerd's and
         // Docker's default profiles list syscalls newer than the host's libseccomp.
         ("seccomp rule naming an unknown syscall", |fx| {
-            seccomp_with_rule(
-                fx,
-                json!({"names": ["no_such_syscall_xyz"], "action": "SCMP_ACT_ERRNO"}),
-            )
+            seccomp_with_rule(fx, json!({"names": ["no_such_syscall_xyz"], "action": "SCMP_ACT_ERRNO"}))
         }),
         // -1 is unlimited for every runc (pids.max "max"); runc 1.1.5 took any negative limit
         // so, runc 1.3.6 fails on a limit below -1 (see the bad configs).
-        ("pids limit -1 (unlimited)", |fx| {
-            set(fx, "/linux/resources/pids", json!({"limit": -1}))
-        }),
+        ("pids limit -1 (unlimited)", |fx| set(fx, "/linux/resources/pids", json!({"limit": -1}))),
     ];
     for (name, breaks) in oddities {
         for rt in Runtime::runc_and_under_test() {
             let mut fx = Fixture::on(rt, SLEEP);
             breaks(&mut fx);
             let out = fx.rt.try_create(&fx.id, &fx.bundle, &[]);
-            assert!(
-                out.success(),
-                "{name} must be accepted as runc does ({}): {}",
-                fx.rt.bin().display(),
-                out.describe()
-            );
+            assert!(out.success(), "{name} must be accepted as runc does ({}): {}", fx.rt.bin().display(), out.describe());
             fx.rt.cmd(&["delete", "--force", &fx.id]).ok();
             fx.assert_nothing_left();
         }

@@ -104,12 +104,7 @@ fn limits_cannot_be_written_through_a_read_only_cgroupfs() {
             let denied = !out.stdout.contains(&format!("{step}=0")) || (step == "root" && writable_root_tmpfs(rt));
             assert!(denied, "{} (cgroupns {cgroupns}): {step} write succeeded: {}", name(rt), out.stdout);
         }
-        assert!(
-            out.stdout.matches("Read-only file system").count() >= 3,
-            "{} (cgroupns {cgroupns}): not EROFS: {}",
-            name(rt),
-            out.stdout
-        );
+        assert!(out.stdout.matches("Read-only file system").count() >= 3, "{} (cgroupns {cgroupns}): not EROFS: {}", name(rt), out.stdout);
     }
 }
 
@@ -121,9 +116,7 @@ fn limits_cannot_be_written_through_a_read_only_cgroupfs() {
 fn in_a_cgroup_namespace_the_cgroupfs_holds_the_containers_own_cgroup_only() {
     skip_if!(blocker());
     let pids = if unified() { "/sys/fs/cgroup" } else { "/sys/fs/cgroup/pids" };
-    let script = format!(
-        "cat /proc/self/cgroup; echo max=$(cat {pids}/pids.max); echo dirs=$(find {pids} -mindepth 1 -type d | wc -l)"
-    );
+    let script = format!("cat /proc/self/cgroup; echo max=$(cat {pids}/pids.max); echo dirs=$(find {pids} -mindepth 1 -type d | wc -l)");
     for rt in runtimes() {
         let mut bundle = Bundle::new(&["sh", "-c", &script]);
         in_cgroupns(&mut bundle, true);
@@ -390,13 +383,8 @@ fn without_a_pid_namespace_spares_a_host_process(end: &[&str]) {
     let rt = Runtime::under_test();
     let mut host = HostProcessInCgroup::start();
     let mut bundle = shared_bundle(&["sh", "-c", "sleep 1000 & sleep 1000"], &host);
-    let namespaces: Vec<_> = bundle.config()["linux"]["namespaces"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|n| n["type"] != "pid")
-        .collect();
+    let namespaces: Vec<_> =
+        bundle.config()["linux"]["namespaces"].as_array().cloned().unwrap_or_default().into_iter().filter(|n| n["type"] != "pid").collect();
     bundle.set("/linux/namespaces", json!(namespaces));
     let id = rt.new_id("cgnopid");
     rt.start_container(&id, &bundle);

@@ -9,8 +9,7 @@ use rustpod_tests::containerd::{self, Containerd, IMAGE};
 use rustpod_tests::shim::{self, ShimContainerd, RUNTIME};
 
 /// The cgroup mount containerd's CRI adds, in `ctr run --mount` form.
-const CRI_CGROUP_MOUNT: &str =
-    "type=cgroup,src=cgroup,dst=/sys/fs/cgroup,options=nosuid:noexec:nodev:relatime:ro";
+const CRI_CGROUP_MOUNT: &str = "type=cgroup,src=cgroup,dst=/sys/fs/cgroup,options=nosuid:noexec:nodev:relatime:ro";
 use rustpod_tests::cgroup::unified;
 use rustpod_tests::scratch::{unique_name, ScratchDir};
 use rustpod_tests::{env, json, needs, skip_if, Bundle, Output, SLEEP};
@@ -26,7 +25,11 @@ fn attack() -> [&'static str; 3] {
 }
 
 fn pids_mount_point() -> &'static str {
-    if unified() { " /sys/fs/cgroup " } else { " /sys/fs/cgroup/pids " }
+    if unified() {
+        " /sys/fs/cgroup "
+    } else {
+        " /sys/fs/cgroup/pids "
+    }
 }
 
 /// v1's pids hierarchy, or a v2 hierarchy offering pids to children.

@@ -76,7 +76,6 @@ fn assert_reset(who: &str, out: &Output) {
     assert_eq!(process, cpuset, "{who}: the process kept its caller's CPU affinity instead of its cpuset's");
 }
 
-
 /// The init of `run` and a process of `exec`, each started from a thread pinned to CPU 0.
 fn cli_reports(rt: &Runtime) -> (Output, Output) {
     pin_this_thread();
@@ -99,7 +98,11 @@ fn a_pinned_caller_does_not_pin_the_container_through_the_cli() {
     let runc = Runtime::runc();
     if needs::program(runc.bin()).is_none() {
         let (init, exec) = cli_reports(&runc);
-        eprintln!("runc (for the record; 1.1.5 inherits the pin, ≥ 1.2.7 resets it): init {:?}, exec {:?}", report("runc", &init), report("runc", &exec));
+        eprintln!(
+            "runc (for the record; 1.1.5 inherits the pin, ≥ 1.2.7 resets it): init {:?}, exec {:?}",
+            report("runc", &init),
+            report("runc", &exec)
+        );
     }
     let rt = Runtime::under_test();
     if env::is_runc(rt.bin()) {

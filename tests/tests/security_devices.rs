@@ -159,8 +159,7 @@ fn denied_devices_stay_denied_through_the_shims() {
 }
 
 /// Opens the host's console as bound at /dev/hostconsole.
-const OPEN_CONSOLE: &str =
-    "if (exec 3</dev/hostconsole) 2>/dev/null; then echo console=opened; else echo console=denied; fi";
+const OPEN_CONSOLE: &str = "if (exec 3</dev/hostconsole) 2>/dev/null; then echo console=opened; else echo console=denied; fi";
 
 /// A node for the host's console (c 5:1) in `dir` that anyone may open.
 fn console_node(dir: &ScratchDir) -> std::path::PathBuf {

@@ -45,19 +45,10 @@ fn assert_no_leaked_fds(who: &str, out: &Output) {
     let fds = open_fds(&out.stdout);
     assert!(fds.len() >= 3, "{who}: no fd listing: {}", out.describe());
     let own_dir = |t: &str| {
-        t.strip_prefix("/proc/")
-            .and_then(|rest| rest.strip_suffix("/fd"))
-            .is_some_and(|pid| pid.chars().all(|c| c.is_ascii_digit()))
+        t.strip_prefix("/proc/").and_then(|rest| rest.strip_suffix("/fd")).is_some_and(|pid| pid.chars().all(|c| c.is_ascii_digit()))
     };
-    let leaked: Vec<_> = fds
-        .iter()
-        .filter(|(fd, target)| *fd > 2 && !own_dir(target))
-        .collect();
-    assert!(
-        leaked.is_empty(),
-        "{who}: host fds leaked into the container: {leaked:?}\n{}",
-        out.describe()
-    );
+    let leaked: Vec<_> = fds.iter().filter(|(fd, target)| *fd > 2 && !own_dir(target)).collect();
+    assert!(leaked.is_empty(), "{who}: host fds leaked into the container: {leaked:?}\n{}", out.describe());
 }
 
 #[test]
@@ -95,17 +86,8 @@ const LEAKED_FD_NUMBERS: std::ops::RangeInclusive<u32> = 3..=12;
 /// Either the runtime refused the cwd, or the process runs inside the rootfs.
 #[track_caller]
 fn assert_cwd_not_outside(who: &str, cwd: &str, out: &Output) {
-    eprintln!(
-        "{who}: cwd {cwd}: exit {} {} {}",
-        out.code(),
-        out.stdout.trim(),
-        out.stderr.trim()
-    );
-    assert!(
-        !out.stdout.contains("OUTSIDE"),
-        "{who}: CVE-2024-21626: cwd {cwd} resolved outside the rootfs: {}",
-        out.describe()
-    );
+    eprintln!("{who}: cwd {cwd}: exit {} {} {}", out.code(), out.stdout.trim(), out.stderr.trim());
+    assert!(!out.stdout.contains("OUTSIDE"), "{who}: CVE-2024-21626: cwd {cwd} resolved outside the rootfs: {}", out.describe());
 }
 
 #[test]
@@ -141,10 +123,7 @@ fn cve_2024_21626_exec_cwd_through_proc_self_fd_stays_in_rootfs() {
 
 /// The hex value of a `Name:\tvalue` line of /proc/self/status in `text`.
 fn status_field<'a>(text: &'a str, name: &str) -> &'a str {
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}:")))
-        .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
-        .trim()
+    text.lines().find_map(|l| l.strip_prefix(&format!("{name}:"))).unwrap_or_else(|| panic!("no {name} in:\n{text}")).trim()
 }
 
 const STATUS: &[&str] = &["cat", "/proc/self/status"];
@@ -170,11 +149,7 @@ fn cve_2022_29162_inheritable_caps_empty_in_init_and_exec() {
         // runc >= 1.1.2: `exec --cap` adds to bounding, effective and permitted only.
         let with_cap = fx.exec_with(&["--cap", "CAP_NET_ADMIN"], STATUS).ok();
         assert_eq!(status_field(&with_cap.stdout, "CapInh"), "0000000000000000", "{who}: exec --cap");
-        assert_ne!(
-            status_field(&with_cap.stdout, "CapEff"),
-            status_field(&exec, "CapEff"),
-            "{who}: exec --cap added nothing"
-        );
+        assert_ne!(status_field(&with_cap.stdout, "CapEff"), status_field(&exec, "CapEff"), "{who}: exec --cap added nothing");
     }
 }
 
@@ -350,10 +325,7 @@ fn checksum(path: &Path) -> u64 {
 }
 
 fn rounds(rootfs: &str) -> u64 {
-    fs::read_to_string(Path::new(rootfs).join("tmp/rounds"))
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0)
+    fs::read_to_string(Path::new(rootfs).join("tmp/rounds")).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
 }
 
 // CVE-2019-5736: rustpod re-executes create/run/exec from its binary opened through a detached
@@ -395,7 +367,10 @@ fn exe_attack_on(who: &str, bin: &Path, execs: usize, exemption: Option<&str>) {
         Ok(_) => {}
         // The container's write open of the binary's own inode took write access on it.
         Err((cmdline, e)) if e.raw_os_error() == Some(libc::ETXTBSY) => {
-            assert!(exemption.is_some(), "{who}: CVE-2019-5736: `{cmdline}` failed with ETXTBSY: the container took write access on the runtime binary");
+            assert!(
+                exemption.is_some(),
+                "{who}: CVE-2019-5736: `{cmdline}` failed with ETXTBSY: the container took write access on the runtime binary"
+            );
             busy += 1;
         }
         Err((cmdline, e)) => panic!("cannot run `{cmdline}`: {e}"),

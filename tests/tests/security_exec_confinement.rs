@@ -138,10 +138,7 @@ fn confining_bundle() -> Bundle {
     bundle
         .set("/process/user", json!({"uid": 1000, "gid": 1000, "additionalGids": [1001]}))
         .set("/process/noNewPrivileges", json!(true))
-        .set(
-            "/process/capabilities",
-            json!({"bounding": caps, "effective": caps, "permitted": caps}),
-        )
+        .set("/process/capabilities", json!({"bounding": caps, "effective": caps, "permitted": caps}))
         .set("/process/rlimits", json!([{"type": "RLIMIT_NOFILE", "hard": 512, "soft": 256}]))
         .set("/linux/seccomp", deny_sethostname());
     let mut namespaces = bundle.config()["linux"]["namespaces"].as_array().cloned().unwrap_or_default();
@@ -175,15 +172,8 @@ fn confinement_of_exec(rt: &Runtime, bundle: &Bundle) -> Confinement {
 fn exec_confinement(rt: &Runtime, bundle: &Bundle) -> Confinement {
     let id = started(rt, bundle);
     let init = rt.pid(&id);
-    let report = Report::exec(
-        rt,
-        &id,
-        &["--path", "/proc/timer_list", "--write", "/proc/sys/kernel/domainname"],
-    );
-    let cgroups = rt
-        .exec(&id, &["sh", "-c", "cat /proc/self/cgroup; echo --; cat /proc/1/cgroup"])
-        .ok()
-        .stdout;
+    let report = Report::exec(rt, &id, &["--path", "/proc/timer_list", "--write", "/proc/sys/kernel/domainname"]);
+    let cgroups = rt.exec(&id, &["sh", "-c", "cat /proc/self/cgroup; echo --; cat /proc/1/cgroup"]).ok().stdout;
     let (own, init_cgroups) = cgroups.split_once("--\n").unwrap_or_default();
     Confinement {
         capabilities: report.at("/capabilities").clone(),
@@ -251,10 +241,7 @@ fn exec_joins_the_user_namespace() {
     let mut namespaces = bundle.config()["linux"]["namespaces"].as_array().cloned().unwrap_or_default();
     namespaces.push(json!({"type": "user"}));
     let mapping = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
-    bundle
-        .set("/linux/namespaces", Value::Array(namespaces))
-        .set("/linux/uidMappings", mapping.clone())
-        .set("/linux/gidMappings", mapping);
+    bundle.set("/linux/namespaces", Value::Array(namespaces)).set("/linux/uidMappings", mapping.clone()).set("/linux/gidMappings", mapping);
     let seen = same_as_runc("user namespace of an exec'd process", |rt| {
         let id = started(rt, &bundle);
         let report = Report::exec(rt, &id, &[]);
@@ -293,10 +280,7 @@ fn hook_confinement(rt: &Runtime, bundle: &Bundle, report: &ScratchDir) -> HookS
     // runc's start returns before the hook runs; ours once it has passed.
     wait::wait_for("the startContainer hook to finish", || done.exists().then_some(()));
     let files = ["status", "cgroup", "mount", "mknod", "core_pattern", "sethostname", "nofile", "env"];
-    let seen = files
-        .iter()
-        .map(|f| (f.to_string(), fs::read_to_string(report.join(f)).unwrap_or_default()))
-        .collect();
+    let seen = files.iter().map(|f| (f.to_string(), fs::read_to_string(report.join(f)).unwrap_or_default())).collect();
     rt.kill(&id, "KILL");
     HookSeen(seen)
 }
@@ -338,8 +322,8 @@ fn start_container_hook_is_confined_like_the_process() {
 /// runc shim driving runc (the reference) and rustpod, and rustpod's own shim.
 #[test]
 fn exec_through_containerd_runs_under_the_seccomp_filter() {
-    use rustpod_tests::shim::{self, ShimContainerd, IMAGE, RUNTIME};
     use rustpod_tests::containerd::lingering;
+    use rustpod_tests::shim::{self, ShimContainerd, IMAGE, RUNTIME};
     skip_if!(shim::blocker().or_else(blocker));
     let ctd = ShimContainerd::start();
     let profile = ScratchDir::new("seccomp");

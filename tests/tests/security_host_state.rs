@@ -393,7 +393,8 @@ fn blocked_in(pid: i32) -> String {
 #[test]
 fn a_fifo_planted_at_etc_passwd_is_not_opened_from_the_host() {
     skip_if!(needs::containers());
-    skip_if!(env::testing_runc_itself().then(|| "runc reads /etc/passwd in the container (1.1.5 blocks on the FIFO): this is rustpod's".to_string()));
+    skip_if!(env::testing_runc_itself()
+        .then(|| "runc reads /etc/passwd in the container (1.1.5 blocks on the FIFO): this is rustpod's".to_string()));
     let scratch = ScratchDir::new("fifo");
     let fx = planting_container(Runtime::under_test(), "mkfifo /etc/passwd");
     let pid_file = scratch.join_str(&unique_name("writer"));

@@ -50,12 +50,7 @@ fn run_with(rt: &Runtime, configure: impl FnOnce(&mut Bundle)) -> (Output, Strin
 #[track_caller]
 fn assert_refused(rt: &Runtime, configure: impl FnOnce(&mut Bundle), words: &str, field: &str) {
     let (out, id, bundle) = run_with(rt, configure);
-    assert!(
-        !out.success(),
-        "{} ran the container: {}",
-        rt.bin().display(),
-        out.describe()
-    );
+    assert!(!out.success(), "{} ran the container: {}", rt.bin().display(), out.describe());
     assert!(out.stderr.contains(words), "{}: error lacks {words:?}: {}", rt.bin().display(), out.describe());
     if !is_runc(rt) {
         assert_one_line_error(&out, &[field]);
@@ -77,7 +72,14 @@ fn config_ids_outside_the_range_are_refused() {
     ];
     for rt in Runtime::runc_and_under_test() {
         for (field, user, words) in &users {
-            assert_refused(&rt, |b| { b.set("/process/user", user.clone()); }, id_words(&rt, words), field);
+            assert_refused(
+                &rt,
+                |b| {
+                    b.set("/process/user", user.clone());
+                },
+                id_words(&rt, words),
+                field,
+            );
         }
     }
 }
@@ -89,10 +91,19 @@ fn config_ids_at_the_top_of_the_range_run_as_those_ids() {
         for top in [2147483647u32, 2147483648, ABOVE_I32] {
             let user = json!({"uid": top, "gid": top, "additionalGids": [top]});
             if top > 2147483647 && runc_before_1_2(&rt) {
-                assert_refused(&rt, |b| { b.set("/process/user", user); }, ID_RANGE, "uid");
+                assert_refused(
+                    &rt,
+                    |b| {
+                        b.set("/process/user", user);
+                    },
+                    ID_RANGE,
+                    "uid",
+                );
                 continue;
             }
-            let (out, _id, _bundle) = run_with(&rt, |b| { b.set("/process/user", user); });
+            let (out, _id, _bundle) = run_with(&rt, |b| {
+                b.set("/process/user", user);
+            });
             let out = out.ok();
             assert_eq!(out.stdout, format!("{top}\n{top}\n{top}\n"), "{}: {}", rt.bin().display(), out.describe());
         }
@@ -187,8 +198,22 @@ fn env_entries_without_equals_or_name_are_refused() {
         } else {
             ("invalid environment variable: missing '='", "invalid environment variable: name cannot be empty")
         };
-        assert_refused(&rt, |b| { b.add_env(&["NOEQUALS"]); }, no_equals, "process.env");
-        assert_refused(&rt, |b| { b.add_env(&["=x"]); }, no_name, "process.env");
+        assert_refused(
+            &rt,
+            |b| {
+                b.add_env(&["NOEQUALS"]);
+            },
+            no_equals,
+            "process.env",
+        );
+        assert_refused(
+            &rt,
+            |b| {
+                b.add_env(&["=x"]);
+            },
+            no_name,
+            "process.env",
+        );
         let fx = Fixture::on(rt, SLEEP);
         fx.rt.start_container(&fx.id, &fx.bundle);
         let out = fx.exec_with(&["--env", "NOEQUALS"], &["true"]);
@@ -204,7 +229,9 @@ fn device_paths_with_dotdot_are_refused() {
     skip_if!(env::testing_runc_itself().then(|| "runc clamps the path: this is rustpod's refusal".to_string()));
     let rt = Runtime::under_test();
     let device = json!([{"path": "/dev/../../x", "type": "c", "major": 1, "minor": 3}]);
-    let (out, id, bundle) = run_with(&rt, |b| { b.set("/linux/devices", device); });
+    let (out, id, bundle) = run_with(&rt, |b| {
+        b.set("/linux/devices", device);
+    });
     assert_one_line_error(&out, &["linux.devices[0].path /dev/../../x"]);
     assert!(!std::path::Path::new(&bundle.rootfs()).join("x").exists(), "/x was made in the rootfs");
     rt.assert_nothing_left(&id, &bundle.path().to_string());
@@ -216,14 +243,23 @@ fn device_paths_with_dotdot_are_refused() {
 fn cwd_errors_name_the_path_the_syscall_and_the_errno() {
     skip_if!(needs::containers());
     for rt in Runtime::runc_and_under_test() {
-        let (out, id, bundle) = run_with(&rt, |b| { b.set("/process/cwd", json!("/bin/busybox/sub")); });
+        let (out, id, bundle) = run_with(&rt, |b| {
+            b.set("/process/cwd", json!("/bin/busybox/sub"));
+        });
         assert!(out.stderr.contains("mkdir /bin/busybox"), "{}", out.describe());
         assert!(out.stderr.contains("not a directory"), "{}", out.describe());
         if !is_runc(&rt) {
             assert_one_line_error(&out, &["process.cwd /bin/busybox/sub"]);
         }
         rt.assert_nothing_left(&id, bundle.path());
-        assert_refused(&rt, |b| { b.set("/process/cwd", json!("relative")); }, "Cwd must be an absolute path", "process.cwd");
+        assert_refused(
+            &rt,
+            |b| {
+                b.set("/process/cwd", json!("relative"));
+            },
+            "Cwd must be an absolute path",
+            "process.cwd",
+        );
 
         let fx = Fixture::on(rt, SLEEP);
         fx.rt.start_container(&fx.id, &fx.bundle);

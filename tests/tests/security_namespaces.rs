@@ -23,7 +23,10 @@ impl HostQueue {
         let id = unsafe { libc::msgget(libc::IPC_PRIVATE, libc::IPC_CREAT | 0o600) };
         assert!(id >= 0, "msgget on the host: {}", std::io::Error::last_os_error());
         let queues = std::fs::read_to_string("/proc/sysvipc/msg").expect("read the host's /proc/sysvipc/msg");
-        assert!(queues.lines().skip(1).any(|l| l.split_whitespace().nth(1) == Some(&id.to_string())), "the host does not list its queue {id}");
+        assert!(
+            queues.lines().skip(1).any(|l| l.split_whitespace().nth(1) == Some(&id.to_string())),
+            "the host does not list its queue {id}"
+        );
         Self(id)
     }
 }

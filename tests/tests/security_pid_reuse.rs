@@ -21,7 +21,13 @@ fn take_pid(pid: i32) -> Option<Child> {
             continue;
         }
         fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string()).expect("write ns_last_pid");
-        let mut child = Command::new("sleep").arg("1000").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn sleep");
+        let mut child = Command::new("sleep")
+            .arg("1000")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn sleep");
         if child.id() as i32 == pid {
             return Some(child);
         }

@@ -144,7 +144,6 @@ fn assert_untouched(scratch: &str, path: &str, attack: &Attack) {
     assert_eq!(now, UNTOUCHED, "{path}: {}: the container wrote through the mount", attack.name);
 }
 
-
 #[track_caller]
 fn assert_refused(path: &str, runc: bool, attack: &Attack, out: &Output) {
     assert!(!out.success(), "{path}: {}: the container ran: {}", attack.name, out.describe());
@@ -257,7 +256,8 @@ fn what_runc_allows_under_proc_still_runs() {
     for rt in Runtime::runc_and_under_test() {
         let dir = ScratchDir::new("procok");
         let scratch = scratch_file(&dir);
-        let mut bundle = Bundle::new(&["sh", "-c", "cat /proc/cpuinfo; for f in /masked /readonly; do echo '|/tmp/pwned' > $f 2>/dev/null; done; true"]);
+        let mut bundle =
+            Bundle::new(&["sh", "-c", "cat /proc/cpuinfo; for f in /masked /readonly; do echo '|/tmp/pwned' > $f 2>/dev/null; done; true"]);
         let rootfs = bundle.rootfs();
         symlink("/proc/sys/kernel/core_pattern", Path::new(&rootfs).join("masked")).expect("plant /masked");
         symlink("/proc/sys/kernel/core_pattern", Path::new(&rootfs).join("readonly")).expect("plant /readonly");

@@ -231,7 +231,10 @@ fn preserved_and_socket_activation_fds_still_reach_the_container() {
         let name = rt.bin().display().to_string();
         // ls's own directory descriptor is 3 when nothing was passed, 4 when fd 3 was.
         let preserved = container_fds(&rt, &file, &["--preserve-fds", "1"], "A=1");
-        assert!(preserved.contains(&"3".to_string()) && !preserved.contains(&"5".to_string()), "{name}: --preserve-fds 1 passed {preserved:?}");
+        assert!(
+            preserved.contains(&"3".to_string()) && !preserved.contains(&"5".to_string()),
+            "{name}: --preserve-fds 1 passed {preserved:?}"
+        );
         let activated = container_fds(&rt, &file, &[], "LISTEN_FDS=1");
         assert!(activated.contains(&"3".to_string()) && !activated.contains(&"5".to_string()), "{name}: LISTEN_FDS=1 passed {activated:?}");
         let nothing = container_fds(&rt, &file, &[], "A=1");
@@ -410,7 +413,10 @@ fn container_signals_are_runcs_through_the_cli() {
         let reference = settled(oracle, reference);
         for (bin, facts) in &seen {
             let facts = if bin == oracle { settled(bin, facts) } else { facts.clone() };
-            assert_eq!(facts, reference, "{bin}, caller's (signal, ignored) {caller:?}: the container's blocked or ignored signals differ from runc's");
+            assert_eq!(
+                facts, reference,
+                "{bin}, caller's (signal, ignored) {caller:?}: the container's blocked or ignored signals differ from runc's"
+            );
         }
     }
 }

@@ -60,14 +60,7 @@ impl Swapper {
                 }
             }
         });
-        Swapper {
-            a,
-            b,
-            stop,
-            swaps,
-            gap,
-            thread: Some(thread),
-        }
+        Swapper { a, b, stop, swaps, gap, thread: Some(thread) }
     }
 
     /// Doubles the quiet gaps, up to MAX_GAP.
@@ -107,21 +100,14 @@ fn exchange(a: &CString, b: &CString) {
 fn recording_bundle(report: &Path) -> Bundle {
     let mut bundle = Bundle::new(&["true"]);
     let script = format!("cat /proc/self/mountinfo >> '{}'", report.display());
-    bundle.set(
-        "/hooks",
-        json!({"createContainer": [{"path": "/bin/sh", "args": ["sh", "-c", script]}]}),
-    );
+    bundle.set("/hooks", json!({"createContainer": [{"path": "/bin/sh", "args": ["sh", "-c", script]}]}));
     bundle
 }
 
 /// Mount points (as the recording process saw them) at or under `dir`.
 fn mounts_at_or_under(report: &Path, dir: &Path) -> Vec<String> {
     let text = fs::read_to_string(report).unwrap_or_default();
-    text.lines()
-        .filter_map(|line| line.split(' ').nth(4))
-        .filter(|point| Path::new(point).starts_with(dir))
-        .map(str::to_string)
-        .collect()
+    text.lines().filter_map(|line| line.split(' ').nth(4)).filter(|point| Path::new(point).starts_with(dir)).map(str::to_string).collect()
 }
 
 /// Creates and force-deletes `ROUNDS` containers from `bundle`; each create may win or lose
@@ -138,12 +124,7 @@ fn race_creates(rt: &Runtime, bundle: &Bundle, swapper: &Swapper) -> usize {
             swapper.rest_longer();
             // The oracle's error lines are its own; ours are one line.
             if !env::is_runc(rt.bin()) {
-                assert_eq!(
-                    out.stderr.trim().lines().count(),
-                    1,
-                    "a create that lost the race must fail with one line: {}",
-                    out.describe()
-                );
+                assert_eq!(out.stderr.trim().lines().count(), 1, "a create that lost the race must fail with one line: {}", out.describe());
                 // Lost in the engine's rootfs step: the line says which mount, and which call
                 // failed with which errno (or, for proc, the engine's own check that failed).
                 let line = out.stderr.replace("\\\"", "\"");
@@ -152,8 +133,7 @@ fn race_creates(rt: &Runtime, bundle: &Bundle, swapper: &Swapper) -> usize {
                     .any(|w| w.len() > 2 && w.starts_with('E') && w.chars().all(|c| c.is_ascii_uppercase()));
                 assert!(
                     !line.contains("failed to prepare rootfs")
-                        || (line.contains("to rootfs at \"")
-                            && (names_errno || line.contains("must be mounted on ordinary directory"))),
+                        || (line.contains("to rootfs at \"") && (names_errno || line.contains("must be mounted on ordinary directory"))),
                     "a create that lost the race in the rootfs step must name the mount, the syscall and the errno: {}",
                     out.describe()
                 );
@@ -187,16 +167,9 @@ fn race_on(rt: &Runtime, host: &ScratchDir, bundle: &Bundle, a: PathBuf, b: Path
 
     let escaped = mounts_at_or_under(&report, &victim);
     assert!(escaped.is_empty(), "{who}: mounts landed on the host path {}: {escaped:?}", victim.display());
-    assert!(
-        leftovers::mount_points_under(host.str()).is_empty(),
-        "{who}: mounts are left on the host under {}",
-        host.str()
-    );
+    assert!(leftovers::mount_points_under(host.str()).is_empty(), "{who}: mounts are left on the host under {}", host.str());
     assert!(created > 0, "{who}: no create ever ran its mounts: the race tested nothing");
-    assert!(
-        fs::read_to_string(&report).is_ok_and(|r| !r.is_empty()),
-        "{who}: the createContainer hook recorded no mount table"
-    );
+    assert!(fs::read_to_string(&report).is_ok_and(|r| !r.is_empty()), "{who}: the createContainer hook recorded no mount table");
 }
 
 #[test]

@@ -63,7 +63,12 @@ fn an_exec_joins_the_containers_name_systemd_cgroup() {
         let id = rt.new_id("sdexec");
         rt.start_container(&id, &bundle);
         let out = rt.exec(&id, EXEC_ATTACK).ok();
-        assert_eq!(out.stdout.trim(), cgroup::cgroups_path(&id), "{}: the exec is not in the container's name=systemd cgroup", rt.bin().display());
+        assert_eq!(
+            out.stdout.trim(),
+            cgroup::cgroups_path(&id),
+            "{}: the exec is not in the container's name=systemd cgroup",
+            rt.bin().display()
+        );
         rt.cmd(&["delete", "--force", &id]).ok();
         rt.assert_nothing_left(&id, bundle.path());
     }

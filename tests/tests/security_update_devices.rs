@@ -12,9 +12,9 @@ use containerd_shim_protos::protobuf::MessageField;
 use containerd_shim_protos::shim::shim::UpdateTaskRequest;
 use containerd_shim_protos::shim_sync::Client;
 use rustpod_tests::scratch::ScratchDir;
-use ttrpc::proto::{Codec, Request, RequestInit};
 use rustpod_tests::shim::{self, cgroup_v1_file, ShimContainerd, IMAGE};
 use rustpod_tests::{cgroup, needs, skip_if, Bundle, Runtime, SLEEP};
+use ttrpc::proto::{Codec, Request, RequestInit};
 
 const ALLOW_ALL: &str = r#"{"devices":[{"allow":true,"access":"rwm"}]}"#;
 
@@ -61,9 +61,7 @@ fn shim_update(ctd: &ShimContainerd, id: &str, resources: &str) {
     };
     let mut req = <Request as RequestInit>::init_request("containerd.task.v2.Task".into(), "Update".into(), 10_000_000_000, vec![]);
     RequestInit::set_payload(&mut req, Codec::encode(&update).expect("encode UpdateTaskRequest"));
-    client
-        .request(req)
-        .unwrap_or_else(|e| panic!("Update of {id} refused (runc accepts it): {e}"));
+    client.request(req).unwrap_or_else(|e| panic!("Update of {id} refused (runc accepts it): {e}"));
 }
 
 /// The attack on task `id` (running `sleep`), started with `flags`: devices.list before, after.

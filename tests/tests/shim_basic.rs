@@ -11,15 +11,10 @@ fn shim_run_echo_hello() {
     let out = ctd.run_rm("hello", &["echo", "hello"]).ok();
     assert_eq!(out.stdout, "hello\n", "{}", out.describe());
     assert!(
-        ctd.shim_pids().is_empty()
-            || rustpod_tests::wait::eventually(|| ctd.shim_pids().is_empty()),
+        ctd.shim_pids().is_empty() || rustpod_tests::wait::eventually(|| ctd.shim_pids().is_empty()),
         "the shim outlived its last container"
     );
-    assert!(
-        !ctd.state_root().join("hello").exists(),
-        "state left in {}",
-        ctd.state_root().display()
-    );
+    assert!(!ctd.state_root().join("hello").exists(), "state left in {}", ctd.state_root().display());
 }
 
 #[test]
@@ -62,42 +57,16 @@ fn shim_bad_input_fails_clearly_and_the_shim_keeps_serving() {
     args.extend_from_slice(&group);
     args.extend_from_slice(&[IMAGE, "noentry", "/no/such/binary"]);
     let out = ctd.ctr(&args).failed();
-    assert!(
-        out.stderr.contains("/no/such/binary"),
-        "the error should name the missing program: {}",
-        out.describe()
-    );
+    assert!(out.stderr.contains("/no/such/binary"), "the error should name the missing program: {}", out.describe());
 
-    let out = ctd
-        .ctr(&["task", "kill", "--exec-id", "nope", "healthy"])
-        .failed();
-    assert!(
-        out.stderr.contains("nope"),
-        "the error should name the exec id: {}",
-        out.describe()
-    );
+    let out = ctd.ctr(&["task", "kill", "--exec-id", "nope", "healthy"]).failed();
+    assert!(out.stderr.contains("nope"), "the error should name the exec id: {}", out.describe());
 
-    let out = ctd
-        .ctr(&["task", "exec", "--exec-id", "x", "healthy", "/no/such/exec"])
-        .failed();
-    assert!(
-        out.stderr.contains("/no/such/exec"),
-        "the error should name the missing program: {}",
-        out.describe()
-    );
+    let out = ctd.ctr(&["task", "exec", "--exec-id", "x", "healthy", "/no/such/exec"]).failed();
+    assert!(out.stderr.contains("/no/such/exec"), "the error should name the missing program: {}", out.describe());
 
     assert_eq!(ctd.task_status("healthy").as_deref(), Some("RUNNING"));
-    let out = ctd
-        .ctr(&[
-            "task",
-            "exec",
-            "--exec-id",
-            "ok",
-            "healthy",
-            "echo",
-            "still-serving",
-        ])
-        .ok();
+    let out = ctd.ctr(&["task", "exec", "--exec-id", "ok", "healthy", "echo", "still-serving"]).ok();
     assert_eq!(out.stdout, "still-serving\n");
 
     // Nothing the failures left (a Wait on the exec that never started, say) keeps the shim

@@ -135,11 +135,7 @@ fn start_answers_a_plain_address_when_stdin_is_empty() {
 fn start_answers_a_plain_address_to_runtime_options_on_stdin() {
     skip_if!(blocker());
     let start = Start::new();
-    let options = Any {
-        type_url: "runtimeoptions.v1.Options".into(),
-        value: b"\n\x14SystemdCgroup = true".to_vec(),
-        ..Default::default()
-    };
+    let options = Any { type_url: "runtimeoptions.v1.Options".into(), value: b"\n\x14SystemdCgroup = true".to_vec(), ..Default::default() };
     let out = start.run(Some(&options.write_to_bytes().expect("encode options")));
     let out = String::from_utf8(out).expect("UTF-8 reply");
     assert!(out.starts_with("unix:///run/containerd/s/"), "{out:?}");

@@ -169,7 +169,11 @@ fn init_exit_kills_the_rest_of_a_container_without_its_own_pid_namespace() {
         });
         ctd.ctr(&["task", "kill", "-s", "SIGKILL", path]).ok();
         ctd.wait_task(path, "STOPPED");
-        assert!(wait::eventually(|| !alive(sleeper)), "{path}: the exec'd sleep {sleeper} outlived its init; shim log: {:?}", shim_log(&ctd));
+        assert!(
+            wait::eventually(|| !alive(sleeper)),
+            "{path}: the exec'd sleep {sleeper} outlived its init; shim log: {:?}",
+            shim_log(&ctd)
+        );
         assert_eq!(ctd.delete_task(path), 137, "{path}: the init's exit status");
     }
 }

@@ -34,8 +34,7 @@ trait ExecCalls {
 impl ExecCalls for Task {
     fn exec(&self, exec_id: &str, spec: &[u8]) -> Code {
         let any = Any { type_url: PROCESS_TYPE.into(), value: spec.to_vec(), ..Default::default() };
-        let req =
-            ExecProcessRequest { id: self.id.clone(), exec_id: exec_id.into(), spec: MessageField::some(any), ..Default::default() };
+        let req = ExecProcessRequest { id: self.id.clone(), exec_id: exec_id.into(), spec: MessageField::some(any), ..Default::default() };
         self.call("Exec", &req)
     }
 

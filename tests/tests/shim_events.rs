@@ -37,8 +37,19 @@ fn shim_reports_oom() {
     let mut code = 0;
     let events = record_events(&ctd, || {
         let out = ctd.ctr(&[
-            "run", "--rm", "--memory-limit", "16777216", "--runtime", RUNTIME, IMAGE, "hog",
-            "dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1",
+            "run",
+            "--rm",
+            "--memory-limit",
+            "16777216",
+            "--runtime",
+            RUNTIME,
+            IMAGE,
+            "hog",
+            "dd",
+            "if=/dev/zero",
+            "of=/dev/null",
+            "bs=64M",
+            "count=1",
         ]);
         code = out.code();
     });

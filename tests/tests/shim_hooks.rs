@@ -39,9 +39,7 @@ fn start_container_hook_is_confined_through_containerd() {
         ctd.run_config(&config, &flags, id).ok();
         ctd.wait_task(id, "RUNNING");
         let file = report.join(&format!("{id}.status"));
-        let status = wait::wait_for(&format!("{id}'s hook report"), || {
-            fs::read_to_string(&file).ok().filter(|s| s.contains("Seccomp"))
-        });
+        let status = wait::wait_for(&format!("{id}'s hook report"), || fs::read_to_string(&file).ok().filter(|s| s.contains("Seccomp")));
         seen.push((id, status));
     }
     let (_, reference) = &seen[0];

@@ -10,9 +10,7 @@ use rustpod_tests::{leftovers, skip_if, wait};
 const CHATTY: &[&str] = &["sh", "-c", "while true; do echo line; done"];
 
 fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| !s.rsplit(") ").next().unwrap_or("").starts_with('Z'))
-        .unwrap_or(false)
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| !s.rsplit(") ").next().unwrap_or("").starts_with('Z')).unwrap_or(false)
 }
 
 #[test]
@@ -87,5 +85,9 @@ fn shim_killed_shim_is_cleaned_up_by_containerd() {
     assert!(wait::eventually(|| !state.exists()), "state left at {}", state.display());
     assert!(wait::eventually(|| !memory_cgroup.exists()), "cgroup left at {}", memory_cgroup.display());
     let bundle_dir = format!("{}/state/io.containerd.runtime.v2.task/{}/orphan", ctd.dir(), ctd.namespace);
-    assert!(wait::eventually(|| leftovers::mount_points_under(&bundle_dir).is_empty()), "mounts left: {:?}", leftovers::mount_points_under(&bundle_dir));
+    assert!(
+        wait::eventually(|| leftovers::mount_points_under(&bundle_dir).is_empty()),
+        "mounts left: {:?}",
+        leftovers::mount_points_under(&bundle_dir)
+    );
 }

@@ -63,12 +63,14 @@ impl Fixture {
         std::fs::write(dir.join("bundle/config.json"), r#"{"ociVersion":"1.0.2"}"#).expect("write config.json");
         let log = dir.join("bundle/log");
         nix::unistd::mkfifo(&log, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo the bundle's log");
-        let _log = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(&log)
-            .expect("open the log fifo for reading");
-        Fixture { dir, namespace: unique_name("ns"), cgroup: format!("/{}", unique_name("rustpod-test-shimcg")), _log, addresses: Default::default() }
+        let _log = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&log).expect("open the log fifo for reading");
+        Fixture {
+            dir,
+            namespace: unique_name("ns"),
+            cgroup: format!("/{}", unique_name("rustpod-test-shimcg")),
+            _log,
+            addresses: Default::default(),
+        }
     }
 
     /// Makes the cgroup in every hierarchy a shim joins (each v1 one; the one v2 hierarchy).

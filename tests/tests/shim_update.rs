@@ -18,8 +18,7 @@ fn shim_update_changes_the_cgroup() {
     ctd.run_detached("upd", &[], &["sleep", "1000"]);
     ctd.wait_task("upd", "RUNNING");
     let (pid, _) = ctd.task("upd").expect("upd listed");
-    let limit_file = cgroup_v1_file(pid, "memory", "memory.limit_in_bytes")
-        .unwrap_or_else(|| cgroup_dir(pid, "memory").join("memory.max"));
+    let limit_file = cgroup_v1_file(pid, "memory", "memory.limit_in_bytes").unwrap_or_else(|| cgroup_dir(pid, "memory").join("memory.max"));
 
     let address_file = format!("{}/state/io.containerd.runtime.v2.task/{}/upd/address", ctd.dir(), ctd.namespace);
     let address = std::fs::read_to_string(&address_file).expect("read shim address");

@@ -28,9 +28,7 @@ fn kill_all_after_exit(rt: &Runtime) -> (bool, String) {
 
 #[test]
 fn kill_all_of_a_stopped_container_succeeds_with_systemd() {
-    skip_if!(needs::containers()
-        .or_else(|| needs::program(&rustpod_tests::env::runc_bin()))
-        .or_else(systemd_blocker));
+    skip_if!(needs::containers().or_else(|| needs::program(&rustpod_tests::env::runc_bin())).or_else(systemd_blocker));
     let runc = kill_all_after_exit(&Runtime::runc().with_globals(&["--systemd-cgroup"]));
     let ours = kill_all_after_exit(&Runtime::under_test().with_globals(&["--systemd-cgroup"]));
     assert!(runc.0, "runc: {}", runc.1);
@@ -80,7 +78,8 @@ fn scope_lines(when: &str, init: i32, id: &str) -> Vec<String> {
     let unit = format!("rustpod-test-{id}.scope");
     let own = std::fs::read_to_string(format!("/proc/{init}/cgroup")).unwrap_or_default();
     let dir = format!("/sys/fs/cgroup/system.slice/{unit}");
-    let file = |name: &str| std::fs::read_to_string(format!("{dir}/{name}")).map(|s| s.trim().to_string()).unwrap_or_else(|e| e.to_string());
+    let file =
+        |name: &str| std::fs::read_to_string(format!("{dir}/{name}")).map(|s| s.trim().to_string()).unwrap_or_else(|e| e.to_string());
     vec![
         format!("{when}: init in {}", own.trim()),
         format!("{when}: memory.max={} pids.max={}", file("memory.max"), file("pids.max")),

@@ -11,11 +11,11 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use oci_spec::runtime::LinuxResources;
 
+use crate::engine::cgroup::stats::ContainerStats;
 use crate::engine::container_dir::ContainerDir;
+use crate::engine::state::State;
 use crate::error::{Error, Result};
 use crate::ops::exec::ExecOptions;
-use crate::engine::state::State;
-use crate::engine::cgroup::stats::ContainerStats;
 use crate::ops::update::ResourceFlags;
 
 pub struct Container {
@@ -68,9 +68,7 @@ impl Container {
 
     /// Looks again at whether the init still runs.
     pub fn refresh(&mut self) -> Result<()> {
-        self.engine
-            .refresh_status()
-            .map_err(|e| Error::engine("load state of", &self.dir.id, &e))?;
+        self.engine.refresh_status().map_err(|e| Error::engine("load state of", &self.dir.id, &e))?;
         self.dir.forget_a_reused_pid(&mut self.engine);
         Ok(())
     }

@@ -23,12 +23,7 @@ pub enum Error {
     InvalidId { id: String, reason: String },
 
     #[error("container {id} is {status}: {op} needs it {wanted}")]
-    WrongStatus {
-        id: String,
-        op: &'static str,
-        status: String,
-        wanted: &'static str,
-    },
+    WrongStatus { id: String, op: &'static str, status: String, wanted: &'static str },
 
     #[error("invalid signal {0:?}")]
     InvalidSignal(String),
@@ -36,31 +31,19 @@ pub enum Error {
     // The cause is part of the message, not a `source`, so that printing
     // the chain does not repeat it.
     #[error("{op} {path}: {err}")]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        err: std::io::Error,
-    },
+    Io { op: &'static str, path: PathBuf, err: std::io::Error },
 
     #[error("{op}: {err}")]
     Sys { op: &'static str, err: nix::Error },
 
     #[error("{op} {path}: {err}")]
-    Bpf {
-        op: &'static str,
-        path: PathBuf,
-        err: nix::Error,
-    },
+    Bpf { op: &'static str, path: PathBuf, err: nix::Error },
 
     #[error("cgroup {path}: {reason}")]
     Cgroup { path: PathBuf, reason: String },
 
     #[error("{op} {id}: {reason}")]
-    Engine {
-        op: &'static str,
-        id: String,
-        reason: String,
-    },
+    Engine { op: &'static str, id: String, reason: String },
 
     #[error("{0}")]
     Invalid(String),
@@ -68,11 +51,7 @@ pub enum Error {
 
 impl Error {
     pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io {
-            op,
-            path: path.into(),
-            err: source,
-        }
+        Error::Io { op, path: path.into(), err: source }
     }
 
     pub fn sys(op: &'static str, source: nix::Error) -> Self {
@@ -89,11 +68,7 @@ impl Error {
             Some(words) => format!("unable to start container process: {words}"),
             None => one_line_chain(err),
         };
-        Error::Engine {
-            op,
-            id: id.to_string(),
-            reason,
-        }
+        Error::Engine { op, id: id.to_string(), reason }
     }
 }
 

@@ -51,9 +51,7 @@ pub mod sigpipe {
 /// Signal dispositions a container must not inherit from our caller (all
 /// ignores but 32's), and signal 32 as the shim's caller left it.
 pub mod spawn_signals {
-    pub use crate::sys::spawn_signals::{
-        reset_inherited_ignores, restore_caller_sigcancel, sigcancel_disposition, CALLER_SIGCANCEL_ENV,
-    };
+    pub use crate::sys::spawn_signals::{reset_inherited_ignores, restore_caller_sigcancel, sigcancel_disposition, CALLER_SIGCANCEL_ENV};
 }
 
 /// Our binaries' runs as OCI hooks, recognised by argv[0].

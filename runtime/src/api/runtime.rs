@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use crate::api::container::Container;
 use crate::engine::cgroup::fs::{hierarchies, Hierarchy};
 use crate::engine::container_dir::ContainerDir;
+use crate::engine::engine_bundle::Bundle;
+use crate::engine::state::State;
+use crate::error::{Error, Result};
 use crate::ops::create::CreateOptions;
 use crate::ops::run::{self, RunMode};
-use crate::engine::engine_bundle::Bundle;
-use crate::error::{Error, Result};
-use crate::engine::state::State;
 
 #[derive(Debug, Clone)]
 pub struct Runtime {
@@ -82,11 +82,7 @@ impl Runtime {
         let console = run::console_for(&self.root, &bundle, mode, &mut opts.console_socket)?;
         let cgroups = hierarchies();
         let mut container = self.create_with(&cgroups, id, &bundle, opts)?;
-        let started = console
-            .as_ref()
-            .map(|c| c.receive_master())
-            .transpose()
-            .and_then(|master| container.start().map(|_| master));
+        let started = console.as_ref().map(|c| c.receive_master()).transpose().and_then(|master| container.start().map(|_| master));
         let master = match started {
             Ok(master) => master,
             Err(err) => {
@@ -97,10 +93,8 @@ impl Runtime {
         if mode.detach {
             return Ok(0);
         }
-        let pid = container
-            .pid()
-            .map(nix::unistd::Pid::from_raw)
-            .ok_or_else(|| Error::Invalid(format!("container {id} has no init pid")))?;
+        let pid =
+            container.pid().map(nix::unistd::Pid::from_raw).ok_or_else(|| Error::Invalid(format!("container {id} has no init pid")))?;
         let code = run::wait_foreground(master, pid);
         if mode.keep {
             return code;

@@ -70,10 +70,7 @@ pub struct ContainerDir {
 impl ContainerDir {
     pub fn new(root: &Path, id: &str) -> Result<Self> {
         validate_id(id)?;
-        Ok(ContainerDir {
-            root: root.to_path_buf(),
-            id: id.to_string(),
-        })
+        Ok(ContainerDir { root: root.to_path_buf(), id: id.to_string() })
     }
 
     /// The engine's directory for this container (state.json lives here).
@@ -171,11 +168,7 @@ impl ContainerDir {
 /// Creates the state root (and missing parents) 0700, and narrows an
 /// existing one to 0700: other users must not list or read containers.
 pub fn ensure_root(root: &Path) -> Result<()> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(ROOT_MODE)
-        .create(root)
-        .map_err(|e| Error::io("create state root", root, e))?;
+    fs::DirBuilder::new().recursive(true).mode(ROOT_MODE).create(root).map_err(|e| Error::io("create state root", root, e))?;
     set_mode(root, ROOT_MODE)
 }
 
@@ -203,10 +196,7 @@ pub fn list_ids(root: &Path) -> Result<Vec<String>> {
 
 /// Accepts the ids runc accepts: letters, digits and `_ + - .`, and not `.`/`..`.
 pub fn validate_id(id: &str) -> Result<()> {
-    let invalid = |reason: &str| Error::InvalidId {
-        id: id.to_string(),
-        reason: reason.to_string(),
-    };
+    let invalid = |reason: &str| Error::InvalidId { id: id.to_string(), reason: reason.to_string() };
     if id.is_empty() {
         return Err(invalid("it is empty"));
     }
@@ -216,10 +206,7 @@ pub fn validate_id(id: &str) -> Result<()> {
     if id.len() > 1024 {
         return Err(invalid("it is longer than 1024 bytes"));
     }
-    if let Some(c) = id
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || "_+-.".contains(*c)))
-    {
+    if let Some(c) = id.chars().find(|c| !(c.is_ascii_alphanumeric() || "_+-.".contains(*c))) {
         return Err(invalid(&format!("character {c:?} is not allowed")));
     }
     Ok(())

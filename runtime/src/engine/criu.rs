@@ -63,10 +63,7 @@ pub enum CheckError {
 /// `criu check`, run each time (a kernel or criu upgrade changes the
 /// answer): Ok, or the reason in criu's own words.
 pub fn check(criu_path: &str) -> std::result::Result<(), CheckError> {
-    let out = Command::new(criu_path)
-        .arg("check")
-        .output()
-        .map_err(|err| CheckError::Exec { criu_path: criu_path.to_string(), err })?;
+    let out = Command::new(criu_path).arg("check").output().map_err(|err| CheckError::Exec { criu_path: criu_path.to_string(), err })?;
     if out.status.success() {
         return Ok(());
     }
@@ -108,8 +105,7 @@ pub fn request_options(opts: &CriuOptions, log_file: &str) -> Result<Criu_opts> 
 /// A rust-criu client carrying `request_options`.
 pub fn client(opts: &CriuOptions, log_file: &str) -> Result<Criu> {
     let shared = request_options(opts, log_file)?;
-    let mut criu = Criu::new_with_criu_path(opts.criu_path.clone())
-        .map_err(|e| Error::Invalid(format!("criu {}: {e}", opts.criu_path)))?;
+    let mut criu = Criu::new_with_criu_path(opts.criu_path.clone()).map_err(|e| Error::Invalid(format!("criu {}: {e}", opts.criu_path)))?;
     criu.set_log_file(shared.log_file().to_string());
     criu.set_log_level(shared.log_level());
     criu.set_manage_cgroups(shared.manage_cgroups());
@@ -132,9 +128,9 @@ pub fn cgroups_mode(mode: &str) -> Result<Criu_cg_mode> {
         "full" => Ok(Criu_cg_mode::FULL),
         "strict" => Ok(Criu_cg_mode::STRICT),
         "ignore" => Ok(Criu_cg_mode::IGNORE),
-        _ => Err(Error::Invalid(format!(
-            "--manage-cgroups-mode {mode:?}: invalid manage cgroups mode (want soft, full, strict or ignore)"
-        ))),
+        _ => {
+            Err(Error::Invalid(format!("--manage-cgroups-mode {mode:?}: invalid manage cgroups mode (want soft, full, strict or ignore)")))
+        }
     }
 }
 
@@ -153,11 +149,9 @@ pub fn open_dir(op: &'static str, path: &Path, create: bool) -> Result<std::fs::
 /// A failed criu request, in one line: criu's first error from its log
 /// (the cause; the last is only "Dumping FAILED."), and where the log is.
 pub fn failed(op: &'static str, err: &dyn std::fmt::Display, log: &Path) -> Error {
-    let first = std::fs::read_to_string(log).ok().and_then(|text| {
-        text.lines()
-            .find(|l| l.contains("Error") && !l.contains("FAILED."))
-            .map(|l| l.trim().to_string())
-    });
+    let first = std::fs::read_to_string(log)
+        .ok()
+        .and_then(|text| text.lines().find(|l| l.contains("Error") && !l.contains("FAILED.")).map(|l| l.trim().to_string()));
     let reason = match first {
         Some(line) => format!("{err}: {line}"),
         None => err.to_string(),
@@ -263,10 +257,7 @@ fn devices(spec: &Spec) -> Vec<String> {
 }
 
 fn has_namespace(spec: &Spec, typ: LinuxNamespaceType) -> bool {
-    spec.linux()
-        .as_ref()
-        .and_then(|l| l.namespaces().as_ref())
-        .is_some_and(|ns| ns.iter().any(|n| n.typ() == typ))
+    spec.linux().as_ref().and_then(|l| l.namespaces().as_ref()).is_some_and(|ns| ns.iter().any(|n| n.typ() == typ))
 }
 
 /// The path of a namespace the container joins rather than makes.
@@ -306,8 +297,7 @@ pub fn restore_external_namespaces(criu: &mut Criu, spec: &Spec) -> Result<Vec<O
 fn open_inheritable(path: &Path) -> Result<OwnedFd> {
     use nix::fcntl::{open, OFlag};
     use std::os::fd::FromRawFd;
-    let fd = open(path, OFlag::O_RDONLY, nix::sys::stat::Mode::empty())
-        .map_err(|e| Error::io("open", path, std::io::Error::from(e)))?;
+    let fd = open(path, OFlag::O_RDONLY, nix::sys::stat::Mode::empty()).map_err(|e| Error::io("open", path, std::io::Error::from(e)))?;
     // SAFETY: `open` just returned this descriptor and nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }

@@ -62,8 +62,8 @@ pub fn request(criu_path: &str, req: &Criu_req) -> Result<Criu_resp, SwrkError> 
 pub fn request_notifying(criu_path: &str, req: &Criu_req, on_notify: &mut dyn FnMut(&str)) -> Result<Criu_resp, SwrkError> {
     let kind = req.type_();
     let bytes = req.write_to_bytes().map_err(|err| SwrkError::Encode { kind, err })?;
-    let (ours, theirs) = socketpair(AddressFamily::Unix, SockType::SeqPacket, None, SockFlag::SOCK_CLOEXEC)
-        .map_err(SwrkError::Socketpair)?;
+    let (ours, theirs) =
+        socketpair(AddressFamily::Unix, SockType::SeqPacket, None, SockFlag::SOCK_CLOEXEC).map_err(SwrkError::Socketpair)?;
     let mut criu = spawn(criu_path, theirs)?;
     let answer = exchange(&ours, kind, &bytes, on_notify);
     drop(ours);

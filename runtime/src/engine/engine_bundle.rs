@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::{Hook, Hooks, Mount, Spec};
 
-use crate::error::{Error, Result};
 use crate::engine::mount::{cgroup_flags as cgroup_mount_flags, copyup as mount_copyup, propagation as mount_propagation, rootfs_hook};
 use crate::engine::mount::{sb_flags as mount_sb_flags, symfollow as mount_symfollow};
 use crate::engine::process::home_env;
 use crate::engine::{hook_state, start_barrier};
+use crate::error::{Error, Result};
 
 /// A parsed bundle: the user's path and spec, with the rootfs made absolute.
 #[derive(Debug, Clone)]
@@ -83,15 +83,9 @@ pub fn parse_spec_bytes(data: &[u8]) -> std::result::Result<Spec, SpecError> {
 }
 
 fn absolute_dir(bundle: &Path) -> Result<PathBuf> {
-    let path = fs::canonicalize(bundle).map_err(|e| Error::Bundle {
-        path: bundle.to_path_buf(),
-        reason: e.to_string(),
-    })?;
+    let path = fs::canonicalize(bundle).map_err(|e| Error::Bundle { path: bundle.to_path_buf(), reason: e.to_string() })?;
     if !path.is_dir() {
-        return Err(Error::Bundle {
-            path,
-            reason: "not a directory".into(),
-        });
+        return Err(Error::Bundle { path, reason: "not a directory".into() });
     }
     Ok(path)
 }
@@ -100,30 +94,16 @@ fn check_version(config: &Path, spec: &Spec) -> Result<()> {
     if spec.version().starts_with("1.") {
         return Ok(());
     }
-    Err(Error::Config {
-        path: config.to_path_buf(),
-        reason: format!(
-            "unsupported ociVersion {:?}: only 1.x is supported",
-            spec.version()
-        ),
-    })
+    Err(Error::Config { path: config.to_path_buf(), reason: format!("unsupported ociVersion {:?}: only 1.x is supported", spec.version()) })
 }
 
 fn resolve_rootfs(bundle: &Path, config: &Path, spec: &Spec) -> Result<PathBuf> {
-    let root = spec.root().as_ref().ok_or_else(|| Error::Config {
-        path: config.to_path_buf(),
-        reason: "root is missing".into(),
-    })?;
+    let root = spec.root().as_ref().ok_or_else(|| Error::Config { path: config.to_path_buf(), reason: "root is missing".into() })?;
     let joined = bundle.join(root.path());
-    let rootfs = fs::canonicalize(&joined).map_err(|e| Error::Config {
-        path: config.to_path_buf(),
-        reason: format!("root.path {}: {e}", joined.display()),
-    })?;
+    let rootfs = fs::canonicalize(&joined)
+        .map_err(|e| Error::Config { path: config.to_path_buf(), reason: format!("root.path {}: {e}", joined.display()) })?;
     if !rootfs.is_dir() {
-        return Err(Error::Config {
-            path: config.to_path_buf(),
-            reason: format!("root.path {}: not a directory", rootfs.display()),
-        });
+        return Err(Error::Config { path: config.to_path_buf(), reason: format!("root.path {}: not a directory", rootfs.display()) });
     }
     Ok(rootfs)
 }
@@ -132,10 +112,7 @@ fn check_process(config: &Path, spec: &Spec) -> Result<()> {
     let args = spec.process().as_ref().and_then(|p| p.args().clone());
     match args {
         Some(args) if !args.is_empty() => Ok(()),
-        _ => Err(Error::Config {
-            path: config.to_path_buf(),
-            reason: "process.args must name the program to run".into(),
-        }),
+        _ => Err(Error::Config { path: config.to_path_buf(), reason: "process.args must name the program to run".into() }),
     }
 }
 
@@ -160,10 +137,7 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
     if let Some(process) = spec.process_mut() {
         home_env::set_if_missing(process, &bundle.rootfs);
     }
-    let linux = spec.linux_mut().as_mut().ok_or_else(|| Error::Config {
-        path: config.clone(),
-        reason: "linux is missing".into(),
-    })?;
+    let linux = spec.linux_mut().as_mut().ok_or_else(|| Error::Config { path: config.clone(), reason: "linux is missing".into() })?;
     default_cgroups_path(linux, id, opts.systemd_cgroup);
     deny_unlisted_devices(linux);
     drop_ptmx_node(linux);
@@ -237,10 +211,7 @@ pub(crate) fn prepend_create_container(spec: &mut Spec, hook: Hook) {
 /// confined as the user's process, and end with our barrier (see
 /// `start_barrier`).
 fn wrap_hooks(hooks: &mut Hooks, bundle: &Path) {
-    let wrap_all = |list: &Option<Vec<Hook>>| {
-        list.as_ref()
-            .map(|l| l.iter().map(|h| hook_state::wrap(h, bundle)).collect())
-    };
+    let wrap_all = |list: &Option<Vec<Hook>>| list.as_ref().map(|l| l.iter().map(|h| hook_state::wrap(h, bundle)).collect());
     hooks.set_prestart(wrap_all(hooks.prestart()));
     hooks.set_create_runtime(wrap_all(hooks.create_runtime()));
     hooks.set_create_container(wrap_all(hooks.create_container()));
@@ -249,10 +220,7 @@ fn wrap_hooks(hooks: &mut Hooks, bundle: &Path) {
     hooks.set_poststop(wrap_all(hooks.poststop()));
     let start_container: Vec<Hook> = hooks.start_container().clone().unwrap_or_default();
     if !start_container.is_empty() {
-        let mut wrapped: Vec<Hook> = start_container
-            .iter()
-            .map(|h| hook_state::wrap_start_container(h, bundle))
-            .collect();
+        let mut wrapped: Vec<Hook> = start_container.iter().map(|h| hook_state::wrap_start_container(h, bundle)).collect();
         wrapped.push(start_barrier::hook());
         hooks.set_start_container(Some(wrapped));
     }
@@ -260,10 +228,7 @@ fn wrap_hooks(hooks: &mut Hooks, bundle: &Path) {
 
 /// Whether `spec` (as the engine runs it) makes the init stop at our barrier.
 pub fn has_start_barrier(spec: &Spec) -> bool {
-    spec.hooks()
-        .as_ref()
-        .and_then(|h| h.start_container().as_ref())
-        .is_some_and(|l| !l.is_empty())
+    spec.hooks().as_ref().and_then(|h| h.start_container().as_ref()).is_some_and(|l| !l.is_empty())
 }
 
 /// libcontainer runs poststart as soon as it has signalled the init, before
@@ -281,10 +246,7 @@ pub fn take_poststart(spec: &mut Spec) -> Vec<Hook> {
 /// runc puts a container without `cgroupsPath` under `/<runtime>/<id>`; the
 /// engine would pick `:youki:<id>`, which is a systemd name and wrong here.
 pub(crate) fn default_cgroups_path(linux: &mut oci_spec::runtime::Linux, id: &str, systemd: bool) {
-    let empty = linux
-        .cgroups_path()
-        .as_ref()
-        .is_none_or(|p| p.as_os_str().is_empty());
+    let empty = linux.cgroups_path().as_ref().is_none_or(|p| p.as_os_str().is_empty());
     if empty {
         let path = if systemd {
             format!("system.slice:rustpod:{id}")
@@ -311,11 +273,8 @@ fn drop_ptmx_node(linux: &mut oci_spec::runtime::Linux) {
 }
 
 fn deny_unlisted_devices(linux: &mut oci_spec::runtime::Linux) {
-    let deny_all = oci_spec::runtime::LinuxDeviceCgroupBuilder::default()
-        .allow(false)
-        .access("rwm")
-        .build()
-        .expect("a literal rule builds");
+    let deny_all =
+        oci_spec::runtime::LinuxDeviceCgroupBuilder::default().allow(false).access("rwm").build().expect("a literal rule builds");
     let resources = linux.resources_mut().get_or_insert_with(Default::default);
     let mut devices = resources.devices().clone().unwrap_or_default();
     if devices.first() != Some(&deny_all) {
@@ -349,10 +308,7 @@ fn normalize_rootfs_propagation(linux: &mut oci_spec::runtime::Linux, config: &P
 
 /// Resolves bind sources, checks they exist, and takes the propagation
 /// options out of each mount: the engine drops them, so our hook applies them.
-fn prepare_mounts(
-    mounts: &mut [Mount],
-    config: &Path,
-) -> Result<Vec<mount_propagation::MountPropagation>> {
+fn prepare_mounts(mounts: &mut [Mount], config: &Path) -> Result<Vec<mount_propagation::MountPropagation>> {
     let mut propagations = Vec::new();
     for (index, mount) in mounts.iter_mut().enumerate() {
         check_destination(mount, index, config)?;
@@ -362,10 +318,7 @@ fn prepare_mounts(
         if let Some(options) = mount.options().clone() {
             let (rest, flags) = mount_propagation::split_options(&options);
             if !flags.is_empty() {
-                propagations.push(mount_propagation::MountPropagation {
-                    destination: mount.destination().clone(),
-                    flags,
-                });
+                propagations.push(mount_propagation::MountPropagation { destination: mount.destination().clone(), flags });
                 mount.set_options(Some(rest));
             }
         }
@@ -409,27 +362,16 @@ fn check_destination(mount: &Mount, index: usize, config: &Path) -> Result<()> {
 }
 
 pub fn is_bind(mount: &Mount) -> bool {
-    mount.typ().as_deref() == Some("bind")
-        || mount
-            .options()
-            .as_ref()
-            .is_some_and(|o| o.iter().any(|x| x == "bind" || x == "rbind"))
+    mount.typ().as_deref() == Some("bind") || mount.options().as_ref().is_some_and(|o| o.iter().any(|x| x == "bind" || x == "rbind"))
 }
 
 fn resolve_bind_source(mount: &mut Mount, index: usize, config: &Path) -> Result<()> {
     let Some(source) = mount.source().clone() else {
-        return Err(Error::Config {
-            path: config.to_path_buf(),
-            reason: format!("mounts[{index}]: a bind mount needs a source"),
-        });
+        return Err(Error::Config { path: config.to_path_buf(), reason: format!("mounts[{index}]: a bind mount needs a source") });
     };
     let real = fs::canonicalize(&source).map_err(|e| Error::Config {
         path: config.to_path_buf(),
-        reason: format!(
-            "mounts[{index}].source {} (for {}): {e}",
-            source.display(),
-            mount.destination().display()
-        ),
+        reason: format!("mounts[{index}].source {} (for {}): {e}", source.display(), mount.destination().display()),
     })?;
     mount.set_source(Some(real));
     Ok(())
@@ -495,8 +437,7 @@ mod tests {
     #[test]
     fn rootfs_propagation_takes_the_recursive_names() {
         let propagation = |v: &str| {
-            spec_of(json!({"linux": {"rootfsPropagation": v}}), false)
-                .map(|s| s.linux().as_ref().unwrap().rootfs_propagation().clone())
+            spec_of(json!({"linux": {"rootfsPropagation": v}}), false).map(|s| s.linux().as_ref().unwrap().rootfs_propagation().clone())
         };
         assert_eq!(propagation("rslave").unwrap().as_deref(), Some("slave"));
         assert_eq!(propagation("rshared").unwrap().as_deref(), Some("shared"));

@@ -50,15 +50,8 @@ pub fn wrap_start_container(hook: &Hook, bundle: &Path) -> Hook {
 }
 
 fn wrap_as(arg0: &str, hook: &Hook, bundle: &Path) -> Hook {
-    let original_args = hook
-        .args()
-        .clone()
-        .unwrap_or_else(|| vec![hook.path().display().to_string()]);
-    let mut args = vec![
-        arg0.to_string(),
-        bundle.display().to_string(),
-        hook.path().display().to_string(),
-    ];
+    let original_args = hook.args().clone().unwrap_or_else(|| vec![hook.path().display().to_string()]);
+    let mut args = vec![arg0.to_string(), bundle.display().to_string(), hook.path().display().to_string()];
     args.extend(original_args);
     let mut wrapped = hook.clone();
     wrapped.set_path(PathBuf::from("/proc/self/exe"));
@@ -95,11 +88,7 @@ fn exec_hook(args: Vec<OsString>, start_container: bool) -> Result<std::convert:
     // The state is far smaller than a pipe buffer, so this never blocks.
     writer.write_all(&state).map_err(sys("write(2) of the state to the hook's stdin"))?;
     drop(writer);
-    let err = std::process::Command::new(path)
-        .arg0(argv0)
-        .args(rest)
-        .stdin(reader)
-        .exec();
+    let err = std::process::Command::new(path).arg0(argv0).args(rest).stdin(reader).exec();
     Err(HookStateError::Exec { path: PathBuf::from(path), errno: Errno::from_raw(err.raw_os_error().unwrap_or(0)) })
 }
 

@@ -12,11 +12,7 @@ pub fn parse(raw: &str) -> Result<Signal> {
         return Signal::try_from(number).map_err(|_| invalid());
     }
     let upper = raw.to_ascii_uppercase();
-    let name = if upper.starts_with("SIG") {
-        upper
-    } else {
-        format!("SIG{upper}")
-    };
+    let name = if upper.starts_with("SIG") { upper } else { format!("SIG{upper}") };
     Signal::from_str(&name).map_err(|_| invalid())
 }
 

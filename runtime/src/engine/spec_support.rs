@@ -100,8 +100,16 @@ mod tests {
     #[test]
     fn unapplied_mounts_are_refused_naming_the_mount() {
         let cases = [
-            (json!({"destination": "/a", "type": "bind", "source": "/tmp", "options": ["bind", "tmpcopyup"]}), "\"tmpcopyup\"", Unapplied::CopyupNotTmpfs),
-            (json!({"destination": "/a", "type": "bind", "source": "/tmp", "options": ["bind", "lazytime"]}), "\"lazytime\"", Unapplied::SuperblockFlagOnBind),
+            (
+                json!({"destination": "/a", "type": "bind", "source": "/tmp", "options": ["bind", "tmpcopyup"]}),
+                "\"tmpcopyup\"",
+                Unapplied::CopyupNotTmpfs,
+            ),
+            (
+                json!({"destination": "/a", "type": "bind", "source": "/tmp", "options": ["bind", "lazytime"]}),
+                "\"lazytime\"",
+                Unapplied::SuperblockFlagOnBind,
+            ),
         ];
         for (mount, field, why) in cases {
             let ok = json!({"destination": "/ok", "type": "tmpfs", "source": "tmpfs", "options": ["nosymfollow"]});

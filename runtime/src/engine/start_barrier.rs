@@ -66,9 +66,7 @@ pub fn wait(init_pid: i32, limit: Duration) -> Result<()> {
             return Ok(());
         }
         if !crate::sys::proc_stat::alive(init_pid) {
-            return Err(Error::Invalid(
-                "startContainer hook failed: the container's init exited before running its process".into(),
-            ));
+            return Err(Error::Invalid("startContainer hook failed: the container's init exited before running its process".into()));
         }
         if let Some(barrier) = ready_barrier(init_pid) {
             return nix::sys::signal::kill(nix::unistd::Pid::from_raw(barrier), nix::sys::signal::Signal::SIGUSR1)
@@ -78,14 +76,11 @@ pub fn wait(init_pid: i32, limit: Duration) -> Result<()> {
     }
 }
 
-
 /// The init's child that is our barrier, blocking SIGUSR1 by now.
 fn ready_barrier(init_pid: i32) -> Option<i32> {
     let children = std::fs::read_to_string(format!("/proc/{init_pid}/task/{init_pid}/children")).ok()?;
     children
         .split_whitespace()
         .filter_map(|c| c.parse::<i32>().ok())
-        .find(|child| {
-            std::fs::read_to_string(format!("/proc/{child}/comm")).is_ok_and(|comm| comm.trim_end() == READY_COMM)
-        })
+        .find(|child| std::fs::read_to_string(format!("/proc/{child}/comm")).is_ok_and(|comm| comm.trim_end() == READY_COMM))
 }

@@ -45,10 +45,7 @@ pub fn state(dir: &ContainerDir) -> Result<State> {
 pub fn describe(dir: &ContainerDir, container: &Container) -> State {
     let status = container.status();
     let meta = dir.metadata();
-    let bundle = meta
-        .as_ref()
-        .map(|m| m.bundle.clone())
-        .unwrap_or_else(|| container.bundle().clone());
+    let bundle = meta.as_ref().map(|m| m.bundle.clone()).unwrap_or_else(|| container.bundle().clone());
     let rootfs = meta.map(|m| m.rootfs).unwrap_or_default();
     // runc reports pid 0 once the init is gone.
     let pid = match status {
@@ -62,10 +59,7 @@ pub fn describe(dir: &ContainerDir, container: &Container) -> State {
         status: status_word(status).to_string(),
         bundle,
         rootfs,
-        created: container
-            .created()
-            .map(|c| c.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true))
-            .unwrap_or_default(),
+        created: container.created().map(|c| c.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)).unwrap_or_default(),
         owner: owner_name(container.state.creator),
         annotations: container.state.annotations.clone().unwrap_or_default(),
     }
@@ -75,10 +69,8 @@ pub fn describe(dir: &ContainerDir, container: &Container) -> State {
 fn owner_name(uid: Option<u32>) -> String {
     match uid {
         None | Some(0) => String::new(),
-        Some(uid) => nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-            .ok()
-            .flatten()
-            .map(|u| u.name)
-            .unwrap_or_else(|| uid.to_string()),
+        Some(uid) => {
+            nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok().flatten().map(|u| u.name).unwrap_or_else(|| uid.to_string())
+        }
     }
 }

@@ -73,18 +73,14 @@ impl Members {
         if let Some(ns) = self.mount_ns {
             return FileId::mount_ns(pid).is_some_and(|theirs| theirs == ns || !host_mount_ns.contains(&theirs));
         }
-        self.rootfs
-            .is_some_and(|root| FileId::of(Path::new(&format!("/proc/{pid}/root"))) == Some(root))
+        self.rootfs.is_some_and(|root| FileId::of(Path::new(&format!("/proc/{pid}/root"))) == Some(root))
     }
 }
 
 /// The host's mount namespaces: PID 1's and the caller's (a shim may have
 /// one of its own).
 fn host_mount_namespaces() -> Vec<FileId> {
-    [FileId::mount_ns(1), FileId::of(Path::new("/proc/self/ns/mnt"))]
-        .into_iter()
-        .flatten()
-        .collect()
+    [FileId::mount_ns(1), FileId::of(Path::new("/proc/self/ns/mnt"))].into_iter().flatten().collect()
 }
 
 /// SIGKILLs the init and every process of the container left in `cgroup`

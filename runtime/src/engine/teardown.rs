@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use libcontainer::container::{Container, ContainerStatus};
 use libcgroups::common::CgroupManager;
+use libcontainer::container::{Container, ContainerStatus};
 
 use crate::engine::cgroup::fs::Hierarchy;
 use crate::engine::cgroup::manager as cgroup;

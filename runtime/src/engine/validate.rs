@@ -12,10 +12,7 @@ use crate::error::{Error, Result};
 
 /// Every check below, for the config at `config` (used in the messages).
 pub fn check(config: &Path, spec: &Spec) -> Result<()> {
-    let bad = |reason: String| Error::Config {
-        path: config.to_path_buf(),
-        reason,
-    };
+    let bad = |reason: String| Error::Config { path: config.to_path_buf(), reason };
     root_path(spec).map_err(bad)?;
     hooks(spec).map_err(bad)?;
     crate::engine::spec_support::check_mounts(spec).map_err(|e| bad(e.to_string()))?;
@@ -44,10 +41,7 @@ pub fn check(config: &Path, spec: &Spec) -> Result<()> {
 /// would land once the image's symlinks are followed, and the device nodes
 /// the engine would make in the image's own /dev.
 pub fn check_in_rootfs(config: &Path, spec: &Spec, rootfs: &Path) -> Result<()> {
-    let bad = |reason: String| Error::Config {
-        path: config.to_path_buf(),
-        reason,
-    };
+    let bad = |reason: String| Error::Config { path: config.to_path_buf(), reason };
     proc_mounts(spec, rootfs).map_err(bad)?;
     crate::engine::mount::dev_nodes::check(spec, rootfs).map_err(|e| bad(e.to_string()))
 }
@@ -97,9 +91,7 @@ fn env(env: &[String]) -> Check {
         let field = format!("env[{index}]");
         match entry.split_once('=') {
             None => return Err(format!("{field} {entry:?}: invalid environment variable: missing '='")),
-            Some(("", _)) => {
-                return Err(format!("{field} {entry:?}: invalid environment variable: name cannot be empty"))
-            }
+            Some(("", _)) => return Err(format!("{field} {entry:?}: invalid environment variable: name cannot be empty")),
             Some(_) => {}
         }
     }
@@ -201,9 +193,8 @@ fn user_mapped(linux: &oci_spec::runtime::Linux, user: &User) -> Check {
     ];
     for (kind, ids, field, maps) in checks {
         let Some(maps) = maps.as_deref().filter(|m| !m.is_empty()) else { continue };
-        let mapped = |id: u32| {
-            maps.iter().any(|m| id >= m.container_id() && u64::from(id) < u64::from(m.container_id()) + u64::from(m.size()))
-        };
+        let mapped =
+            |id: u32| maps.iter().any(|m| id >= m.container_id() && u64::from(id) < u64::from(m.container_id()) + u64::from(m.size()));
         if let Some(id) = ids.into_iter().find(|id| !mapped(*id)) {
             return Err(format!("{field}: user namespaces enabled, but no mapping found for {kind} {id}"));
         }
@@ -370,22 +361,14 @@ fn memory(linux: &oci_spec::runtime::Linux) -> Check {
     let Some(memory) = linux.resources().as_ref().and_then(|r| *r.memory()) else {
         return Ok(());
     };
-    let fields = [
-        ("limit", memory.limit()),
-        ("reservation", memory.reservation()),
-        ("swap", memory.swap()),
-    ];
+    let fields = [("limit", memory.limit()), ("reservation", memory.reservation()), ("swap", memory.swap())];
     for (name, value) in fields {
         if let Some(v) = value.filter(|v| *v < -1) {
-            return Err(format!(
-                "linux.resources.memory.{name} {v}: must be -1 (unlimited) or a byte count"
-            ));
+            return Err(format!("linux.resources.memory.{name} {v}: must be -1 (unlimited) or a byte count"));
         }
     }
     match memory.swappiness() {
-        Some(s) if s > 100 => Err(format!(
-            "linux.resources.memory.swappiness {s}: invalid memory swappiness value (valid range is 0-100)"
-        )),
+        Some(s) if s > 100 => Err(format!("linux.resources.memory.swappiness {s}: invalid memory swappiness value (valid range is 0-100)")),
         _ => Ok(()),
     }
 }
@@ -400,9 +383,7 @@ fn hugepage_limits(linux: &oci_spec::runtime::Linux) -> Check {
         let unit = &size[digits.len()..];
         let power_of_two = digits.parse::<u64>().is_ok_and(u64::is_power_of_two);
         if !power_of_two || !["KB", "MB", "GB"].contains(&unit) {
-            return Err(format!(
-                "linux.resources.hugepageLimits[{i}].pageSize {size:?}: want a power of two and KB, MB or GB, as 2MB"
-            ));
+            return Err(format!("linux.resources.hugepageLimits[{i}].pageSize {size:?}: want a power of two and KB, MB or GB, as 2MB"));
         }
     }
     Ok(())
@@ -531,8 +512,7 @@ mod tests {
             assert!(hugepage_limits(&linux(serde_json::json!({"hugepageLimits": [{"pageSize": ok, "limit": 1}]}))).is_ok());
         }
         for bad in ["3MB", "MB", "2", "2TB"] {
-            let err = hugepage_limits(&linux(serde_json::json!({"hugepageLimits": [{"pageSize": bad, "limit": 1}]})))
-                .unwrap_err();
+            let err = hugepage_limits(&linux(serde_json::json!({"hugepageLimits": [{"pageSize": bad, "limit": 1}]}))).unwrap_err();
             assert!(err.starts_with("linux.resources.hugepageLimits[0].pageSize"), "{err}");
         }
     }

@@ -54,9 +54,7 @@ pub struct PageServer {
 }
 
 pub(crate) fn dump(dir: &ContainerDir, engine: &mut Container, opts: &CheckpointOptions) -> Result<()> {
-    engine
-        .refresh_status()
-        .map_err(|e| Error::engine("load state of", &dir.id, &e))?;
+    engine.refresh_status().map_err(|e| Error::engine("load state of", &dir.id, &e))?;
     let pid = running_init(dir, engine)?;
     criu::require_usable("checkpoint", &opts.criu.criu_path)?;
     check_parent_is_relative(opts.parent_path.as_deref())?;
@@ -234,10 +232,7 @@ fn rootfs(dir: &ContainerDir, spec: &Spec) -> Result<PathBuf> {
     if let Some(meta) = dir.metadata() {
         return Ok(meta.rootfs);
     }
-    spec.root()
-        .as_ref()
-        .map(|r| r.path().clone())
-        .ok_or_else(|| Error::Invalid(format!("checkpoint {}: the spec has no root", dir.id)))
+    spec.root().as_ref().map(|r| r.path().clone()).ok_or_else(|| Error::Invalid(format!("checkpoint {}: the spec has no root", dir.id)))
 }
 
 /// The container's freezer, so criu freezes the tree through its cgroup
@@ -272,11 +267,7 @@ fn freezer_line(cgroups: &str, unified: bool) -> Option<PathBuf> {
 /// descriptors.json), so restore can hand pipes back to criu.
 fn write_descriptors(path: &std::path::Path, pid: i32) -> Result<()> {
     let fds: Vec<String> = (0..3)
-        .map(|n| {
-            std::fs::read_link(format!("/proc/{pid}/fd/{n}"))
-                .map(|p| p.display().to_string())
-                .unwrap_or_else(|_| "/dev/null".into())
-        })
+        .map(|n| std::fs::read_link(format!("/proc/{pid}/fd/{n}")).map(|p| p.display().to_string()).unwrap_or_else(|_| "/dev/null".into()))
         .collect();
     let data = serde_json::to_vec(&fds).map_err(|e| Error::Invalid(e.to_string()))?;
     crate::sys::atomic_file::write(path, &data, crate::engine::container_dir::FILE_MODE)

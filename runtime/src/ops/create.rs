@@ -7,11 +7,11 @@ use libcontainer::container::Container;
 
 use crate::engine::cgroup::fs::Hierarchy;
 use crate::engine::container_dir::{ContainerDir, Metadata};
-use crate::engine::process::process_io::ProcessIo;
-use crate::engine::process::init::InitOptions;
 use crate::engine::engine_bundle::{self, EngineOptions};
-use crate::error::{Error, Result};
 use crate::engine::process::home_env;
+use crate::engine::process::init::InitOptions;
+use crate::engine::process::process_io::ProcessIo;
+use crate::error::{Error, Result};
 
 pub use crate::engine::process::process_io::Stdio;
 
@@ -28,13 +28,7 @@ pub struct CreateOptions {
 
 /// `create` for a bundle the caller has already loaded; `cgroups` are the
 /// host's hierarchies, read once for the whole command.
-pub fn create_from(
-    cgroups: &[Hierarchy],
-    root: &Path,
-    id: &str,
-    bundle: &engine_bundle::Bundle,
-    opts: CreateOptions,
-) -> Result<Container> {
+pub fn create_from(cgroups: &[Hierarchy], root: &Path, id: &str, bundle: &engine_bundle::Bundle, opts: CreateOptions) -> Result<Container> {
     let dir = ContainerDir::new(root, id)?;
     crate::engine::container_dir::ensure_root(root)?;
     if dir.path().exists() {
@@ -52,9 +46,7 @@ pub fn create_from(
         opts.systemd_cgroup = true;
     }
     if opts.systemd_cgroup && !systemd_running() {
-        return Err(Error::Invalid(
-            "systemd not running on this host, cannot use --systemd-cgroup".into(),
-        ));
+        return Err(Error::Invalid("systemd not running on this host, cannot use --systemd-cgroup".into()));
     }
     let idmapped = crate::engine::idmap::plan::plan(&bundle.spec)
         .map_err(|e| Error::Config { path: bundle.path.join("config.json"), reason: e.to_string() })?;
@@ -90,8 +82,13 @@ fn check(cgroups: &[Hierarchy], id: &str, bundle: &engine_bundle::Bundle, system
     crate::engine::process::caps_check::check_rlimits(bundle.spec.process().as_ref())?;
     crate::sys::process_setup::write_oom_score_adj(bundle.spec.process().as_ref())?;
     crate::sys::process_setup::drop_supplementary_groups()?;
-    crate::engine::cgroup::manager::check_new(cgroups, bundle.spec.linux().as_ref().and_then(|l| l.cgroups_path().as_deref()), id, systemd_cgroup)
-        .map_err(|e| Error::Config { path: bundle.path.join("config.json"), reason: e.to_string() })
+    crate::engine::cgroup::manager::check_new(
+        cgroups,
+        bundle.spec.linux().as_ref().and_then(|l| l.cgroups_path().as_deref()),
+        id,
+        systemd_cgroup,
+    )
+    .map_err(|e| Error::Config { path: bundle.path.join("config.json"), reason: e.to_string() })
 }
 
 fn build(
@@ -118,11 +115,7 @@ fn build(
             None
         }
     };
-    let engine_opts = EngineOptions {
-        systemd_cgroup: opts.systemd_cgroup,
-        cgroups,
-        own_rootfs: own_rootfs.is_some(),
-    };
+    let engine_opts = EngineOptions { systemd_cgroup: opts.systemd_cgroup, cgroups, own_rootfs: own_rootfs.is_some() };
     let mut spec = engine_bundle::engine_spec(&dir.id, bundle, &engine_opts)?;
     // Made here, moved in by our first createContainer step; the fds close
     // when this function returns (the init's copies at its exec).
@@ -131,20 +124,14 @@ fn build(
     let start_barrier = engine_bundle::has_start_barrier(&spec);
     dir.write_config(&spec)?;
     let init_opts = InitOptions {
-        io: ProcessIo {
-            console_socket: opts.console_socket,
-            preserve_fds: opts.preserve_fds,
-            stdio: opts.stdio,
-        },
+        io: ProcessIo { console_socket: opts.console_socket, preserve_fds: opts.preserve_fds, stdio: opts.stdio },
         systemd_cgroup: opts.systemd_cgroup,
         no_pivot: opts.no_pivot,
         cgroups,
         rootfs: own_rootfs,
     };
     // Shared: a delete removing the default cgroup parent waits for us.
-    let _cgroup_guard = std::fs::File::open(&dir.root)
-        .ok()
-        .and_then(|f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockShared).ok());
+    let _cgroup_guard = std::fs::File::open(&dir.root).ok().and_then(|f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockShared).ok());
     let named = crate::engine::cgroup::named::join_for(cgroups, &thread_cgroups, &dir.id, &spec, opts.systemd_cgroup)?;
     let container = crate::engine::process::init::spawn(dir, &bundle.path, spec, init_opts);
     drop(named);
@@ -178,9 +165,7 @@ fn build(
 /// The init's mount namespace, if the container has a new one of its own.
 fn own_mount_ns(spec: &oci_spec::runtime::Spec, container: &Container) -> Option<crate::engine::stop::FileId> {
     let namespaces = spec.linux().as_ref()?.namespaces().as_ref()?;
-    let own = namespaces
-        .iter()
-        .any(|n| n.typ() == oci_spec::runtime::LinuxNamespaceType::Mount && n.path().is_none());
+    let own = namespaces.iter().any(|n| n.typ() == oci_spec::runtime::LinuxNamespaceType::Mount && n.path().is_none());
     own.then(|| crate::engine::stop::FileId::mount_ns(container.pid()?.as_raw()))?
 }
 

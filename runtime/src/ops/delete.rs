@@ -7,10 +7,10 @@ use libcontainer::container::{Container, ContainerStatus};
 
 use crate::engine::cgroup::fs::Hierarchy;
 use crate::engine::cgroup::manager as cgroup;
-use crate::engine::teardown;
 use crate::engine::container_dir::ContainerDir;
-use crate::error::{Error, Result};
 use crate::engine::state::status_word;
+use crate::engine::teardown;
+use crate::error::{Error, Result};
 
 /// Deletes container `id` of `root`, also one whose state is missing or
 /// broken (a create that died half-way): with `force`, or when nothing
@@ -92,10 +92,7 @@ fn finish(cgroups: &[Hierarchy], container: &mut Container, dir: &ContainerDir, 
         }
         return dir.remove_all();
     }
-    tracing::warn!(
-        "cgroup {} kept: it holds processes of others: {others:?}",
-        cgroup_path.unwrap_or(Path::new("")).display()
-    );
+    tracing::warn!("cgroup {} kept: it holds processes of others: {others:?}", cgroup_path.unwrap_or(Path::new("")).display());
     run_poststop(container);
     dir.remove_all()
 }

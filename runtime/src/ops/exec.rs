@@ -9,15 +9,15 @@ use libcontainer::container::{Container, ContainerStatus};
 use nix::unistd::Pid;
 use oci_spec::runtime::{Capability, Process, Spec};
 
-use crate::engine::process::console::ConsoleSocket;
 use crate::engine::container_dir::ContainerDir;
-use crate::engine::process::process_io::Stdio;
+use crate::engine::engine_bundle;
+use crate::engine::process::console::ConsoleSocket;
 use crate::engine::process::process_io::ProcessIo;
+use crate::engine::process::process_io::Stdio;
+use crate::engine::process::wait;
+use crate::engine::process::{home_env, tenant};
 use crate::error::{Error, Result};
 use crate::sys::pidfd::PidFd;
-use crate::engine::process::wait;
-use crate::engine::engine_bundle;
-use crate::engine::process::{home_env, tenant};
 
 /// What runs: a process spec (a value, or a process.json), or argv plus
 /// overrides of the container's process.
@@ -68,11 +68,7 @@ pub(crate) fn spawn(dir: &ContainerDir, container: &Container, opts: ExecOptions
     crate::engine::process::caps_check::check(Some(&process))?;
     crate::engine::process::caps_check::check_rlimits(Some(&process))?;
     let spec = tenant::tenant_spec(&spec, process, init_pid)?;
-    let io = ProcessIo {
-        console_socket: opts.console_socket,
-        preserve_fds: opts.preserve_fds,
-        stdio: opts.stdio,
-    };
+    let io = ProcessIo { console_socket: opts.console_socket, preserve_fds: opts.preserve_fds, stdio: opts.stdio };
     let pid = tenant::spawn(dir, container, spec, io, opts.sub_cgroup.as_deref(), &init)?;
     if let Some(Err(err)) = opts.pid_file.as_deref().map(|path| crate::sys::pid_file::write(path, pid)) {
         // As runc: no pid file, no process.
@@ -186,10 +182,8 @@ pub fn build_process(spec: &Spec, args: &ProcessArgs, added_home: bool) -> Resul
 fn load_process_file(file: &Path) -> Result<Process> {
     let data = fs::read(file).map_err(|e| Error::io("read", file, e))?;
     let de = &mut serde_json::Deserializer::from_slice(&data);
-    let process = serde_path_to_error::deserialize(de).map_err(|err| Error::Config {
-        path: file.to_path_buf(),
-        reason: format!("invalid field {}: {}", err.path(), err.inner()),
-    })?;
+    let process = serde_path_to_error::deserialize(de)
+        .map_err(|err| Error::Config { path: file.to_path_buf(), reason: format!("invalid field {}: {}", err.path(), err.inner()) })?;
     crate::engine::validate::check_process(&process).map_err(|reason| Error::Config { path: file.to_path_buf(), reason })?;
     Ok(process)
 }
@@ -197,10 +191,7 @@ fn load_process_file(file: &Path) -> Result<Process> {
 /// The container's env with `KEY=VALUE` overrides replacing same keys.
 fn merge_env(base: Vec<String>, overrides: &[String]) -> Vec<String> {
     let key = |entry: &str| entry.split('=').next().unwrap_or("").to_string();
-    let mut env: Vec<String> = base
-        .into_iter()
-        .filter(|e| !overrides.iter().any(|o| key(o) == key(e)))
-        .collect();
+    let mut env: Vec<String> = base.into_iter().filter(|e| !overrides.iter().any(|o| key(o) == key(e))).collect();
     env.extend(overrides.iter().cloned());
     env
 }
@@ -223,10 +214,7 @@ fn add_capabilities(process: &mut Process, caps: &[String]) -> Result<()> {
     if caps.is_empty() {
         return Ok(());
     }
-    let parsed: Vec<Capability> = caps
-        .iter()
-        .map(|c| parse_capability(c))
-        .collect::<Result<_>>()?;
+    let parsed: Vec<Capability> = caps.iter().map(|c| parse_capability(c)).collect::<Result<_>>()?;
     let mut set = process.capabilities().clone().unwrap_or_default();
     let add = |current: Option<oci_spec::runtime::Capabilities>| {
         let mut current = current.unwrap_or_default();
@@ -252,8 +240,7 @@ fn add_capabilities(process: &mut Process, caps: &[String]) -> Result<()> {
 fn parse_capability(name: &str) -> Result<Capability> {
     let upper = name.to_ascii_uppercase();
     let full = if upper.starts_with("CAP_") { upper } else { format!("CAP_{upper}") };
-    serde_json::from_value(serde_json::Value::String(full))
-        .map_err(|_| Error::Invalid(format!("unknown capability {name:?}")))
+    serde_json::from_value(serde_json::Value::String(full)).map_err(|_| Error::Invalid(format!("unknown capability {name:?}")))
 }
 
 #[cfg(test)]

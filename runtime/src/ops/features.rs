@@ -6,31 +6,78 @@ use serde_json::{json, Value};
 use crate::engine::seccomp::SECCOMP_ARCHS;
 
 const MOUNT_OPTIONS: &[&str] = &[
-    "async", "atime", "bind", "defaults", "dev", "diratime", "dirsync", "exec", "mand", "noatime",
-    "nodev", "nodiratime", "noexec", "nomand", "norelatime", "nostrictatime", "nosuid", "private",
-    "rprivate", "rshared", "rslave", "runbindable", "rbind", "relatime", "remount", "ro", "rw",
-    "shared", "slave", "strictatime", "suid", "sync", "unbindable", "rro", "rrw", "rnosuid",
-    "rsuid", "rnodev", "rdev", "rnoexec", "rexec", "rnoatime", "ratime", "rnodiratime",
-    "rdiratime", "rrelatime", "rnorelatime", "rstrictatime", "rnostrictatime", "idmap", "ridmap",
+    "async",
+    "atime",
+    "bind",
+    "defaults",
+    "dev",
+    "diratime",
+    "dirsync",
+    "exec",
+    "mand",
+    "noatime",
+    "nodev",
+    "nodiratime",
+    "noexec",
+    "nomand",
+    "norelatime",
+    "nostrictatime",
+    "nosuid",
+    "private",
+    "rprivate",
+    "rshared",
+    "rslave",
+    "runbindable",
+    "rbind",
+    "relatime",
+    "remount",
+    "ro",
+    "rw",
+    "shared",
+    "slave",
+    "strictatime",
+    "suid",
+    "sync",
+    "unbindable",
+    "rro",
+    "rrw",
+    "rnosuid",
+    "rsuid",
+    "rnodev",
+    "rdev",
+    "rnoexec",
+    "rexec",
+    "rnoatime",
+    "ratime",
+    "rnodiratime",
+    "rdiratime",
+    "rrelatime",
+    "rnorelatime",
+    "rstrictatime",
+    "rnostrictatime",
+    "idmap",
+    "ridmap",
     // runc 1.5's symlink options: the engine applies the recursive pair,
     // `mount_symfollow` the others; `mount_sb_flags` the superblock flags
     // (refused on a bind), `mount_copyup` runc's tmpcopyup extension.
-    "nosymfollow", "symfollow", "rnosymfollow", "rsymfollow",
-    "lazytime", "nolazytime", "iversion", "noiversion", "silent", "loud", "tmpcopyup",
+    "nosymfollow",
+    "symfollow",
+    "rnosymfollow",
+    "rsymfollow",
+    "lazytime",
+    "nolazytime",
+    "iversion",
+    "noiversion",
+    "silent",
+    "loud",
+    "tmpcopyup",
 ];
 
 /// Annotations runc ≥ 1.2 may act on in ways a caller should not let a
 /// pod set (`org.systemd.property.` is a prefix); containerd filters them.
 const POTENTIALLY_UNSAFE_ANNOTATIONS: &[&str] = &["bundle", "org.systemd.property.", "org.criu.config"];
 
-const HOOKS: &[&str] = &[
-    "prestart",
-    "createRuntime",
-    "createContainer",
-    "startContainer",
-    "poststart",
-    "poststop",
-];
+const HOOKS: &[&str] = &["prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"];
 
 const NAMESPACES: &[&str] = &["cgroup", "ipc", "mount", "network", "pid", "time", "user", "uts"];
 
@@ -46,15 +93,8 @@ const SECCOMP_ACTIONS: &[&str] = &[
     "SCMP_ACT_TRAP",
 ];
 
-const SECCOMP_OPERATORS: &[&str] = &[
-    "SCMP_CMP_EQ",
-    "SCMP_CMP_GE",
-    "SCMP_CMP_GT",
-    "SCMP_CMP_LE",
-    "SCMP_CMP_LT",
-    "SCMP_CMP_MASKED_EQ",
-    "SCMP_CMP_NE",
-];
+const SECCOMP_OPERATORS: &[&str] =
+    &["SCMP_CMP_EQ", "SCMP_CMP_GE", "SCMP_CMP_GT", "SCMP_CMP_LE", "SCMP_CMP_LT", "SCMP_CMP_MASKED_EQ", "SCMP_CMP_NE"];
 
 pub fn features() -> Value {
     let capabilities: Vec<String> = {

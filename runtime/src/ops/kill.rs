@@ -5,16 +5,13 @@ use libcontainer::container::{Container, ContainerStatus};
 use nix::sys::signal::Signal;
 
 use crate::engine::container_dir::ContainerDir;
-use crate::error::{Error, Result};
 use crate::engine::state::status_word;
+use crate::error::{Error, Result};
 
 pub(crate) fn kill(dir: &ContainerDir, container: &mut Container, signal: Signal, all: bool) -> Result<()> {
     let id = &dir.id;
     let status = container.status();
-    let alive = matches!(
-        status,
-        ContainerStatus::Created | ContainerStatus::Running | ContainerStatus::Paused
-    );
+    let alive = matches!(status, ContainerStatus::Created | ContainerStatus::Running | ContainerStatus::Paused);
     // As runc 1.2 and later: KILL without a PID namespace of the container's
     // own reaches every process of the container, also once the init is gone.
     let kill_all = signal == Signal::SIGKILL && !all && !owns_pid_namespace(dir);

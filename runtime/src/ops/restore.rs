@@ -80,7 +80,8 @@ fn restore_claimed(
     images: &std::fs::File,
     stdio_keys: &[String],
 ) -> Result<i32> {
-    let spec = engine_bundle::engine_spec(&dir.id, bundle, &EngineOptions { systemd_cgroup: opts.systemd_cgroup, cgroups, own_rootfs: false })?;
+    let spec =
+        engine_bundle::engine_spec(&dir.id, bundle, &EngineOptions { systemd_cgroup: opts.systemd_cgroup, cgroups, own_rootfs: false })?;
     dir.write_config(&spec)?;
     YoukiConfig::from_spec(&spec, &dir.id)
         .and_then(|config| config.save(dir.path()))
@@ -99,9 +100,7 @@ fn restore_claimed(
     let _namespaces: Vec<OwnedFd> = criu::restore_external_namespaces(&mut client, &spec)?;
     let _inherited = inherit_stdio_pipes(&mut client, stdio_keys, &opts.stdio)?;
     RESTORED_PID.store(0, Ordering::SeqCst);
-    client
-        .restore()
-        .map_err(|e| criu::failed("restore", &e, &opts.criu.work_dir().join(RESTORE_LOG)))?;
+    client.restore().map_err(|e| criu::failed("restore", &e, &opts.criu.work_dir().join(RESTORE_LOG)))?;
     let master = client.take_orphan_pts_master_fd();
     drop(criu_root);
     let pid = RESTORED_PID.load(Ordering::SeqCst);
@@ -136,7 +135,11 @@ fn read_descriptors(path: &Path) -> Result<Vec<String>> {
 /// (else ours), as runc hands them over. criu swrk inherits descriptors by
 /// number and gets /dev/null as its stdin, so each goes as a copy without
 /// close-on-exec, kept open (the returned handles) until criu is done.
-fn inherit_stdio_pipes(client: &mut rust_criu::Criu, keys: &[String], stdio: &crate::engine::process::process_io::Stdio) -> Result<Vec<OwnedFd>> {
+fn inherit_stdio_pipes(
+    client: &mut rust_criu::Criu,
+    keys: &[String],
+    stdio: &crate::engine::process::process_io::Stdio,
+) -> Result<Vec<OwnedFd>> {
     let given = [&stdio.stdin, &stdio.stdout, &stdio.stderr];
     let mut copies = Vec::new();
     for (n, key) in keys.iter().enumerate().take(3) {
@@ -146,9 +149,7 @@ fn inherit_stdio_pipes(client: &mut rust_criu::Criu, keys: &[String], stdio: &cr
         // SAFETY: fds 0-2 stay open for the whole call (the process's own stdio).
         let source = given[n].as_ref().map_or_else(|| unsafe { BorrowedFd::borrow_raw(n as i32) }, |fd| fd.as_fd());
         let copy = inheritable_copy(source).map_err(|e| Error::io("copy for criu (fcntl F_DUPFD)", format!("stdio fd {n}"), e))?;
-        client
-            .add_inherit_fd(copy.as_raw_fd(), key.clone())
-            .map_err(|e| Error::Invalid(format!("criu inherit fd {n} as {key}: {e}")))?;
+        client.add_inherit_fd(copy.as_raw_fd(), key.clone()).map_err(|e| Error::Invalid(format!("criu inherit fd {n} as {key}: {e}")))?;
         copies.push(copy);
     }
     Ok(copies)
@@ -190,9 +191,7 @@ impl Drop for CriuRoot {
 /// which are these when the bundle's cgroupsPath is unchanged; when it is
 /// not, the rest of the tree follows the init (`restored_tree`).
 fn join_cgroup(cgroups: &[Hierarchy], dir: &ContainerDir, spec: &Spec, systemd: bool, pid: i32) -> Result<()> {
-    let path = YoukiConfig::from_spec(spec, &dir.id)
-        .map_err(|e| Error::engine("read cgroup of", &dir.id, &e))?
-        .cgroup_path;
+    let path = YoukiConfig::from_spec(spec, &dir.id).map_err(|e| Error::engine("read cgroup of", &dir.id, &e))?.cgroup_path;
     let manager = crate::engine::cgroup::manager::manager(path.clone(), systemd, &dir.id)?;
     let cgroup_err = |e: &dyn std::error::Error| Error::Cgroup { path: path.clone(), reason: crate::error::one_line_chain(e) };
     let dumped = crate::engine::cgroup::restored_tree::dir_of(pid);

@@ -31,12 +31,7 @@ pub(crate) fn console_for(
     mode: RunMode,
     console_socket: &mut Option<PathBuf>,
 ) -> Result<Option<ConsoleSocket>> {
-    let wants_tty = bundle
-        .spec
-        .process()
-        .as_ref()
-        .and_then(|p| p.terminal())
-        .unwrap_or(false);
+    let wants_tty = bundle.spec.process().as_ref().and_then(|p| p.terminal()).unwrap_or(false);
     if !wants_tty || mode.detach || console_socket.is_some() {
         return Ok(None);
     }

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use libcontainer::container::{Container, ContainerStatus};
 
 use crate::engine::container_dir::ContainerDir;
-use crate::error::{Error, Result};
 use crate::engine::process::notify;
 use crate::engine::start_barrier;
 use crate::engine::state::status_word;
+use crate::error::{Error, Result};
 
 /// The second half of `start`, which needs no handle on the container: the
 /// wait for its startContainer hooks (the container's own code) and the
@@ -37,12 +37,7 @@ pub(crate) fn release(dir: &ContainerDir, container: &mut Container) -> Result<S
     let id = dir.id.as_str();
     let status = container.status();
     if status != ContainerStatus::Created {
-        return Err(Error::WrongStatus {
-            id: id.to_string(),
-            op: "start",
-            status: status_word(status).to_string(),
-            wanted: "created",
-        });
+        return Err(Error::WrongStatus { id: id.to_string(), op: "start", status: status_word(status).to_string(), wanted: "created" });
     }
     let meta = dir.metadata();
     let poststart = meta.as_ref().map(|m| m.poststart.clone()).unwrap_or_default();
@@ -51,10 +46,7 @@ pub(crate) fn release(dir: &ContainerDir, container: &mut Container) -> Result<S
     let init = container.pid().map(|p| p.as_raw());
     let init_exe = init.and_then(exe_identity);
     release_init(container.root.as_path())?;
-    container
-        .set_status(ContainerStatus::Running)
-        .save()
-        .map_err(|e| Error::engine("start", id, &e))?;
+    container.set_status(ContainerStatus::Running).save().map_err(|e| Error::engine("start", id, &e))?;
     Ok(Starting { id: id.to_string(), init, barrier, init_exe, poststart, state: container.state.clone() })
 }
 
@@ -98,9 +90,7 @@ fn run_poststart(id: &str, state: &libcontainer::container::State, hooks: &[oci_
 
 /// The (device, inode) of the program `pid` runs.
 fn exe_identity(pid: i32) -> Option<(u64, u64)> {
-    std::fs::metadata(format!("/proc/{pid}/exe"))
-        .ok()
-        .map(|m| (m.dev(), m.ino()))
+    std::fs::metadata(format!("/proc/{pid}/exe")).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// Waits until `pid` no longer runs `before` (the init has exec'd the

@@ -2,9 +2,7 @@
 
 use libcgroups::common::{CgroupManager, ControllerOpt};
 use libcontainer::container::Container;
-use oci_spec::runtime::{
-    LinuxCpu, LinuxCpuBuilder, LinuxMemory, LinuxMemoryBuilder, LinuxPidsBuilder, LinuxResources,
-};
+use oci_spec::runtime::{LinuxCpu, LinuxCpuBuilder, LinuxMemory, LinuxMemoryBuilder, LinuxPidsBuilder, LinuxResources};
 
 use crate::engine::cgroup::manager as cgroup;
 use crate::engine::cgroup::{memory_check, pids_zero};
@@ -65,11 +63,7 @@ fn write_resources(dir: &ContainerDir, container: &Container, base: Option<Linux
     manager
         .apply(&ControllerOpt {
             resources: &resources,
-            disable_oom_killer: resources
-                .memory()
-                .as_ref()
-                .and_then(|m| m.disable_oom_killer())
-                .unwrap_or(false),
+            disable_oom_killer: resources.memory().as_ref().and_then(|m| m.disable_oom_killer()).unwrap_or(false),
             oom_score_adj: None,
             freezer_state: None,
         })
@@ -94,9 +88,7 @@ fn without_devices(id: &str, mut res: LinuxResources) -> LinuxResources {
 /// Parses the JSON document `update --resources` takes (OCI LinuxResources).
 pub fn parse_resources(data: &[u8]) -> Result<LinuxResources> {
     let de = &mut serde_json::Deserializer::from_slice(data);
-    serde_path_to_error::deserialize(de).map_err(|err| {
-        Error::Invalid(format!("resources: invalid field {}: {}", err.path(), err.inner()))
-    })
+    serde_path_to_error::deserialize(de).map_err(|err| Error::Invalid(format!("resources: invalid field {}: {}", err.path(), err.inner())))
 }
 
 fn merge(mut res: LinuxResources, flags: &ResourceFlags) -> Result<LinuxResources> {
@@ -186,9 +178,7 @@ pub fn parse_size(raw: &str) -> Result<i64> {
         return Ok(-1);
     }
     let lower = s.to_ascii_lowercase();
-    let digits_end = lower
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(lower.len());
+    let digits_end = lower.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(lower.len());
     let (num, unit) = lower.split_at(digits_end);
     let value: f64 = num.parse().map_err(|_| invalid())?;
     let mult: f64 = match unit.trim_end_matches("ib").trim_end_matches('b') {

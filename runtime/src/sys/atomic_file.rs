@@ -42,8 +42,7 @@ fn write_new(tmp: &Path, data: &[u8], mode: u32) -> Result<()> {
         .open(tmp)
         .map_err(|e| Error::io("create", tmp, e))?;
     // The mode given to open is masked by the umask; set it exactly.
-    file.set_permissions(fs::Permissions::from_mode(mode))
-        .map_err(|e| Error::io("fchmod", tmp, e))?;
+    file.set_permissions(fs::Permissions::from_mode(mode)).map_err(|e| Error::io("fchmod", tmp, e))?;
     file.write_all(data).map_err(|e| Error::io("write", tmp, e))
 }
 

@@ -31,8 +31,7 @@ pub fn enter(target: &Path) -> Result<ChildrenPidNs, PidNsError> {
     let own_path = "/proc/thread-self/ns/pid";
     let own = open_ns(Path::new(own_path))?;
     let joined = open_ns(target)?;
-    setns(joined.as_fd(), CloneFlags::CLONE_NEWPID)
-        .map_err(|errno| PidNsError::Setns { path: target.display().to_string(), errno })?;
+    setns(joined.as_fd(), CloneFlags::CLONE_NEWPID).map_err(|errno| PidNsError::Setns { path: target.display().to_string(), errno })?;
     Ok(ChildrenPidNs { own })
 }
 

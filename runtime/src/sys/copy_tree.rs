@@ -72,7 +72,8 @@ fn copy_entry(from: &OwnedFd, to: &OwnedFd, name: &Path, entry: &Path) -> Result
     match kind {
         SFlag::S_IFDIR => {
             mkdirat(Some(dir_to), name, mode).map_err(call("mkdirat"))?;
-            let open = |fd| openat(Some(fd), name, OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC, Mode::empty());
+            let open =
+                |fd| openat(Some(fd), name, OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC, Mode::empty());
             let sub_from = open(dir_from).map_err(call("openat"))?;
             let sub_to = open(dir_to).map_err(call("openat (the copy)"))?;
             // SAFETY: openat returned new fds we own.
@@ -80,7 +81,8 @@ fn copy_entry(from: &OwnedFd, to: &OwnedFd, name: &Path, entry: &Path) -> Result
             copy_dir_at(&sub_from, &sub_to, entry).map_err(Step::Below)?;
         }
         SFlag::S_IFREG => {
-            let src = openat(Some(dir_from), name, OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC, Mode::empty()).map_err(call("openat"))?;
+            let src = openat(Some(dir_from), name, OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC, Mode::empty())
+                .map_err(call("openat"))?;
             let dst = openat(Some(dir_to), name, OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_CLOEXEC, mode)
                 .map_err(call("openat(O_CREAT)"))?;
             // SAFETY: openat returned new fds we own.

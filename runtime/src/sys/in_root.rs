@@ -39,13 +39,7 @@ fn openat2(dirfd: i32, rel: &Path, flags: i32, resolve: u64) -> io::Result<Owned
     how.resolve = resolve;
     // SAFETY: the pointers are valid for the duration of the call.
     let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            dirfd,
-            cpath.as_ptr(),
-            &how as *const libc::open_how,
-            std::mem::size_of::<libc::open_how>(),
-        )
+        libc::syscall(libc::SYS_openat2, dirfd, cpath.as_ptr(), &how as *const libc::open_how, std::mem::size_of::<libc::open_how>())
     };
     if fd < 0 {
         return Err(io::Error::last_os_error());

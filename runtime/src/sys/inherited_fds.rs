@@ -14,9 +14,7 @@ const FIRST_EXTRA: RawFd = 3;
 /// Marks every descriptor above stderr close-on-exec. Call first in `main`.
 pub fn close_on_exec_all() -> Result<()> {
     // SAFETY: close_range only sets a flag on our own descriptors.
-    let rc = unsafe {
-        libc::syscall(libc::SYS_close_range, FIRST_EXTRA as libc::c_uint, libc::c_uint::MAX, libc::CLOSE_RANGE_CLOEXEC)
-    };
+    let rc = unsafe { libc::syscall(libc::SYS_close_range, FIRST_EXTRA as libc::c_uint, libc::c_uint::MAX, libc::CLOSE_RANGE_CLOEXEC) };
     if rc == 0 {
         return Ok(());
     }
@@ -30,8 +28,7 @@ pub fn close_on_exec_all() -> Result<()> {
 /// Slow path: every descriptor /proc/self/fd lists, above stderr.
 fn mark_each_listed() -> Result<()> {
     let listed = std::fs::read_dir("/proc/self/fd").map_err(|e| Error::io("read directory", "/proc/self/fd", e))?;
-    let fds: Vec<RawFd> =
-        listed.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).filter(|fd| *fd >= FIRST_EXTRA).collect();
+    let fds: Vec<RawFd> = listed.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).filter(|fd| *fd >= FIRST_EXTRA).collect();
     for fd in fds {
         // The directory's own descriptor is gone by now: EBADF is fine.
         let _ = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC));

@@ -9,7 +9,6 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-
 /// What one mount_setattr(2) changes: the `MOUNT_ATTR_*` bits to set and to
 /// clear, and at most one propagation type (`MS_SHARED`, `MS_SLAVE`,
 /// `MS_PRIVATE` or `MS_UNBINDABLE`; 0 leaves it alone).
@@ -35,12 +34,7 @@ impl MountAttr {
 /// mount_setattr(2) on the mount `target` is open on; with `AT_RECURSIVE`
 /// in `flags` on every mount below it too.
 pub fn mount_setattr(target: &OwnedFd, attr: MountAttr, flags: libc::c_int) -> nix::Result<()> {
-    let attr = libc::mount_attr {
-        attr_set: attr.set,
-        attr_clr: attr.clear,
-        propagation: attr.propagation,
-        userns_fd: 0,
-    };
+    let attr = libc::mount_attr { attr_set: attr.set, attr_clr: attr.clear, propagation: attr.propagation, userns_fd: 0 };
     // SAFETY: a valid fd, an empty C string and a mount_attr of the size given.
     let rc = unsafe {
         libc::syscall(

@@ -4,9 +4,9 @@
 //! the last descriptor (or executable) that holds it.
 
 use std::ffi::{CString, OsStr};
-use std::os::unix::ffi::OsStrExt;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 
 /// fsconfig(2) commands (linux/mount.h).
 const FSCONFIG_SET_FLAG: libc::c_uint = 0;
@@ -92,9 +92,8 @@ pub fn new_fs(fs: &NewFs) -> Result<OwnedFd, NewFsError> {
 fn fsconfig_set_flag(ctx: &OwnedFd, key: &str) -> io::Result<()> {
     let key = CString::new(key).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // SAFETY: valid descriptor and a NUL-terminated key; the result is checked.
-    let rc = unsafe {
-        libc::syscall(libc::SYS_fsconfig, ctx.as_raw_fd(), FSCONFIG_SET_FLAG, key.as_ptr(), std::ptr::null::<libc::c_char>(), 0)
-    };
+    let rc =
+        unsafe { libc::syscall(libc::SYS_fsconfig, ctx.as_raw_fd(), FSCONFIG_SET_FLAG, key.as_ptr(), std::ptr::null::<libc::c_char>(), 0) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use nix::unistd::Pid;
 
-use crate::sys::atomic_file;
 use crate::error::Result;
+use crate::sys::atomic_file;
 
 /// Writes `pid` to `path` (mode 0644, as runc's 0666 under the usual umask).
 pub fn write(path: &Path, pid: Pid) -> Result<()> {

@@ -78,9 +78,7 @@ mod tests {
     fn reads_under_a_checked_procfs_and_never_leaves_it() {
         let Some(proc) = procfs() else { return };
         let mut hostname = String::new();
-        std::fs::File::from(proc.open(Path::new("sys/kernel/hostname"), libc::O_RDONLY).unwrap())
-            .read_to_string(&mut hostname)
-            .unwrap();
+        std::fs::File::from(proc.open(Path::new("sys/kernel/hostname"), libc::O_RDONLY).unwrap()).read_to_string(&mut hostname).unwrap();
         assert_eq!(hostname.trim(), nix::unistd::gethostname().unwrap().to_str().unwrap());
         // self is a symlink, fd/N magic links, .. out of it: all refused.
         for (rel, errno) in [("self/status", libc::ELOOP), ("thread-self", libc::ELOOP), ("../etc/passwd", libc::EXDEV)] {

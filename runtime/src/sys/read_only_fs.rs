@@ -78,9 +78,8 @@ fn superblock_flags(mnt_id: u64) -> io::Result<u32> {
     // SAFETY: all-zero is a valid value of this plain-data struct.
     let mut sm: StatMount = unsafe { std::mem::zeroed() };
     // SAFETY: a request and a buffer we own, the buffer's size given; the result is checked.
-    let rc = unsafe {
-        libc::syscall(SYS_STATMOUNT, &req as *const MntIdReq, &mut sm as *mut StatMount, std::mem::size_of::<StatMount>(), 0)
-    };
+    let rc =
+        unsafe { libc::syscall(SYS_STATMOUNT, &req as *const MntIdReq, &mut sm as *mut StatMount, std::mem::size_of::<StatMount>(), 0) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }

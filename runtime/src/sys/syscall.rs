@@ -9,17 +9,17 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
+use nix::fcntl::AtFlags;
 use nix::mount::{mount, MsFlags};
 use nix::sys::stat::{mknodat, Mode, SFlag};
 use nix::sys::statvfs::{fstatvfs, FsFlags};
-use nix::fcntl::AtFlags;
 use nix::unistd::{fchownat, symlinkat, unlinkat, Gid, Uid, UnlinkatFlags};
 
 use crate::sys::copy_tree::{self, EntryError};
 use crate::sys::in_root;
 use crate::sys::mount_api::{self, MountAttr};
-use crate::sys::new_mount::{self, NewFs, NewFsError};
 use crate::sys::mount_target::{self, TargetError, Want};
+use crate::sys::new_mount::{self, NewFs, NewFsError};
 
 pub trait Syscall {
     /// openat2(2) of `path` inside `root` (RESOLVE_IN_ROOT, see `in_root`).
@@ -247,31 +247,90 @@ mod recording {
 
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub enum Call {
-        Open { path: PathBuf, flags: i32 },
-        Mount { path: PathBuf, flags: MsFlags },
-        SetAttr { path: PathBuf, attr: MountAttr, flags: libc::c_int },
-        Statvfs { path: PathBuf },
-        Target { path: PathBuf, want: Want },
-        OpenTree { source: PathBuf, recursive: bool },
+        Open {
+            path: PathBuf,
+            flags: i32,
+        },
+        Mount {
+            path: PathBuf,
+            flags: MsFlags,
+        },
+        SetAttr {
+            path: PathBuf,
+            attr: MountAttr,
+            flags: libc::c_int,
+        },
+        Statvfs {
+            path: PathBuf,
+        },
+        Target {
+            path: PathBuf,
+            want: Want,
+        },
+        OpenTree {
+            source: PathBuf,
+            recursive: bool,
+        },
         NewFs(NewFs),
         /// `from` as labelled: `tree:<source>` or `fs:<type>`.
-        Move { from: PathBuf, to: PathBuf },
-        CopyTree { from: PathBuf, to: PathBuf },
-        Fstat { path: PathBuf },
-        CloneTree { path: PathBuf, recursive: bool },
-        Statfs { path: PathBuf },
-        OpenDir { path: PathBuf },
-        Mknod { path: PathBuf, mode: u32, dev: u64 },
-        Chown { path: PathBuf, uid: u32, gid: u32 },
-        Symlink { target: PathBuf, path: PathBuf },
-        Unlink { path: PathBuf },
-        OpenHostDir { path: PathBuf },
-        Parent { path: PathBuf },
-        Fchdir { path: PathBuf },
+        Move {
+            from: PathBuf,
+            to: PathBuf,
+        },
+        CopyTree {
+            from: PathBuf,
+            to: PathBuf,
+        },
+        Fstat {
+            path: PathBuf,
+        },
+        CloneTree {
+            path: PathBuf,
+            recursive: bool,
+        },
+        Statfs {
+            path: PathBuf,
+        },
+        OpenDir {
+            path: PathBuf,
+        },
+        Mknod {
+            path: PathBuf,
+            mode: u32,
+            dev: u64,
+        },
+        Chown {
+            path: PathBuf,
+            uid: u32,
+            gid: u32,
+        },
+        Symlink {
+            target: PathBuf,
+            path: PathBuf,
+        },
+        Unlink {
+            path: PathBuf,
+        },
+        OpenHostDir {
+            path: PathBuf,
+        },
+        Parent {
+            path: PathBuf,
+        },
+        Fchdir {
+            path: PathBuf,
+        },
         PivotRootHere,
-        Propagation { path: PathBuf, flags: MsFlags },
-        UmountDetach { path: PathBuf },
-        Chdir { path: PathBuf },
+        Propagation {
+            path: PathBuf,
+            flags: MsFlags,
+        },
+        UmountDetach {
+            path: PathBuf,
+        },
+        Chdir {
+            path: PathBuf,
+        },
         ChrootHere,
         MountInfo,
     }

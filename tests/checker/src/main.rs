@@ -19,18 +19,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
-const NAMESPACES: [&str; 10] = [
-    "cgroup",
-    "ipc",
-    "mnt",
-    "net",
-    "pid",
-    "pid_for_children",
-    "time",
-    "time_for_children",
-    "user",
-    "uts",
-];
+const NAMESPACES: [&str; 10] = ["cgroup", "ipc", "mnt", "net", "pid", "pid_for_children", "time", "time_for_children", "user", "uts"];
 
 /// Capability names by bit number (linux/capability.h, up to CAP_CHECKPOINT_RESTORE).
 const CAPS: [&str; 41] = [
@@ -78,13 +67,8 @@ const CAPS: [&str; 41] = [
 ];
 
 /// `/proc/self/status` capability lines and the JSON key each is reported under.
-const CAP_SETS: [(&str, &str); 5] = [
-    ("CapInh", "inheritable"),
-    ("CapPrm", "permitted"),
-    ("CapEff", "effective"),
-    ("CapBnd", "bounding"),
-    ("CapAmb", "ambient"),
-];
+const CAP_SETS: [(&str, &str); 5] =
+    [("CapInh", "inheritable"), ("CapPrm", "permitted"), ("CapEff", "effective"), ("CapBnd", "bounding"), ("CapAmb", "ambient")];
 
 const RLIMITS: [(&str, libc::__rlimit_resource_t); 16] = [
     ("RLIMIT_AS", libc::RLIMIT_AS),
@@ -186,46 +170,24 @@ fn main() {
     report.insert("capabilities".into(), capabilities(&status));
     report.insert("no_new_privs".into(), status_number(&status, "NoNewPrivs"));
     report.insert("seccomp".into(), status_number(&status, "Seccomp"));
-    report.insert(
-        "seccomp_filters".into(),
-        status_number(&status, "Seccomp_filters"),
-    );
-    report.insert(
-        "umask".into(),
-        json!(status_field(&status, "Umask").unwrap_or_default()),
-    );
+    report.insert("seccomp_filters".into(), status_number(&status, "Seccomp_filters"));
+    report.insert("umask".into(), json!(status_field(&status, "Umask").unwrap_or_default()));
     report.insert("rlimits".into(), rlimits());
     let (hostname, domainname) = uname();
     report.insert("hostname".into(), json!(hostname));
     report.insert("domainname".into(), json!(domainname));
-    report.insert(
-        "cwd".into(),
-        json!(std::env::current_dir()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default()),
-    );
+    report.insert("cwd".into(), json!(std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_default()));
     report.insert(
         "env".into(),
-        json!(std::env::vars_os()
-            .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
-            .collect::<Vec<_>>()),
+        json!(std::env::vars_os().map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy())).collect::<Vec<_>>()),
     );
     report.insert(
         "oom_score_adj".into(),
-        read_trimmed("/proc/self/oom_score_adj")
-            .as_str()
-            .and_then(|s| s.parse::<i64>().ok())
-            .map_or(Value::Null, |n| json!(n)),
+        read_trimmed("/proc/self/oom_score_adj").as_str().and_then(|s| s.parse::<i64>().ok()).map_or(Value::Null, |n| json!(n)),
     );
     // SAFETY: personality(0xffffffff) only queries the current persona.
-    report.insert(
-        "personality".into(),
-        json!(unsafe { libc::personality(0xffff_ffff) }),
-    );
-    report.insert(
-        "timens_offsets".into(),
-        read_trimmed("/proc/self/timens_offsets"),
-    );
+    report.insert("personality".into(), json!(unsafe { libc::personality(0xffff_ffff) }));
+    report.insert("timens_offsets".into(), read_trimmed("/proc/self/timens_offsets"));
     report.insert("clocks".into(), clocks());
     report.insert("cgroup".into(), cgroup(&mounts));
     report.insert("sysctls".into(), sysctls(&requests.sysctls));
@@ -233,10 +195,7 @@ fn main() {
     report.insert("mkdir".into(), errnos(&requests.mkdirs, try_mkdir));
     report.insert("write".into(), errnos(&requests.writes, try_write));
     report.insert("exec".into(), errnos(&requests.execs, try_exec));
-    report.insert(
-        "mounts".into(),
-        Value::Array(mounts.iter().map(Mount::to_json).collect()),
-    );
+    report.insert("mounts".into(), Value::Array(mounts.iter().map(Mount::to_json).collect()));
     println!("{}", Value::Object(report));
 }
 
@@ -265,8 +224,7 @@ fn namespaces() -> Value {
     let map: Map<String, Value> = NAMESPACES
         .iter()
         .map(|ns| {
-            let link = fs::read_link(format!("/proc/self/ns/{ns}"))
-                .map_or(Value::Null, |l| json!(l.to_string_lossy()));
+            let link = fs::read_link(format!("/proc/self/ns/{ns}")).map_or(Value::Null, |l| json!(l.to_string_lossy()));
             (ns.to_string(), link)
         })
         .collect();
@@ -278,14 +236,7 @@ fn id_map(name: &str) -> Value {
     let Ok(text) = fs::read_to_string(format!("/proc/self/{name}")) else {
         return Value::Null;
     };
-    text.lines()
-        .map(|l| {
-            l.split_whitespace()
-                .filter_map(|n| n.parse::<u64>().ok())
-                .collect::<Vec<_>>()
-        })
-        .collect::<Vec<_>>()
-        .into()
+    text.lines().map(|l| l.split_whitespace().filter_map(|n| n.parse::<u64>().ok()).collect::<Vec<_>>()).collect::<Vec<_>>().into()
 }
 
 fn ids() -> Value {
@@ -296,9 +247,7 @@ fn ids() -> Value {
         libc::getresuid(&mut uid, &mut euid, &mut suid);
         libc::getresgid(&mut gid, &mut egid, &mut sgid);
     }
-    let groups = nix::unistd::getgroups()
-        .map(|g| g.iter().map(|g| g.as_raw()).collect::<Vec<_>>())
-        .unwrap_or_default();
+    let groups = nix::unistd::getgroups().map(|g| g.iter().map(|g| g.as_raw()).collect::<Vec<_>>()).unwrap_or_default();
     json!({"uid": uid, "euid": euid, "suid": suid, "gid": gid, "egid": egid, "sgid": sgid,
            "groups": groups})
 }
@@ -315,19 +264,14 @@ fn status_field<'a>(status: &'a str, key: &str) -> Option<&'a str> {
 }
 
 fn status_number(status: &str, key: &str) -> Value {
-    status_field(status, key)
-        .and_then(|v| v.parse::<i64>().ok())
-        .map_or(Value::Null, |n| json!(n))
+    status_field(status, key).and_then(|v| v.parse::<i64>().ok()).map_or(Value::Null, |n| json!(n))
 }
 
 /// Names of the bits set in a hex capability mask.
 fn cap_names(mask: u64) -> Vec<String> {
     (0..64)
         .filter(|bit| mask & (1u64 << bit) != 0)
-        .map(|bit| {
-            CAPS.get(bit as usize)
-                .map_or_else(|| format!("CAP_{bit}"), |n| n.to_string())
-        })
+        .map(|bit| CAPS.get(bit as usize).map_or_else(|| format!("CAP_{bit}"), |n| n.to_string()))
         .collect()
 }
 
@@ -348,10 +292,7 @@ fn rlimits() -> Value {
     let map: Map<String, Value> = RLIMITS
         .iter()
         .map(|(name, resource)| {
-            let mut lim = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
+            let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
             // SAFETY: lim is a valid out-pointer.
             let value = if unsafe { libc::getrlimit(*resource, &mut lim) } == 0 {
                 json!({"soft": lim.rlim_cur, "hard": lim.rlim_max})
@@ -372,19 +313,14 @@ fn uname() -> (String, String) {
     }
     let text = |field: &[libc::c_char]| {
         // SAFETY: uname NUL-terminates every field.
-        unsafe { CStr::from_ptr(field.as_ptr()) }
-            .to_string_lossy()
-            .into_owned()
+        unsafe { CStr::from_ptr(field.as_ptr()) }.to_string_lossy().into_owned()
     };
     (text(&uts.nodename), text(&uts.domainname))
 }
 
 fn clocks() -> Value {
     let secs = |clock| {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
         // SAFETY: ts is a valid out-pointer.
         (unsafe { libc::clock_gettime(clock, &mut ts) } == 0).then_some(ts.tv_sec)
     };
@@ -462,9 +398,7 @@ fn unescape(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        let octal = b
-            .get(i + 1..i + 4)
-            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        let octal = b.get(i + 1..i + 4).filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
         match (b[i], octal) {
             (b'\\', Some(d)) => {
                 out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
@@ -480,11 +414,7 @@ fn unescape(s: &str) -> String {
 }
 
 fn mountinfo() -> Vec<Mount> {
-    fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .filter_map(Mount::parse)
-        .collect()
+    fs::read_to_string("/proc/self/mountinfo").unwrap_or_default().lines().filter_map(Mount::parse).collect()
 }
 
 /// The cgroup membership from /proc/self/cgroup and, for each hierarchy mounted in this mount
@@ -496,9 +426,7 @@ fn cgroup(mounts: &[Mount]) -> Value {
     let mut unreachable = vec![];
     for line in text.lines() {
         let mut parts = line.splitn(3, ':');
-        let (Some(hierarchy), Some(controllers), Some(path)) =
-            (parts.next(), parts.next(), parts.next())
-        else {
+        let (Some(hierarchy), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
             continue;
         };
         membership.push(json!({"hierarchy": hierarchy, "controllers": controllers, "path": path}));
@@ -513,26 +441,16 @@ fn cgroup(mounts: &[Mount]) -> Value {
 /// The directory of cgroup `path` of the hierarchy with `controllers` ("" for cgroup2): a mount
 /// of that hierarchy whose root is `path` or one of its ancestors.
 fn cgroup_dir(mounts: &[Mount], controllers: &str, path: &str) -> Option<String> {
-    let wanted: Vec<&str> = controllers
-        .split(',')
-        .map(|c| c.trim_start_matches("name="))
-        .filter(|c| !c.is_empty())
-        .collect();
+    let wanted: Vec<&str> = controllers.split(',').map(|c| c.trim_start_matches("name=")).filter(|c| !c.is_empty()).collect();
     mounts.iter().find_map(|m| {
         let matches = if wanted.is_empty() {
             m.fstype == "cgroup2"
         } else {
-            m.fstype == "cgroup"
-                && wanted.iter().all(|c| {
-                    m.super_options
-                        .iter()
-                        .any(|o| o == c || o == &format!("name={c}"))
-                })
+            m.fstype == "cgroup" && wanted.iter().all(|c| m.super_options.iter().any(|o| o == c || o == &format!("name={c}")))
         };
         let root = m.root.trim_end_matches('/');
         let rest = path.strip_prefix(root)?;
-        (matches && (rest.is_empty() || rest.starts_with('/')))
-            .then(|| format!("{}{rest}", m.mount_point))
+        (matches && (rest.is_empty() || rest.starts_with('/'))).then(|| format!("{}{rest}", m.mount_point))
     })
 }
 
@@ -542,8 +460,7 @@ fn read_cgroup_files(dir: &str, files: &mut Map<String, Value>) {
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let hugetlb_limit = name.starts_with("hugetlb.")
-            && (name.ends_with(".limit_in_bytes") || name.ends_with(".max"));
+        let hugetlb_limit = name.starts_with("hugetlb.") && (name.ends_with(".limit_in_bytes") || name.ends_with(".max"));
         if !(CGROUP_FILES.contains(&name.as_str()) || hugetlb_limit) || files.contains_key(&name) {
             continue;
         }
@@ -554,10 +471,7 @@ fn read_cgroup_files(dir: &str, files: &mut Map<String, Value>) {
 }
 
 fn paths(paths: &[String], mounts: &[Mount]) -> Value {
-    let map: Map<String, Value> = paths
-        .iter()
-        .map(|p| (p.clone(), probe_path(p, mounts)))
-        .collect();
+    let map: Map<String, Value> = paths.iter().map(|p| (p.clone(), probe_path(p, mounts))).collect();
     Value::Object(map)
 }
 
@@ -566,9 +480,7 @@ fn paths(paths: &[String], mounts: &[Mount]) -> Value {
 fn probe_path(path: &str, mounts: &[Mount]) -> Value {
     let meta = match fs::metadata(path) {
         Ok(m) => m,
-        Err(e) => {
-            return json!({"exists": false, "errno": e.raw_os_error(), "error": e.to_string()})
-        }
+        Err(e) => return json!({"exists": false, "errno": e.raw_os_error(), "error": e.to_string()}),
     };
     let ft = meta.file_type();
     let kind = if ft.is_dir() {
@@ -590,15 +502,9 @@ fn probe_path(path: &str, mounts: &[Mount]) -> Value {
     let mount = mnt_id(path).and_then(|id| mounts.iter().find(|m| m.id == id));
     let vfs = vfs_flags(path);
     let readonly = vfs.iter().any(|f| f == "ro");
-    let entries = ft
-        .is_dir()
-        .then(|| fs::read_dir(path).map(|d| d.count()).ok())
-        .flatten();
+    let entries = ft.is_dir().then(|| fs::read_dir(path).map(|d| d.count()).ok()).flatten();
     let masked = (kind == "char" && rdev == [1, 3])
-        || (kind == "dir"
-            && entries == Some(0)
-            && readonly
-            && mount.is_some_and(|m| m.mount_point == path && m.fstype == "tmpfs"));
+        || (kind == "dir" && entries == Some(0) && readonly && mount.is_some_and(|m| m.mount_point == path && m.fstype == "tmpfs"));
     let content = ft.is_file().then(|| match fs::read(path) {
         Ok(data) => json!(String::from_utf8_lossy(&data[..data.len().min(4096)])),
         Err(e) => json!({"errno": e.raw_os_error(), "error": e.to_string()}),
@@ -631,11 +537,7 @@ fn vfs_flags(path: &str) -> Vec<String> {
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
         return vec![];
     }
-    VFS_FLAGS
-        .iter()
-        .filter(|(flag, _)| st.f_flag & flag != 0)
-        .map(|(_, name)| name.to_string())
-        .collect()
+    VFS_FLAGS.iter().filter(|(flag, _)| st.f_flag & flag != 0).map(|(_, name)| name.to_string()).collect()
 }
 
 /// `{path: errno}` for each path (0 = the operation succeeded).
@@ -662,12 +564,7 @@ fn try_mkdir(arg: &str) -> std::io::Result<()> {
 
 fn try_write(path: &str) -> std::io::Result<()> {
     use std::io::Write;
-    fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)?
-        .write_all(b"")
+    fs::OpenOptions::new().write(true).create(true).truncate(false).open(path)?.write_all(b"")
 }
 
 /// Runs `path` (with no arguments) and waits; the error is exec's.

@@ -15,9 +15,9 @@ pub mod registry;
 
 use cri::image_service_client::ImageServiceClient;
 use cri::runtime_service_client::RuntimeServiceClient;
+use rustpod_tests::containerd::script;
 use rustpod_tests::process::{self, Output};
 use rustpod_tests::scratch::{unique_name, ScratchDir};
-use rustpod_tests::containerd::script;
 use rustpod_tests::{leftovers, needs, shim, wait};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -95,15 +95,13 @@ fn containerd_and_ctr(other: Option<&Path>) -> (PathBuf, PathBuf) {
     }
 }
 
-
 /// `$RUSTPOD_PAUSE_BIN` (hack/test.sh exports it), else hack/build-pause.sh's output if built.
 /// The tests never run cargo themselves: the outer `cargo test` holds the build lock.
 pub fn pause_bin() -> Option<PathBuf> {
     if let Some(bin) = std::env::var_os("RUSTPOD_PAUSE_BIN") {
         return Some(PathBuf::from(bin));
     }
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").unwrap_or_else(|| "/var/tmp/rustpod-target".into());
+    let target = std::env::var_os("CARGO_TARGET_DIR").unwrap_or_else(|| "/var/tmp/rustpod-target".into());
     Some(Path::new(&target).join("static/rustpod-pause")).filter(|p| p.exists())
 }
 
@@ -120,16 +118,8 @@ pub fn blocker_on(other: Option<&Path>) -> Option<String> {
         .or_else(|| needs::program(&containerd))
         .or_else(|| other.and_then(|c| needs::program(&c.with_file_name(RUNC_SHIM_NAME))))
         .or_else(|| needs::program(&script("cri.sh")))
-        .or_else(|| {
-            pause_bin().is_none().then(|| {
-                "no pause binary: set RUSTPOD_PAUSE_BIN or run hack/build-pause.sh".to_string()
-            })
-        })
-        .or_else(|| {
-            (handler() == "rustpod")
-                .then(|| needs::program(&shim::shim_bin()))
-                .flatten()
-        })
+        .or_else(|| pause_bin().is_none().then(|| "no pause binary: set RUSTPOD_PAUSE_BIN or run hack/build-pause.sh".to_string()))
+        .or_else(|| (handler() == "rustpod").then(|| needs::program(&shim::shim_bin())).flatten())
 }
 
 /// A private containerd with the CRI plugin and a blocking CRI client.
@@ -169,17 +159,13 @@ fn absent_k8s_parents() -> Vec<PathBuf> {
 /// A channel to containerd's CRI socket.
 fn connect(rt: &tokio::runtime::Runtime, socket: &str) -> Channel {
     let path = socket.to_string();
-    rt.block_on(
-        Endpoint::try_from("http://[::]:50051")
-            .expect("endpoint")
-            .connect_with_connector(tower::service_fn(move |_: Uri| {
-                let path = path.clone();
-                async move {
-                    let stream = tokio::net::UnixStream::connect(path).await?;
-                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-                }
-            })),
-    )
+    rt.block_on(Endpoint::try_from("http://[::]:50051").expect("endpoint").connect_with_connector(tower::service_fn(move |_: Uri| {
+        let path = path.clone();
+        async move {
+            let stream = tokio::net::UnixStream::connect(path).await?;
+            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+        }
+    })))
     .expect("connect to the CRI socket")
 }
 
@@ -222,21 +208,14 @@ impl Cri {
         let dir = ScratchDir::new("cri");
         let bin = dir.join("bin");
         std::fs::create_dir_all(&bin).map_err(|e| format!("create shim dir: {e}"))?;
-        std::os::unix::fs::symlink(shim::shim_bin(), bin.join(SHIM_NAME))
-            .map_err(|e| format!("link shim: {e}"))?;
+        std::os::unix::fs::symlink(shim::shim_bin(), bin.join(SHIM_NAME)).map_err(|e| format!("link shim: {e}"))?;
         let socket = dir.join_str("containerd.sock");
         let mut cmd = std::process::Command::new(script("cri.sh"));
-        cmd.args([
-            "start",
-            dir.str(),
-            "--shim-dir",
-            bin.to_str().expect("UTF-8"),
-        ]);
+        cmd.args(["start", dir.str(), "--shim-dir", bin.to_str().expect("UTF-8")]);
         // containerd 2.x finds shims on its PATH first: its own runc shim, not the host's 1.6 one.
         if let Some(containerd) = other {
             let runc_shim = containerd.with_file_name(RUNC_SHIM_NAME);
-            std::os::unix::fs::symlink(&runc_shim, bin.join(RUNC_SHIM_NAME))
-                .map_err(|e| format!("link {}: {e}", runc_shim.display()))?;
+            std::os::unix::fs::symlink(&runc_shim, bin.join(RUNC_SHIM_NAME)).map_err(|e| format!("link {}: {e}", runc_shim.display()))?;
             cmd.arg("--containerd").arg(containerd);
         }
         if systemd_driver() {
@@ -256,10 +235,7 @@ impl Cri {
                 String::from_utf8_lossy(&out.stderr)
             ));
         }
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("tokio runtime");
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
         let channel = connect(&rt, &socket);
         Ok(Cri {
             dir,
@@ -307,20 +283,13 @@ impl Cri {
 
     /// `ctr -n k8s.io --address SOCK args…`.
     pub fn ctr(&self, args: &[&str]) -> Output {
-        let all = [
-            &["-n", NAMESPACE, "--address", self.socket.as_str()][..],
-            args,
-        ]
-        .concat();
+        let all = [&["-n", NAMESPACE, "--address", self.socket.as_str()][..], args].concat();
         process::run(&self.ctr, &all, b"")
     }
 
     /// One CRI call, bounded: a call that never returns (containerd waiting on a stdio FIFO,
     /// say) fails its test instead of hanging the suite.
-    fn rpc<T>(
-        &self,
-        fut: impl std::future::Future<Output = Result<tonic::Response<T>, Status>>,
-    ) -> Result<T, Status> {
+    fn rpc<T>(&self, fut: impl std::future::Future<Output = Result<tonic::Response<T>, Status>>) -> Result<T, Status> {
         self.rt
             .block_on(async { tokio::time::timeout(RPC_DEADLINE, fut).await })
             .unwrap_or_else(|_| Err(Status::deadline_exceeded(format!("no answer within {RPC_DEADLINE:?}"))))
@@ -353,15 +322,8 @@ impl Cri {
     /// Whether `image` is present in the k8s.io namespace, as the CRI image service sees it.
     pub fn has_image(&self, image: &str) -> bool {
         let mut c = self.images.clone();
-        let spec = cri::ImageSpec {
-            image: image.into(),
-            ..Default::default()
-        };
-        self.rpc(c.image_status(cri::ImageStatusRequest {
-            image: Some(spec),
-            verbose: false,
-        }))
-        .is_ok_and(|r| r.image.is_some())
+        let spec = cri::ImageSpec { image: image.into(), ..Default::default() };
+        self.rpc(c.image_status(cri::ImageStatusRequest { image: Some(spec), verbose: false })).is_ok_and(|r| r.image.is_some())
     }
 
     /// RunPodSandbox with this test's handler.
@@ -372,8 +334,7 @@ impl Cri {
     /// RunPodSandbox with this test's handler; panics with the CRI error.
     #[track_caller]
     pub fn run_pod_ok(&self, config: &cri::PodSandboxConfig) -> String {
-        self.run_pod(config)
-            .unwrap_or_else(|e| panic!("RunPodSandbox (handler {}): {e}", self.handler))
+        self.run_pod(config).unwrap_or_else(|e| panic!("RunPodSandbox (handler {}): {e}", self.handler))
     }
 
     /// A pod config whose log directory is `<dir>/var/log/pods/<uid>`, with the
@@ -387,77 +348,50 @@ impl Cri {
         (config, log_dir)
     }
 
-    pub fn run_pod_with(
-        &self,
-        config: &cri::PodSandboxConfig,
-        handler: &str,
-    ) -> Result<String, Status> {
+    pub fn run_pod_with(&self, config: &cri::PodSandboxConfig, handler: &str) -> Result<String, Status> {
         let slice = config.linux.as_ref().map_or("", |l| l.cgroup_parent.as_str());
         if slice.ends_with(".slice") {
             self.slices.borrow_mut().push(slice.to_string());
         }
         let mut c = self.runtime.clone();
-        let req = cri::RunPodSandboxRequest {
-            config: Some(config.clone()),
-            runtime_handler: handler.into(),
-        };
+        let req = cri::RunPodSandboxRequest { config: Some(config.clone()), runtime_handler: handler.into() };
         self.rpc(c.run_pod_sandbox(req)).map(|r| r.pod_sandbox_id)
     }
 
     pub fn stop_pod(&self, id: &str) -> Result<(), Status> {
         let mut c = self.runtime.clone();
-        self.rpc(c.stop_pod_sandbox(cri::StopPodSandboxRequest {
-            pod_sandbox_id: id.into(),
-        }))
-        .map(drop)
+        self.rpc(c.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: id.into() })).map(drop)
     }
 
     pub fn remove_pod(&self, id: &str) -> Result<(), Status> {
         let mut c = self.runtime.clone();
-        self.rpc(c.remove_pod_sandbox(cri::RemovePodSandboxRequest {
-            pod_sandbox_id: id.into(),
-        }))
-        .map(drop)
+        self.rpc(c.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: id.into() })).map(drop)
     }
 
     pub fn pod_status(&self, id: &str) -> Result<cri::PodSandboxStatusResponse, Status> {
         let mut c = self.runtime.clone();
-        self.rpc(c.pod_sandbox_status(cri::PodSandboxStatusRequest {
-            pod_sandbox_id: id.into(),
-            verbose: true,
-        }))
+        self.rpc(c.pod_sandbox_status(cri::PodSandboxStatusRequest { pod_sandbox_id: id.into(), verbose: true }))
     }
 
     /// The sandbox's state (READY / NOTREADY).
     pub fn pod_state(&self, id: &str) -> cri::PodSandboxState {
-        let status = self
-            .pod_status(id)
-            .unwrap_or_else(|e| panic!("PodSandboxStatus {id}: {e}"));
+        let status = self.pod_status(id).unwrap_or_else(|e| panic!("PodSandboxStatus {id}: {e}"));
         let state = status.status.expect("PodSandboxStatus has a status").state;
         cri::PodSandboxState::try_from(state).expect("a known sandbox state")
     }
 
     /// The pause process's pid, from the verbose status containerd gives.
     pub fn pod_pid(&self, id: &str) -> i32 {
-        let status = self
-            .pod_status(id)
-            .unwrap_or_else(|e| panic!("PodSandboxStatus {id}: {e}"));
+        let status = self.pod_status(id).unwrap_or_else(|e| panic!("PodSandboxStatus {id}: {e}"));
         info_pid(&status.info)
     }
 
     pub fn list_pods(&self) -> Vec<cri::PodSandbox> {
         let mut c = self.runtime.clone();
-        self.rpc(c.list_pod_sandbox(cri::ListPodSandboxRequest::default()))
-            .map(|r| r.items)
-            .unwrap_or_default()
+        self.rpc(c.list_pod_sandbox(cri::ListPodSandboxRequest::default())).map(|r| r.items).unwrap_or_default()
     }
 
-    pub fn create_container(
-        &self,
-        pod: &str,
-        config: &cri::ContainerConfig,
-        pod_config: &cri::PodSandboxConfig,
-    ) -> Result<String, Status> {
+    pub fn create_container(&self, pod: &str, config: &cri::ContainerConfig, pod_config: &cri::PodSandboxConfig) -> Result<String, Status> {
         let mut c = self.runtime.clone();
         let req = cri::CreateContainerRequest {
             pod_sandbox_id: pod.into(),
@@ -477,61 +411,39 @@ impl Cri {
 
     pub fn start_container(&self, id: &str) -> Result<(), Status> {
         let mut c = self.runtime.clone();
-        self.rpc(c.start_container(cri::StartContainerRequest {
-            container_id: id.into(),
-        }))
-        .map(drop)
+        self.rpc(c.start_container(cri::StartContainerRequest { container_id: id.into() })).map(drop)
     }
 
     /// Create then start; panics with the CRI error on failure.
     #[track_caller]
-    pub fn run_container(
-        &self,
-        pod: &str,
-        config: &cri::ContainerConfig,
-        pod_config: &cri::PodSandboxConfig,
-    ) -> String {
+    pub fn run_container(&self, pod: &str, config: &cri::ContainerConfig, pod_config: &cri::PodSandboxConfig) -> String {
         let name = config.metadata.as_ref().map_or("", |m| m.name.as_str());
         let id = self
             .create_container(pod, config, pod_config)
             .unwrap_or_else(|e| panic!("CreateContainer {name} (handler {}): {e}", self.handler));
-        self.start_container(&id)
-            .unwrap_or_else(|e| panic!("StartContainer {name} (handler {}): {e}", self.handler));
+        self.start_container(&id).unwrap_or_else(|e| panic!("StartContainer {name} (handler {}): {e}", self.handler));
         id
     }
 
     pub fn stop_container(&self, id: &str, timeout: i64) -> Result<(), Status> {
         let mut c = self.runtime.clone();
-        self.rpc(c.stop_container(cri::StopContainerRequest {
-            container_id: id.into(),
-            timeout,
-        }))
-        .map(drop)
+        self.rpc(c.stop_container(cri::StopContainerRequest { container_id: id.into(), timeout })).map(drop)
     }
 
     pub fn remove_container(&self, id: &str) -> Result<(), Status> {
         let mut c = self.runtime.clone();
-        self.rpc(c.remove_container(cri::RemoveContainerRequest {
-            container_id: id.into(),
-        }))
-        .map(drop)
+        self.rpc(c.remove_container(cri::RemoveContainerRequest { container_id: id.into() })).map(drop)
     }
 
     pub fn container_status(&self, id: &str) -> Result<cri::ContainerStatusResponse, Status> {
         let mut c = self.runtime.clone();
-        self.rpc(c.container_status(cri::ContainerStatusRequest {
-            container_id: id.into(),
-            verbose: true,
-        }))
+        self.rpc(c.container_status(cri::ContainerStatusRequest { container_id: id.into(), verbose: true }))
     }
 
     /// The container's status; panics if CRI cannot tell it.
     #[track_caller]
     pub fn status(&self, id: &str) -> cri::ContainerStatus {
-        self.container_status(id)
-            .unwrap_or_else(|e| panic!("ContainerStatus {id}: {e}"))
-            .status
-            .expect("ContainerStatus has a status")
+        self.container_status(id).unwrap_or_else(|e| panic!("ContainerStatus {id}: {e}")).status.expect("ContainerStatus has a status")
     }
 
     pub fn state(&self, id: &str) -> cri::ContainerState {
@@ -540,27 +452,19 @@ impl Cri {
 
     /// The container's init pid on the host, from the verbose status.
     pub fn container_pid(&self, id: &str) -> i32 {
-        let status = self
-            .container_status(id)
-            .unwrap_or_else(|e| panic!("ContainerStatus {id}: {e}"));
+        let status = self.container_status(id).unwrap_or_else(|e| panic!("ContainerStatus {id}: {e}"));
         info_pid(&status.info)
     }
 
     /// Polls (bounded) until container `id` is in `state`.
     #[track_caller]
     pub fn wait_state(&self, id: &str, state: cri::ContainerState) {
-        wait::wait_for(&format!("container {id} to be {state:?}"), || {
-            (self.state(id) == state).then_some(())
-        });
+        wait::wait_for(&format!("container {id} to be {state:?}"), || (self.state(id) == state).then_some(()));
     }
 
     pub fn exec_sync(&self, id: &str, cmd: &[&str]) -> Result<cri::ExecSyncResponse, Status> {
         let mut c = self.runtime.clone();
-        let req = cri::ExecSyncRequest {
-            container_id: id.into(),
-            cmd: cmd.iter().map(|s| s.to_string()).collect(),
-            timeout: 60,
-        };
+        let req = cri::ExecSyncRequest { container_id: id.into(), cmd: cmd.iter().map(|s| s.to_string()).collect(), timeout: 60 };
         self.rpc(c.exec_sync(req))
     }
 
@@ -570,12 +474,7 @@ impl Cri {
         let r = self
             .exec_sync(id, &["sh", "-c", script])
             .or_else(|e| self.again_if_crun_lost_its_pipe(id, &["sh", "-c", script], e))
-            .unwrap_or_else(|e| {
-                panic!(
-                    "ExecSync `{script}` in {id} (handler {}): {e}",
-                    self.handler
-                )
-            });
+            .unwrap_or_else(|e| panic!("ExecSync `{script}` in {id} (handler {}): {e}", self.handler));
         Exec {
             code: r.exit_code,
             stdout: String::from_utf8_lossy(&r.stdout).into_owned(),
@@ -598,25 +497,13 @@ impl Cri {
     #[track_caller]
     pub fn sh_ok(&self, id: &str, script: &str) -> String {
         let r = self.sh(id, script);
-        assert_eq!(
-            r.code, 0,
-            "`{script}` failed in {id} (handler {}): {r:?}",
-            self.handler
-        );
+        assert_eq!(r.code, 0, "`{script}` failed in {id} (handler {}): {r:?}", self.handler);
         r.stdout.trim().to_string()
     }
 
-    pub fn update_resources(
-        &self,
-        id: &str,
-        resources: cri::LinuxContainerResources,
-    ) -> Result<(), Status> {
+    pub fn update_resources(&self, id: &str, resources: cri::LinuxContainerResources) -> Result<(), Status> {
         let mut c = self.runtime.clone();
-        let req = cri::UpdateContainerResourcesRequest {
-            container_id: id.into(),
-            linux: Some(resources),
-            ..Default::default()
-        };
+        let req = cri::UpdateContainerResourcesRequest { container_id: id.into(), linux: Some(resources), ..Default::default() };
         self.rpc(c.update_container_resources(req)).map(drop)
     }
 
@@ -633,26 +520,17 @@ impl Cri {
 
     pub fn container_stats(&self, id: &str) -> Result<cri::ContainerStats, Status> {
         let mut c = self.runtime.clone();
-        self.rpc(c.container_stats(cri::ContainerStatsRequest {
-            container_id: id.into(),
-        }))
-        .map(|r| r.stats.unwrap_or_default())
+        self.rpc(c.container_stats(cri::ContainerStatsRequest { container_id: id.into() })).map(|r| r.stats.unwrap_or_default())
     }
 
     pub fn reopen_log(&self, id: &str) -> Result<(), Status> {
         let mut c = self.runtime.clone();
-        self.rpc(c.reopen_container_log(cri::ReopenContainerLogRequest {
-            container_id: id.into(),
-        }))
-        .map(drop)
+        self.rpc(c.reopen_container_log(cri::ReopenContainerLogRequest { container_id: id.into() })).map(drop)
     }
 
     /// The containerd state dir of task `id` (holds the shim's `address` file).
     pub fn task_dir(&self, id: &str) -> PathBuf {
-        self.dir
-            .join("state/io.containerd.runtime.v2.task")
-            .join(NAMESPACE)
-            .join(id)
+        self.dir.join("state/io.containerd.runtime.v2.task").join(NAMESPACE).join(id)
     }
 
     /// Live shim server processes of ours that serve this containerd.
@@ -663,8 +541,7 @@ impl Cri {
                 what.contains(SHIM_NAME)
                     && !what.contains(" start")
                     && !what.contains(" delete")
-                    && std::fs::read_link(format!("/proc/{pid}/exe"))
-                        .is_ok_and(|exe| exe.to_string_lossy().contains(SHIM_NAME))
+                    && std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe.to_string_lossy().contains(SHIM_NAME))
             })
             .map(|(pid, _)| pid)
             .collect()
@@ -706,8 +583,7 @@ impl Cri {
         let bin = self.dir.join("cni/bin");
         for name in ["loopback", "noop"] {
             let link = bin.join(name);
-            std::os::unix::fs::symlink(script("cni-noop.sh"), &link)
-                .unwrap_or_else(|e| panic!("symlink {}: {e}", link.display()));
+            std::os::unix::fs::symlink(script("cni-noop.sh"), &link).unwrap_or_else(|e| panic!("symlink {}: {e}", link.display()));
         }
         let conf = self.dir.join("cni/net.d/10-noop.conflist");
         std::fs::write(&conf, r#"{"cniVersion":"1.0.0","name":"rustpod-noop","plugins":[{"type":"noop"}]}"#)
@@ -739,14 +615,9 @@ impl Cri {
     }
 
     fn stop(&self) {
-        let stopped =
-            process::spawn(&script("containerd.sh"), &["stop", self.dir.str()], b"").try_wait();
+        let stopped = process::spawn(&script("containerd.sh"), &["stop", self.dir.str()], b"").try_wait();
         if !stopped.is_ok_and(|out| out.success()) {
-            let ours = |pid: &i32| {
-                leftovers::pids_under(self.dir.str())
-                    .iter()
-                    .any(|(p, _)| p == pid)
-            };
+            let ours = |pid: &i32| leftovers::pids_under(self.dir.str()).iter().any(|(p, _)| p == pid);
             leftovers::kill_pids(self.containerd_pid().filter(ours));
         }
     }
@@ -759,28 +630,14 @@ impl Drop for Cri {
             let log = std::fs::read_to_string(self.dir.join("containerd.log")).unwrap_or_default();
             let errors: Vec<&str> = log
                 .lines()
-                .filter(|l| {
-                    std::env::var_os("RUSTPOD_CRI_FULL_LOG").is_some()
-                        || l.contains("level=error")
-                        || l.contains("level=warn")
-                })
+                .filter(|l| std::env::var_os("RUSTPOD_CRI_FULL_LOG").is_some() || l.contains("level=error") || l.contains("level=warn"))
                 .collect();
             eprintln!(
                 "--- containerd.log errors and warnings:\n{}",
-                errors[errors.len().saturating_sub(
-                    if std::env::var_os("RUSTPOD_CRI_FULL_LOG").is_some() {
-                        400
-                    } else {
-                        30
-                    }
-                )..]
-                    .join("\n")
+                errors[errors.len().saturating_sub(if std::env::var_os("RUSTPOD_CRI_FULL_LOG").is_some() { 400 } else { 30 })..].join("\n")
             );
         }
-        if self
-            .containerd_pid()
-            .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
-        {
+        if self.containerd_pid().is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists()) {
             self.remove_all_pods();
         }
         self.stop();
@@ -820,13 +677,9 @@ pub struct Exec {
 }
 
 fn info_pid(info: &HashMap<String, String>) -> i32 {
-    let raw = info
-        .get("info")
-        .unwrap_or_else(|| panic!("no verbose info in {info:?}"));
+    let raw = info.get("info").unwrap_or_else(|| panic!("no verbose info in {info:?}"));
     let json: serde_json::Value = serde_json::from_str(raw).expect("verbose info is JSON");
-    json["pid"]
-        .as_i64()
-        .unwrap_or_else(|| panic!("no pid in verbose info {raw}")) as i32
+    json["pid"].as_i64().unwrap_or_else(|| panic!("no pid in verbose info {raw}")) as i32
 }
 
 /// A kubelet-like pod: host network, pod PID and IPC namespaces, a fresh uid; with the systemd
@@ -835,12 +688,7 @@ pub fn pod_config(name: &str) -> cri::PodSandboxConfig {
     let uid = unique_name("uid");
     let cgroup_parent = if systemd_driver() { pod_slice(&uid) } else { String::new() };
     cri::PodSandboxConfig {
-        metadata: Some(cri::PodSandboxMetadata {
-            name: name.into(),
-            uid,
-            namespace: "rustpod-test".into(),
-            attempt: 0,
-        }),
+        metadata: Some(cri::PodSandboxMetadata { name: name.into(), uid, namespace: "rustpod-test".into(), attempt: 0 }),
         linux: Some(cri::LinuxPodSandboxConfig {
             cgroup_parent,
             security_context: Some(cri::LinuxSandboxSecurityContext {
@@ -882,33 +730,20 @@ pub fn set_pod_userns(pod: &mut cri::PodSandboxConfig, userns: &cri::UserNamespa
 /// Puts the pod's namespace options (its `userns` included) on container `c`, as kubelet does
 /// for every container of the pod.
 pub fn set_container_namespaces(c: &mut cri::ContainerConfig, pod: &cri::PodSandboxConfig) {
-    let options = pod
-        .linux
-        .as_ref()
-        .and_then(|l| l.security_context.as_ref())
-        .and_then(|s| s.namespace_options.clone());
+    let options = pod.linux.as_ref().and_then(|l| l.security_context.as_ref()).and_then(|s| s.namespace_options.clone());
     security(c).namespace_options = options;
 }
 
 /// The pod's sandbox security context, for tweaking.
 pub fn pod_security(pod: &mut cri::PodSandboxConfig) -> &mut cri::LinuxSandboxSecurityContext {
-    pod.linux
-        .get_or_insert_with(Default::default)
-        .security_context
-        .get_or_insert_with(Default::default)
+    pod.linux.get_or_insert_with(Default::default).security_context.get_or_insert_with(Default::default)
 }
 
 /// A busybox container running `sh -c script`.
 pub fn container(name: &str, script: &str) -> cri::ContainerConfig {
     cri::ContainerConfig {
-        metadata: Some(cri::ContainerMetadata {
-            name: name.into(),
-            attempt: 0,
-        }),
-        image: Some(cri::ImageSpec {
-            image: BUSYBOX.into(),
-            ..Default::default()
-        }),
+        metadata: Some(cri::ContainerMetadata { name: name.into(), attempt: 0 }),
+        image: Some(cri::ImageSpec { image: BUSYBOX.into(), ..Default::default() }),
         command: vec!["sh".into(), "-c".into(), script.into()],
         linux: Some(cri::LinuxContainerConfig::default()),
         ..Default::default()
@@ -922,18 +757,12 @@ pub fn sleeper(name: &str) -> cri::ContainerConfig {
 
 /// The container's security context, for tweaking.
 pub fn security(c: &mut cri::ContainerConfig) -> &mut cri::LinuxContainerSecurityContext {
-    c.linux
-        .get_or_insert_with(Default::default)
-        .security_context
-        .get_or_insert_with(Default::default)
+    c.linux.get_or_insert_with(Default::default).security_context.get_or_insert_with(Default::default)
 }
 
 /// The container's resources, for tweaking.
 pub fn resources(c: &mut cri::ContainerConfig) -> &mut cri::LinuxContainerResources {
-    c.linux
-        .get_or_insert_with(Default::default)
-        .resources
-        .get_or_insert_with(Default::default)
+    c.linux.get_or_insert_with(Default::default).resources.get_or_insert_with(Default::default)
 }
 
 /// Starts a private CRI containerd, or skips the test with the reason this machine cannot.

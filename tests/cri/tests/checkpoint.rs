@@ -21,8 +21,8 @@ fn criu_turn() -> std::sync::MutexGuard<'static, ()> {
 
 /// A containerd 2.x CRI with criu usable, or why not.
 fn containerd2_cri() -> Result<Cri, String> {
-    let containerd = containerd2()
-        .ok_or("neither RUSTPOD_CRI_CONTAINERD nor RUSTPOD_CONTAINERD is set (containerd 2.x; hack/test.sh sets sid's)")?;
+    let containerd =
+        containerd2().ok_or("neither RUSTPOD_CRI_CONTAINERD nor RUSTPOD_CONTAINERD is set (containerd 2.x; hack/test.sh sets sid's)")?;
     if let Some(why) = blocker_on(Some(&containerd)).or_else(needs::criu) {
         return Err(why);
     }
@@ -51,9 +51,7 @@ fn count(cri: &Cri, id: &str) -> u64 {
 
 /// Waits (bounded) for the counter to pass `after`: the container's processes run.
 fn counts_past(cri: &Cri, id: &str, after: u64) {
-    wait::wait_for(&format!("{id}'s counter to pass {after} (handler {})", cri.handler), || {
-        (count(cri, id) > after).then_some(())
-    });
+    wait::wait_for(&format!("{id}'s counter to pass {after} (handler {})", cri.handler), || (count(cri, id) > after).then_some(()));
 }
 
 /// The counter: appends 1, 2, 3… to /tmp/n (in its rootfs), one a second.

@@ -16,9 +16,8 @@ fn pod_survives_a_containerd_restart() {
 /// Debian's containerd.service, and `systemctl restart` of it.
 #[test]
 fn pod_survives_systemctl_restart_containerd() {
-    rustpod_tests::skip_if!(rustpod_cri_tests::blocker().or_else(|| {
-        (!std::path::Path::new("/run/systemd/system").is_dir()).then(|| "systemd is not PID 1 here".to_string())
-    }));
+    rustpod_tests::skip_if!(rustpod_cri_tests::blocker()
+        .or_else(|| { (!std::path::Path::new("/run/systemd/system").is_dir()).then(|| "systemd is not PID 1 here".to_string()) }));
     pod_survives(Cri::start_as_systemd_unit(), Restart::Systemctl);
 }
 
@@ -37,35 +36,22 @@ fn pod_survives(mut cri: Cri, restart: Restart) {
     let pod = cri.run_pod_ok(&pod_cfg);
     let quiet = cri.run_container(&pod, &sleeper("quiet"), &pod_cfg);
     // Writes to stdout all along: nobody reads its FIFO while containerd is down.
-    let mut talker = container(
-        "talker",
-        "i=0; while :; do i=$((i+1)); echo tick $i; echo $i >/count; sleep 0.05; done",
-    );
+    let mut talker = container("talker", "i=0; while :; do i=$((i+1)); echo tick $i; echo $i >/count; sleep 0.05; done");
     talker.log_path = "talker/0.log".into();
     let talker = cri.run_container(&pod, &talker, &pod_cfg);
-    let pids = (
-        cri.pod_pid(&pod),
-        cri.container_pid(&quiet),
-        cri.container_pid(&talker),
-    );
+    let pids = (cri.pod_pid(&pod), cri.container_pid(&quiet), cri.container_pid(&talker));
     // Exits with 3 once told to: after the restart, its exit must reach the new containerd.
     let quitter = cri.run_container(&pod, &container("quitter", "while [ ! -f /quit ]; do sleep 0.1; done; exit 3"), &pod_cfg);
     let shims = cri.shim_pids();
 
     // None also while the shell has truncated /count and not yet written it: poll for a value.
-    let count = || {
-        std::fs::read_to_string(format!("/proc/{}/root/count", pids.2))
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-    };
+    let count = || std::fs::read_to_string(format!("/proc/{}/root/count", pids.2)).ok().and_then(|s| s.trim().parse::<u64>().ok());
     match restart {
         Restart::KillAndStart => {
             cri.kill_containerd();
             // While containerd is down the talker writes more than a pipe holds (64 KiB =
             // ~6000 lines).
-            wait_for("the talker to write on while containerd is down", || {
-                count().filter(|n| *n > 200).map(drop)
-            });
+            wait_for("the talker to write on while containerd is down", || count().filter(|n| *n > 200).map(drop));
             cri.restart_containerd();
         }
         Restart::Systemctl => cri.systemctl_restart_containerd(),
@@ -73,28 +59,14 @@ fn pod_survives(mut cri: Cri, restart: Restart) {
 
     assert_eq!(cri.pod_state(&pod), PodSandboxState::SandboxReady);
     for id in [&quiet, &talker] {
-        assert_eq!(
-            cri.state(id),
-            ContainerState::ContainerRunning,
-            "{id} after the restart"
-        );
+        assert_eq!(cri.state(id), ContainerState::ContainerRunning, "{id} after the restart");
     }
-    assert_eq!(
-        (
-            cri.pod_pid(&pod),
-            cri.container_pid(&quiet),
-            cri.container_pid(&talker)
-        ),
-        pids,
-        "same processes"
-    );
+    assert_eq!((cri.pod_pid(&pod), cri.container_pid(&quiet), cri.container_pid(&talker)), pids, "same processes");
     if cri.handler == "rustpod" {
         assert_eq!(cri.shim_pids(), shims, "the same shim serves the pod");
     }
     let before = wait_for("the talker's count", count);
-    wait_for("the talker to go on writing", || {
-        count().filter(|n| *n > before).map(drop)
-    });
+    wait_for("the talker to go on writing", || count().filter(|n| *n > before).map(drop));
     assert_eq!(cri.sh_ok(&quiet, "echo exec works"), "exec works");
     cri.sh_ok(&quitter, "touch /quit");
     cri.wait_state(&quitter, ContainerState::ContainerExited);
@@ -106,27 +78,18 @@ fn pod_survives(mut cri: Cri, restart: Restart) {
         std::fs::read_to_string(&log)
             .ok()?
             .lines()
-            .any(|l| {
-                l.rsplit(' ')
-                    .next()
-                    .and_then(|n| n.parse::<u64>().ok())
-                    .is_some_and(|n| n > last)
-            })
+            .any(|l| l.rsplit(' ').next().and_then(|n| n.parse::<u64>().ok()).is_some_and(|n| n > last))
             .then_some(())
     });
 
     for id in [&quiet, &talker, &quitter] {
-        cri.stop_container(id, 2)
-            .unwrap_or_else(|e| panic!("StopContainer {id}: {e}"));
+        cri.stop_container(id, 2).unwrap_or_else(|e| panic!("StopContainer {id}: {e}"));
         assert_eq!(cri.state(id), ContainerState::ContainerExited);
-        cri.remove_container(id)
-            .unwrap_or_else(|e| panic!("RemoveContainer {id}: {e}"));
+        cri.remove_container(id).unwrap_or_else(|e| panic!("RemoveContainer {id}: {e}"));
     }
     cri.stop_pod(&pod).expect("StopPodSandbox");
     cri.remove_pod(&pod).expect("RemovePodSandbox");
     if cri.handler == "rustpod" {
-        wait_for("the shim to exit", || {
-            cri.shim_pids().is_empty().then_some(())
-        });
+        wait_for("the shim to exit", || cri.shim_pids().is_empty().then_some(()));
     }
 }

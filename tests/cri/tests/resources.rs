@@ -12,9 +12,7 @@ const MIB: i64 = 1024 * 1024;
 /// v2 the shares are cpu.weight, converted back to compare.
 fn limits(cri: &Cri, id: &str) -> (i64, i64, i64, i64) {
     let pid = cri.container_pid(id);
-    let read = |path: std::path::PathBuf| {
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
-    };
+    let read = |path: std::path::PathBuf| std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     let int = |text: &str| -> i64 { text.trim().parse().unwrap_or_else(|e| panic!("{text:?}: {e}")) };
     if let Some(memory) = cgroup_v1_file(pid, "memory", "memory.limit_in_bytes") {
         let cpu = |file| int(&read(cgroup_v1_file(pid, "cpu", file).unwrap_or_else(|| panic!("no cpu/{file}"))));
@@ -73,11 +71,7 @@ fn limits_reach_the_cgroup_and_update_live() {
     let want = (128 * MIB, 20_000, 100_000, shares_as_held(&cri, &c, 256));
     assert_eq!(limits(&cri, &c), want, "after the update, handler {}", cri.handler);
     // CRI reports what it set.
-    let reported = cri
-        .status(&c)
-        .resources
-        .and_then(|r| r.linux)
-        .expect("ContainerStatus resources");
+    let reported = cri.status(&c).resources.and_then(|r| r.linux).expect("ContainerStatus resources");
     assert_eq!(reported.memory_limit_in_bytes, 128 * MIB);
     assert_eq!(cri.sh_ok(&c, "echo still running"), "still running");
 }

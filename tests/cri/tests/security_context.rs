@@ -52,27 +52,16 @@ fn user_group_readonly_rootfs_caps_and_no_new_privs_on(cri: &Cri) -> Seen {
 
     let mut caps = sleeper("caps");
     let sc = security(&mut caps);
-    sc.capabilities = Some(Capability {
-        add_capabilities: vec!["SYS_TIME".into()],
-        drop_capabilities: vec!["CHOWN".into()],
-        ..Default::default()
-    });
+    sc.capabilities =
+        Some(Capability { add_capabilities: vec!["SYS_TIME".into()], drop_capabilities: vec!["CHOWN".into()], ..Default::default() });
     // kubelet passes the masked and read-only paths (containerd adds none of its own).
     sc.masked_paths = vec!["/proc/timer_list".into(), "/sys/firmware".into()];
     sc.readonly_paths = vec!["/proc/sys".into()];
     let caps = cri.run_container(&pod, &caps, &pod_cfg);
     let eff = cap_eff(cri, &caps);
-    assert_eq!(
-        eff & CAP_SYS_TIME,
-        CAP_SYS_TIME,
-        "SYS_TIME added: CapEff {eff:x}"
-    );
+    assert_eq!(eff & CAP_SYS_TIME, CAP_SYS_TIME, "SYS_TIME added: CapEff {eff:x}");
     assert_eq!(eff & CAP_CHOWN, 0, "CHOWN dropped: CapEff {eff:x}");
-    assert_eq!(
-        eff & CAP_SYS_ADMIN,
-        0,
-        "SYS_ADMIN is not a default: CapEff {eff:x}"
-    );
+    assert_eq!(eff & CAP_SYS_ADMIN, 0, "SYS_ADMIN is not a default: CapEff {eff:x}");
     let caps_nnp = status_field(cri, &caps, "NoNewPrivs");
     assert_eq!(caps_nnp, "0", "no_new_privs unset");
     let chown = cri.sh(&caps, "touch /f && chown 1:1 /f");
@@ -81,10 +70,7 @@ fn user_group_readonly_rootfs_caps_and_no_new_privs_on(cri: &Cri) -> Seen {
     let sys = cri.sh(&caps, "touch /sys/kernel/rustpod-probe");
     assert_ne!(sys.code, 0, "/sys is read-only: {sys:?}");
     let sysctl = cri.sh(&caps, "echo 1 >/proc/sys/kernel/ns_last_pid");
-    assert!(
-        sysctl.stderr.contains("Read-only file system"),
-        "/proc/sys is read-only: {sysctl:?}"
-    );
+    assert!(sysctl.stderr.contains("Read-only file system"), "/proc/sys is read-only: {sysctl:?}");
     let firmware = cri.sh_ok(&caps, "ls -A /sys/firmware");
     assert_eq!(firmware, "", "/sys/firmware is masked");
     let timer_list = cri.sh_ok(&caps, MASKED);
@@ -119,10 +105,7 @@ fn privileged_gets_every_capability_and_the_host_devices_on(cri: &Cri) -> Seen {
 
     // Every capability this host can give (here the bounding set lacks CAP_SYS_RESOURCE).
     let host = std::fs::read_to_string("/proc/self/status").unwrap();
-    let bounding = host
-        .lines()
-        .find_map(|l| l.strip_prefix("CapBnd:"))
-        .expect("CapBnd");
+    let bounding = host.lines().find_map(|l| l.strip_prefix("CapBnd:")).expect("CapBnd");
     let all = u64::from_str_radix(bounding.trim(), 16).unwrap();
     let eff = cap_eff(cri, &c);
     assert_eq!(eff, all, "privileged: every capability of the host's bounding set");
@@ -130,10 +113,7 @@ fn privileged_gets_every_capability_and_the_host_devices_on(cri: &Cri) -> Seen {
     assert_eq!(seccomp, "0", "privileged: no seccomp");
     // /sys is read-write, nothing under /proc is masked, every host device is there.
     let sys = cri.sh_ok(&c, "grep ' /sys ' /proc/self/mounts | cut -d' ' -f4");
-    assert!(
-        sys.split(',').any(|o| o == "rw"),
-        "privileged: /sys is rw ({sys})"
-    );
+    assert!(sys.split(',').any(|o| o == "rw"), "privileged: /sys is rw ({sys})");
     // Its size changes with time: only whether it is empty is compared.
     let timer_list_masked = cri.sh_ok(&c, MASKED) == "0";
     assert!(!timer_list_masked, "privileged: /proc/timer_list is not masked");

@@ -18,9 +18,7 @@ fn container_stats_match_the_cgroup_files() {
     let c = cri.run_container(&pod, &container("burner", BURN), &pod_cfg);
     let counters = Counters::of(cri.container_pid(&c));
     let (cpu_before, mem_before) = (counters.cpu_ns(), counters.memory());
-    let stats = cri
-        .container_stats(&c)
-        .unwrap_or_else(|e| panic!("ContainerStats (handler {}): {e}", cri.handler));
+    let stats = cri.container_stats(&c).unwrap_or_else(|e| panic!("ContainerStats (handler {}): {e}", cri.handler));
     let (cpu_after, mem_after) = (counters.cpu_ns(), counters.memory());
     let cpu = stats.cpu.and_then(|c| c.usage_core_nano_seconds).expect("usage_core_nano_seconds");
     let memory = stats.memory.and_then(|m| m.usage_bytes).expect("memory usage_bytes");

@@ -9,9 +9,7 @@ use rustpod_cri_tests::{container, cri_or_skip, pod_slice, sleeper, systemd_driv
 use rustpod_tests::shim::cgroup_dir;
 
 fn blocker() -> Option<String> {
-    rustpod_tests::cgroup::systemd_blocker().or_else(|| {
-        (!systemd_driver()).then(|| "RUSTPOD_CRI_CGROUP_DRIVER=cgroupfs".to_string())
-    })
+    rustpod_tests::cgroup::systemd_blocker().or_else(|| (!systemd_driver()).then(|| "RUSTPOD_CRI_CGROUP_DRIVER=cgroupfs".to_string()))
 }
 
 /// The pod's slice as a cgroup path: systemd nests `a-b-c.slice` in `a.slice/a-b.slice`.
@@ -29,13 +27,9 @@ fn cgroup_of(pid: i32) -> String {
 /// Entries with a colon at the top of every cgroup hierarchy (what cgroupfs would make of
 /// `slice:prefix:name`).
 fn colon_dirs() -> Vec<String> {
-    let tops = ["/sys/fs/cgroup".to_string()].into_iter().chain(
-        std::fs::read_dir("/sys/fs/cgroup")
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.path().display().to_string()),
-    );
+    let tops = ["/sys/fs/cgroup".to_string()]
+        .into_iter()
+        .chain(std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten().map(|e| e.path().display().to_string()));
     tops.flat_map(|top| std::fs::read_dir(top).into_iter().flatten().flatten())
         .map(|e| e.path().display().to_string())
         .filter(|p| p.rsplit('/').next().is_some_and(|name| name.contains(':')))

@@ -14,8 +14,7 @@ use std::path::{Path, PathBuf};
 
 use rustpod_cri_tests::cri::{self, RuntimeHandler};
 use rustpod_cri_tests::{
-    blocker_on, containerd2, pod_config, pod_security, security, set_container_namespaces, set_pod_userns, sleeper, userns_pod,
-    Cri,
+    blocker_on, containerd2, pod_config, pod_security, security, set_container_namespaces, set_pod_userns, sleeper, userns_pod, Cri,
 };
 use rustpod_tests::{env, process, skip, skip_if, wait};
 
@@ -24,8 +23,8 @@ const RUNC_TYPED: &str = "rustpod-runc-v2";
 
 /// A containerd 2.x CRI, or why not.
 fn containerd2_cri() -> Result<Cri, String> {
-    let containerd = containerd2()
-        .ok_or("neither RUSTPOD_CRI_CONTAINERD nor RUSTPOD_CONTAINERD is set (containerd 2.x; hack/test.sh sets sid's)")?;
+    let containerd =
+        containerd2().ok_or("neither RUSTPOD_CRI_CONTAINERD nor RUSTPOD_CONTAINERD is set (containerd 2.x; hack/test.sh sets sid's)")?;
     if let Some(why) = blocker_on(Some(&containerd)) {
         return Err(why);
     }
@@ -84,11 +83,7 @@ fn volumes(cri: &Cri, name: &str, base: u32) -> Volumes {
 }
 
 fn bind(host: &Path, container_path: &str) -> cri::Mount {
-    cri::Mount {
-        container_path: container_path.into(),
-        host_path: host.to_str().expect("UTF-8").into(),
-        ..Default::default()
-    }
+    cri::Mount { container_path: container_path.into(), host_path: host.to_str().expect("UTF-8").into(), ..Default::default() }
 }
 
 fn ns_of(pid: i32, ns: &str) -> PathBuf {
@@ -119,9 +114,7 @@ fn check_userns_pod(cri: &Cri, handler: &str, base: u32) {
     let vols = volumes(cri, handler, base);
     let (mut pod_cfg, log_dir) = cri.pod_with_logs(&format!("userns-{handler}"), "app");
     as_userns_pod(&mut pod_cfg, userns_pod(base));
-    let pod = cri
-        .run_pod_with(&pod_cfg, handler)
-        .unwrap_or_else(|e| panic!("RunPodSandbox with userns (handler {handler}): {e}"));
+    let pod = cri.run_pod_with(&pod_cfg, handler).unwrap_or_else(|e| panic!("RunPodSandbox with userns (handler {handler}): {e}"));
     let mut app = sleeper("app");
     // /dev/stdout reopens the stdio pipe through /proc/self/fd: the pipes must be the pod
     // root's (runc's IoUid/IoGid), as nginx-like images log that way.
@@ -129,9 +122,8 @@ fn check_userns_pod(cri: &Cri, handler: &str, base: u32) {
     app.log_path = "app/0.log".into();
     app.mounts = vec![bind(&vols.secret_dir, "/hostpath"), bind(&vols.empty_dir, "/data")];
     set_container_namespaces(&mut app, &pod_cfg);
-    let app = cri
-        .create_container(&pod, &app, &pod_cfg)
-        .unwrap_or_else(|e| panic!("CreateContainer in a userns pod (handler {handler}): {e}"));
+    let app =
+        cri.create_container(&pod, &app, &pod_cfg).unwrap_or_else(|e| panic!("CreateContainer in a userns pod (handler {handler}): {e}"));
     cri.start_container(&app).unwrap_or_else(|e| panic!("StartContainer in a userns pod (handler {handler}): {e}"));
     let sh = |script: &str| {
         let r = cri.sh(&app, script);
@@ -154,7 +146,10 @@ fn check_userns_pod(cri: &Cri, handler: &str, base: u32) {
     // The host's root is nobody in the pod: its 0600 file stays unreadable through hostPath.
     assert_eq!(sh("stat -c %u:%g /hostpath/secret"), "65534:65534", "the host root's file (handler {handler})");
     let read = cri.sh(&app, "cat /hostpath/secret");
-    assert!(read.code != 0 && !read.stdout.contains("host-secret"), "the pod's root read a root-only host file (handler {handler}): {read:?}");
+    assert!(
+        read.code != 0 && !read.stdout.contains("host-secret"),
+        "the pod's root read a root-only host file (handler {handler}): {read:?}"
+    );
 
     // containerd 2.1 idmaps only its own /etc files, not CRI volumes: a volume dir owned by the
     // pod's mapped root is the pod root's; its files are the mapped id on the host.

@@ -21,11 +21,7 @@ fn mount(host: &Path, container_path: &str, propagation: MountPropagation) -> cr
 
 /// `<kubelet>/pods/<uid>/volumes/kubernetes.io~empty-dir/<name>`, mode 0750 as kubelet makes it.
 fn volume(kubelet: &Path, uid: &str, name: &str) -> PathBuf {
-    let dir = kubelet
-        .join("pods")
-        .join(uid)
-        .join("volumes/kubernetes.io~empty-dir")
-        .join(name);
+    let dir = kubelet.join("pods").join(uid).join("volumes/kubernetes.io~empty-dir").join(name);
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o750)).unwrap();
     dir
@@ -43,10 +39,7 @@ fn propagation_modes_and_file_mounts() {
     let data = volume(&kubelet, &uid, "data");
     let shared = volume(&kubelet, &uid, "shared");
     // The termination log: one file, 0666, bound at /dev/termination-log.
-    let term_log = kubelet
-        .join("pods")
-        .join(&uid)
-        .join("containers/h2c/1a2b3c4d");
+    let term_log = kubelet.join("pods").join(&uid).join("containers/h2c/1a2b3c4d");
     std::fs::create_dir_all(term_log.parent().unwrap()).unwrap();
     std::fs::write(&term_log, "").unwrap();
     std::fs::set_permissions(&term_log, std::fs::Permissions::from_mode(0o666)).unwrap();
@@ -55,22 +48,14 @@ fn propagation_modes_and_file_mounts() {
     let mut h2c = sleeper("h2c");
     h2c.mounts = vec![
         mount(&data, "/data", MountPropagation::PropagationHostToContainer),
-        mount(
-            &term_log,
-            "/dev/termination-log",
-            MountPropagation::PropagationPrivate,
-        ),
+        mount(&term_log, "/dev/termination-log", MountPropagation::PropagationPrivate),
     ];
     let h2c = cri.run_container(&pod, &h2c, &pod_cfg);
     let mut private = sleeper("private");
     private.mounts = vec![mount(&data, "/data", MountPropagation::PropagationPrivate)];
     let private = cri.run_container(&pod, &private, &pod_cfg);
     let mut bidi = sleeper("bidi");
-    bidi.mounts = vec![mount(
-        &shared,
-        "/shared",
-        MountPropagation::PropagationBidirectional,
-    )];
+    bidi.mounts = vec![mount(&shared, "/shared", MountPropagation::PropagationBidirectional)];
     security(&mut bidi).privileged = true;
     let bidi = cri.run_container(&pod, &bidi, &pod_cfg);
 
@@ -103,29 +88,15 @@ fn propagation_modes_and_file_mounts() {
     // A mount made inside the privileged BIDIRECTIONAL container shows on the host.
     cri.sh_ok(&bidi, "mkdir -p /shared/inner && mount -t tmpfs tmpfs /shared/inner && echo hi >/shared/inner/from-container");
     let inner = shared.join("inner");
-    assert!(
-        is_mount_point(&inner),
-        "BIDIRECTIONAL: the container's mount at {} reached the host",
-        inner.display()
-    );
-    assert_eq!(
-        std::fs::read_to_string(inner.join("from-container")).unwrap(),
-        "hi\n"
-    );
+    assert!(is_mount_point(&inner), "BIDIRECTIONAL: the container's mount at {} reached the host", inner.display());
+    assert_eq!(std::fs::read_to_string(inner.join("from-container")).unwrap(), "hi\n");
     // ... but one made outside the volume does not.
     cri.sh_ok(&bidi, "mkdir -p /outside && mount -t tmpfs tmpfs /outside");
-    assert!(
-        rustpod_tests::leftovers::mount_points_under("/outside").is_empty(),
-        "a mount outside the volume stays in the container"
-    );
+    assert!(rustpod_tests::leftovers::mount_points_under("/outside").is_empty(), "a mount outside the volume stays in the container");
 
     // The single-file mount.
     cri.sh_ok(&h2c, "echo bye >/dev/termination-log");
-    assert_eq!(
-        std::fs::read_to_string(&term_log).unwrap(),
-        "bye\n",
-        "the file bind writes through to the host file"
-    );
+    assert_eq!(std::fs::read_to_string(&term_log).unwrap(), "bye\n", "the file bind writes through to the host file");
     drop(cri);
 }
 
@@ -139,11 +110,7 @@ fn a_host_path_that_cannot_exist_fails_create_container() {
     std::fs::write(&file, "").unwrap();
     let missing = file.join("volume");
     let mut c = sleeper("c");
-    c.mounts = vec![mount(
-        &missing,
-        "/data",
-        MountPropagation::PropagationPrivate,
-    )];
+    c.mounts = vec![mount(&missing, "/data", MountPropagation::PropagationPrivate)];
     let err = match cri.create_container(&pod, &c, &pod_cfg) {
         Err(e) => e.message().to_string(),
         Ok(id) => cri
@@ -152,10 +119,7 @@ fn a_host_path_that_cannot_exist_fails_create_container() {
             .map(|e| e.message().to_string())
             .unwrap_or_else(|| panic!("a container with host path {} started", missing.display())),
     };
-    assert!(
-        err.contains(missing.to_str().unwrap()) || err.contains(file.to_str().unwrap()),
-        "the error names the host path: {err}"
-    );
+    assert!(err.contains(missing.to_str().unwrap()) || err.contains(file.to_str().unwrap()), "the error names the host path: {err}");
     // The pod is unharmed.
     let ok = cri.run_container(&pod, &sleeper("ok"), &pod_cfg);
     assert_eq!(cri.sh_ok(&ok, "echo alive"), "alive");

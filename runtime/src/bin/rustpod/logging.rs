@@ -24,16 +24,11 @@ pub enum LogFormat {
 pub fn init(file: Option<&Path>, format: LogFormat, debug: bool) -> Result<()> {
     let level = if debug { Level::DEBUG } else { Level::WARN };
     let formatter = RuncFormat { format };
-    let builder = tracing_subscriber::fmt()
-        .with_max_level(level)
-        .event_format(formatter);
+    let builder = tracing_subscriber::fmt().with_max_level(level).event_format(formatter);
     match file {
         Some(path) => {
-            let log = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .with_context(|| format!("open log file {}", path.display()))?;
+            let log =
+                OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("open log file {}", path.display()))?;
             builder.with_writer(std::sync::Mutex::new(log)).init();
         }
         None if debug => builder.with_writer(std::io::stderr).init(),

@@ -14,8 +14,8 @@ use clap::Parser;
 
 use args::{CheckpointArgs, Cli, Command, CreateArgs, CriuArgs, ExecArgs, Format, RestoreArgs, UpdateArgs};
 use rustpod::CreateOptions;
-use rustpod::{ExecOptions, ProcessArgs};
 use rustpod::Runtime;
+use rustpod::{ExecOptions, ProcessArgs};
 
 fn main() {
     // Before anything opens: what our caller left open reaches no hook.
@@ -207,10 +207,7 @@ fn restore_options(criu_path: &str, args: &RestoreArgs) -> Result<rustpod::Resto
 /// The shared criu flags; the image path defaults to `./checkpoint`, as
 /// runc's.
 fn criu_options(criu_path: &str, args: &CriuArgs, op: &str) -> Result<rustpod::criu::CriuOptions> {
-    let unsupported = [
-        (!args.empty_ns.is_empty(), "--empty-ns"),
-        (args.auto_dedup, "--auto-dedup"),
-    ];
+    let unsupported = [(!args.empty_ns.is_empty(), "--empty-ns"), (args.auto_dedup, "--auto-dedup")];
     if let Some((_, flag)) = unsupported.iter().find(|(set, _)| *set) {
         bail!("{op} {flag}: not supported by rustpod");
     }
@@ -283,9 +280,7 @@ fn parse_user(raw: &str) -> Result<(u32, Option<u32>)> {
         None => (raw, None),
     };
     let uid = uid.parse().with_context(|| format!("--user {raw:?}: uid must be a number"))?;
-    let gid = gid
-        .map(|g| g.parse().with_context(|| format!("--user {raw:?}: gid must be a number")))
-        .transpose()?;
+    let gid = gid.map(|g| g.parse().with_context(|| format!("--user {raw:?}: gid must be a number"))).transpose()?;
     Ok((uid, gid))
 }
 
@@ -295,20 +290,14 @@ fn ps(runtime: &Runtime, id: &str, format: Format, ps_args: &[String]) -> Result
         return print_json_pretty(&pids);
     }
     let ps_args: Vec<String> = if ps_args.is_empty() { vec!["-ef".into()] } else { ps_args.to_vec() };
-    let output = std::process::Command::new("ps")
-        .args(&ps_args)
-        .output()
-        .context("run ps")?;
+    let output = std::process::Command::new("ps").args(&ps_args).output().context("run ps")?;
     if !output.status.success() {
         bail!("ps {}: {}", ps_args.join(" "), String::from_utf8_lossy(&output.stderr).trim());
     }
     let text = String::from_utf8_lossy(&output.stdout);
     let mut lines = text.lines();
     let header = lines.next().unwrap_or_default();
-    let pid_col = header
-        .split_whitespace()
-        .position(|h| h == "PID")
-        .context("ps output has no PID column")?;
+    let pid_col = header.split_whitespace().position(|h| h == "PID").context("ps output has no PID column")?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "{header}")?;
     for line in lines {

@@ -74,10 +74,7 @@ impl Filter {
     fn apply(&mut self, rule: &LinuxDeviceCgroup) -> Result<()> {
         let kind = match rule.typ().unwrap_or(LinuxDeviceType::A) {
             LinuxDeviceType::A => {
-                *self = Filter {
-                    default_allow: rule.allow(),
-                    exceptions: Vec::new(),
-                };
+                *self = Filter { default_allow: rule.allow(), exceptions: Vec::new() };
                 return Ok(());
             }
             LinuxDeviceType::B => Some(BLOCK),
@@ -86,12 +83,7 @@ impl Filter {
         };
         let access = parse_access(rule.access().as_deref().unwrap_or("rwm"))?;
         let wildcard = |n: Option<i64>| n.filter(|n| *n >= 0);
-        let new = Exception {
-            kind,
-            major: wildcard(rule.major()),
-            minor: wildcard(rule.minor()),
-            access,
-        };
+        let new = Exception { kind, major: wildcard(rule.major()), minor: wildcard(rule.minor()), access };
         if rule.allow() == self.default_allow {
             for ex in self.exceptions.iter_mut().filter(|ex| ex.same_device(&new)) {
                 ex.access &= !access;
@@ -111,9 +103,7 @@ fn parse_access(access: &str) -> Result<u8> {
         'r' => Ok(bits | READ),
         'w' => Ok(bits | WRITE),
         'm' => Ok(bits | MKNOD),
-        _ => Err(Error::Invalid(format!(
-            "linux.resources.devices: invalid access {access:?} (want a combination of r, w, m)"
-        ))),
+        _ => Err(Error::Invalid(format!("linux.resources.devices: invalid access {access:?} (want a combination of r, w, m)"))),
     })
 }
 
@@ -128,12 +118,7 @@ pub struct Insn {
 }
 
 const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
-    Insn {
-        code,
-        regs: dst | (src << 4),
-        off,
-        imm,
-    }
+    Insn { code, regs: dst | (src << 4), off, imm }
 }
 
 // Opcodes: class | op | source.
@@ -181,11 +166,7 @@ fn exception_block(ex: &Exception, allow: bool) -> Vec<Insn> {
         tests.push(insn(ALU32_MOV_X, 1, 3, 0, 0));
         tests.push(insn(ALU32_AND_K, 1, 0, 0, ex.access as i32));
         // allow: R3 & access == R3; deny: R3 & access != 0.
-        tests.push(if allow {
-            insn(JMP_JNE_X, 1, 3, 0, 0)
-        } else {
-            insn(JMP_JEQ_K, 1, 0, 0, 0)
-        });
+        tests.push(if allow { insn(JMP_JNE_X, 1, 3, 0, 0) } else { insn(JMP_JEQ_K, 1, 0, 0, 0) });
     }
     for (reg, number) in [(4, ex.major), (5, ex.minor)] {
         if let Some(n) = number {
@@ -240,17 +221,12 @@ struct ProgAttachAttr {
 
 fn bpf<T>(cmd: libc::c_int, attr: &mut T) -> std::result::Result<libc::c_long, Errno> {
     // SAFETY: attr is a live, initialized bpf_attr prefix of the given size.
-    let ret =
-        unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut T, std::mem::size_of::<T>()) };
+    let ret = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut T, std::mem::size_of::<T>()) };
     Errno::result(ret)
 }
 
 fn bpf_error(op: &'static str, cgroup: &Path, err: Errno) -> Error {
-    Error::Bpf {
-        op,
-        path: cgroup.to_path_buf(),
-        err,
-    }
+    Error::Bpf { op, path: cgroup.to_path_buf(), err }
 }
 
 /// Loads the program; the returned fd keeps it alive until attached.
@@ -264,8 +240,7 @@ pub fn load(prog: &[Insn], cgroup: &Path) -> Result<OwnedFd> {
         ..Default::default()
     };
     attr.prog_name[..7].copy_from_slice(b"rustpod");
-    let fd = bpf(BPF_PROG_LOAD, &mut attr)
-        .map_err(|e| bpf_error("bpf(2) BPF_PROG_LOAD device program for", cgroup, e))?;
+    let fd = bpf(BPF_PROG_LOAD, &mut attr).map_err(|e| bpf_error("bpf(2) BPF_PROG_LOAD device program for", cgroup, e))?;
     // SAFETY: the kernel just gave us this fd.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
@@ -280,8 +255,7 @@ pub fn attach(prog: &OwnedFd, cgroup_dir: &OwnedFd, cgroup: &Path) -> Result<()>
         attach_flags: BPF_F_ALLOW_MULTI,
         ..Default::default()
     };
-    bpf(BPF_PROG_ATTACH, &mut attr)
-        .map_err(|e| bpf_error("bpf(2) BPF_PROG_ATTACH device program to", cgroup, e))?;
+    bpf(BPF_PROG_ATTACH, &mut attr).map_err(|e| bpf_error("bpf(2) BPF_PROG_ATTACH device program to", cgroup, e))?;
     Ok(())
 }
 
@@ -299,21 +273,14 @@ pub fn cgroup_dir_of(pid: i32) -> Result<PathBuf> {
 /// On a pure cgroup v2 host, confines the devices of the cgroup that `pid`
 /// (the container's init) is in. Elsewhere v1's devices controller does it.
 pub fn apply(spec: &Spec, pid: i32) -> Result<()> {
-    if !matches!(
-        libcgroups::common::get_cgroup_setup(),
-        Ok(CgroupSetup::Unified)
-    ) {
+    if !matches!(libcgroups::common::get_cgroup_setup(), Ok(CgroupSetup::Unified)) {
         return Ok(());
     }
     let resources = spec.linux().as_ref().and_then(|l| l.resources().as_ref());
     let filter = Filter::from_rules(&device_rules::container_rules(resources))?;
     let cgroup = cgroup_dir_of(pid)?;
-    let dir = open(
-        &cgroup,
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| bpf_error("open cgroup directory", &cgroup, e))?;
+    let dir = open(&cgroup, OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())
+        .map_err(|e| bpf_error("open cgroup directory", &cgroup, e))?;
     // SAFETY: open just returned this fd.
     let dir = unsafe { OwnedFd::from_raw_fd(dir) };
     let prog = load(&program(&filter), &cgroup)?;
@@ -326,17 +293,8 @@ mod tests {
 
     use super::*;
 
-    fn rule(
-        allow: bool,
-        typ: LinuxDeviceType,
-        major: Option<i64>,
-        minor: Option<i64>,
-        access: &str,
-    ) -> LinuxDeviceCgroup {
-        let mut b = LinuxDeviceCgroupBuilder::default()
-            .allow(allow)
-            .typ(typ)
-            .access(access);
+    fn rule(allow: bool, typ: LinuxDeviceType, major: Option<i64>, minor: Option<i64>, access: &str) -> LinuxDeviceCgroup {
+        let mut b = LinuxDeviceCgroupBuilder::default().allow(allow).typ(typ).access(access);
         if let Some(m) = major {
             b = b.major(m);
         }
@@ -348,21 +306,10 @@ mod tests {
 
     #[test]
     fn deny_all_then_allow_keeps_only_the_exceptions() {
-        let rules = [
-            rule(false, LinuxDeviceType::A, None, None, "rwm"),
-            rule(true, LinuxDeviceType::C, Some(1), Some(3), "rw"),
-        ];
+        let rules = [rule(false, LinuxDeviceType::A, None, None, "rwm"), rule(true, LinuxDeviceType::C, Some(1), Some(3), "rw")];
         let f = Filter::from_rules(&rules).unwrap();
         assert!(!f.default_allow);
-        assert_eq!(
-            f.exceptions,
-            vec![Exception {
-                kind: Some(CHAR),
-                major: Some(1),
-                minor: Some(3),
-                access: READ | WRITE
-            }]
-        );
+        assert_eq!(f.exceptions, vec![Exception { kind: Some(CHAR), major: Some(1), minor: Some(3), access: READ | WRITE }]);
     }
 
     #[test]
@@ -384,43 +331,23 @@ mod tests {
         ];
         let f = Filter::from_rules(&rules).unwrap();
         assert!(f.default_allow);
-        assert_eq!(
-            f.exceptions,
-            vec![Exception {
-                kind: Some(BLOCK),
-                major: Some(8),
-                minor: None,
-                access: WRITE
-            }]
-        );
+        assert_eq!(f.exceptions, vec![Exception { kind: Some(BLOCK), major: Some(8), minor: None, access: WRITE }]);
     }
 
     #[test]
     fn bad_access_is_refused_by_name() {
-        let err = Filter::from_rules(&[rule(true, LinuxDeviceType::C, Some(1), Some(3), "rx")])
-            .unwrap_err();
+        let err = Filter::from_rules(&[rule(true, LinuxDeviceType::C, Some(1), Some(3), "rx")]).unwrap_err();
         assert!(err.to_string().contains("linux.resources.devices"), "{err}");
     }
 
     #[test]
     fn jumps_land_on_the_next_block() {
-        let f = Filter {
-            default_allow: false,
-            exceptions: vec![Exception {
-                kind: Some(CHAR),
-                major: Some(1),
-                minor: Some(3),
-                access: READ,
-            }],
-        };
+        let f =
+            Filter { default_allow: false, exceptions: vec![Exception { kind: Some(CHAR), major: Some(1), minor: Some(3), access: READ }] };
         let p = program(&f);
         // 6 loads, then: type, mov, and, access, major, minor, mov r0, exit; then the default.
         assert_eq!(p.len(), 6 + 8 + 2);
-        for (i, ins) in p
-            .iter()
-            .enumerate()
-            .filter(|(_, i)| [JMP_JNE_K, JMP_JNE_X].contains(&i.code))
-        {
+        for (i, ins) in p.iter().enumerate().filter(|(_, i)| [JMP_JNE_K, JMP_JNE_X].contains(&i.code)) {
             assert_eq!(i + 1 + ins.off as usize, 14, "jump at {i}");
         }
         assert_eq!(p[14], insn(ALU32_MOV_K, 0, 0, 0, 0));

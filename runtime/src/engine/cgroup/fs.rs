@@ -25,9 +25,7 @@ impl Hierarchy {
 /// mount namespace sees them. Read once per command: the steps that need
 /// them take the result (see docs/design.md, "mountinfo once").
 pub fn hierarchies() -> Vec<Hierarchy> {
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .map(|info| parse_mountinfo(&info))
-        .unwrap_or_default()
+    std::fs::read_to_string("/proc/self/mountinfo").map(|info| parse_mountinfo(&info)).unwrap_or_default()
 }
 
 /// The cgroup and cgroup2 mounts of a mountinfo text under /sys/fs/cgroup.
@@ -44,11 +42,9 @@ pub fn parse_mountinfo(info: &str) -> Vec<Hierarchy> {
             }
             match fs {
                 "cgroup2" => Some(Hierarchy { mount_point, controllers: Vec::new(), unified: true }),
-                "cgroup" => Some(Hierarchy {
-                    mount_point,
-                    controllers: super_options.split(',').map(str::to_string).collect(),
-                    unified: false,
-                }),
+                "cgroup" => {
+                    Some(Hierarchy { mount_point, controllers: super_options.split(',').map(str::to_string).collect(), unified: false })
+                }
                 _ => None,
             }
         })

@@ -24,10 +24,7 @@ pub fn default_path(id: &str) -> PathBuf {
 pub fn is_systemd_form(path: &Path) -> bool {
     let text = path.to_string_lossy();
     let parts: Vec<&str> = text.split(':').collect();
-    parts.len() == 3
-        && !text.contains('/')
-        && !parts[2].is_empty()
-        && (parts[0].is_empty() || parts[0].ends_with(".slice"))
+    parts.len() == 3 && !text.contains('/') && !parts[2].is_empty() && (parts[0].is_empty() || parts[0].ends_with(".slice"))
 }
 
 /// Whether systemd makes the container's cgroup (a transient scope), as
@@ -91,9 +88,7 @@ pub fn remove_default_parent(cgroups: &[Hierarchy], guard: &Path) {
 
 /// The cgroup manager for a loaded container.
 pub fn manager_for(container: &Container) -> Result<AnyCgroupManager> {
-    let config = container
-        .spec()
-        .map_err(|e| Error::engine("read cgroup of", container.id(), &e))?;
+    let config = container.spec().map_err(|e| Error::engine("read cgroup of", container.id(), &e))?;
     manager(config.cgroup_path, container.systemd(), container.id())
 }
 
@@ -103,10 +98,7 @@ pub fn manager(path: PathBuf, systemd: bool, id: &str) -> Result<AnyCgroupManage
         systemd_cgroup: systemd,
         container_name: id.to_string(),
     })
-    .map_err(|e| Error::Cgroup {
-        path,
-        reason: crate::error::one_line_chain(&e),
-    })
+    .map_err(|e| Error::Cgroup { path, reason: crate::error::one_line_chain(&e) })
 }
 
 /// Whether `path` (a cgroupfs `cgroupsPath`) names the root cgroup: `/`,
@@ -143,11 +135,8 @@ fn named_dirs(cgroups: &[Hierarchy], path: &Path) -> Vec<PathBuf> {
 
 /// Every process in `dir` and its descendants.
 pub fn pids_in_tree(dir: &Path) -> Vec<i32> {
-    let mut pids: Vec<i32> = std::fs::read_to_string(dir.join("cgroup.procs"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect();
+    let mut pids: Vec<i32> =
+        std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect();
     for child in child_dirs(dir) {
         pids.extend(pids_in_tree(&child));
     }
@@ -155,13 +144,7 @@ pub fn pids_in_tree(dir: &Path) -> Vec<i32> {
 }
 
 fn child_dirs(dir: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.path())
-        .collect()
+    std::fs::read_dir(dir).into_iter().flatten().flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).map(|e| e.path()).collect()
 }
 
 /// Every process in the cgroup `path`, in any hierarchy, once.
@@ -191,12 +174,7 @@ pub enum NewCgroupError {
 /// Checks the cgroup a new container asks for (`requested`, else the
 /// default for `id`): never the root cgroup, and (on cgroupfs) one that
 /// nothing else uses.
-pub fn check_new(
-    cgroups: &[Hierarchy],
-    requested: Option<&Path>,
-    id: &str,
-    systemd: bool,
-) -> std::result::Result<(), NewCgroupError> {
+pub fn check_new(cgroups: &[Hierarchy], requested: Option<&Path>, id: &str, systemd: bool) -> std::result::Result<(), NewCgroupError> {
     let Some(path) = requested.filter(|p| !p.as_os_str().is_empty()) else {
         return if systemd { Ok(()) } else { check_unused(cgroups, &default_path(id)).map_err(NewCgroupError::InUse) };
     };
@@ -221,10 +199,7 @@ pub fn check_unused(cgroups: &[Hierarchy], path: &Path) -> Result<()> {
         });
     }
     if existing.iter().any(|d| is_frozen(d)) {
-        return Err(Error::Cgroup {
-            path: path.to_path_buf(),
-            reason: "container's cgroup unexpectedly frozen".into(),
-        });
+        return Err(Error::Cgroup { path: path.to_path_buf(), reason: "container's cgroup unexpectedly frozen".into() });
     }
     Ok(())
 }
@@ -334,7 +309,11 @@ mod systemd_form_tests {
     #[test]
     fn systemd_places_only_relative_paths_on_a_v2_host() {
         let v2 = [crate::engine::cgroup::fs::Hierarchy { mount_point: "/sys/fs/cgroup".into(), controllers: vec![], unified: true }];
-        let v1 = [crate::engine::cgroup::fs::Hierarchy { mount_point: "/sys/fs/cgroup/memory".into(), controllers: vec!["memory".into()], unified: false }];
+        let v1 = [crate::engine::cgroup::fs::Hierarchy {
+            mount_point: "/sys/fs/cgroup/memory".into(),
+            controllers: vec!["memory".into()],
+            unified: false,
+        }];
         assert!(placed_by_systemd(Path::new("system.slice:rp:c1"), false, &v2));
         assert!(placed_by_systemd(Path::new(":rp:c1"), true, &v2));
         assert!(!placed_by_systemd(Path::new("/pods/c1"), true, &v2));

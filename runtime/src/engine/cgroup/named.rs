@@ -26,10 +26,7 @@ pub struct Joined {
 /// choice for a user namespace), systemd places the processes.
 pub fn join_for(cgroups: &[Hierarchy], own: &ThreadCgroups, id: &str, spec: &Spec, systemd: bool) -> Result<Option<Joined>> {
     let Some(linux) = spec.linux().as_ref() else { return Ok(None) };
-    let user_ns = linux
-        .namespaces()
-        .as_ref()
-        .is_some_and(|ns| ns.iter().any(|n| n.typ() == LinuxNamespaceType::User));
+    let user_ns = linux.namespaces().as_ref().is_some_and(|ns| ns.iter().any(|n| n.typ() == LinuxNamespaceType::User));
     let path = libcontainer::utils::get_cgroup_path(linux.cgroups_path(), id);
     if systemd || user_ns || crate::engine::cgroup::manager::is_systemd_form(&path) || crate::engine::cgroup::manager::is_root(&path) {
         return Ok(None);

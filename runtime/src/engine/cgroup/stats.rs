@@ -12,8 +12,8 @@ use libcgroups::stats::{BlkioDeviceStat, HugeTlbStats, MemoryData, Stats};
 use libcontainer::container::Container;
 use serde_json::{json, Map, Value};
 
-use crate::error::{Error, Result};
 use crate::engine::cgroup::pressure::{self, CgroupPressure};
+use crate::error::{Error, Result};
 
 /// Where cgroup v2 is mounted on a unified host.
 const V2_ROOT: &str = "/sys/fs/cgroup";
@@ -64,7 +64,9 @@ pub fn read(container: &Container) -> Result<ContainerStats> {
         (_, pid) => {
             let manager = crate::engine::cgroup::manager::manager_for(container)?;
             let cgroup = manager.stats().map_err(|e| Error::engine("read stats of", container.id(), &e))?;
-            let cpuset = match pid.and_then(|p| crate::engine::cgroup::fs::v1_dir_of(&crate::engine::cgroup::fs::hierarchies(), p.as_raw(), "cpuset")) {
+            let cpuset = match pid
+                .and_then(|p| crate::engine::cgroup::fs::v1_dir_of(&crate::engine::cgroup::fs::hierarchies(), p.as_raw(), "cpuset"))
+            {
                 Some(dir) => Some(read_cpuset(&dir, "", CPUSET_FLAGS)?),
                 None => None,
             };
@@ -110,10 +112,7 @@ fn parse_list(text: &str) -> Option<Vec<u32>> {
 pub fn v2_dir_of(pid: i32) -> Result<PathBuf> {
     let file = format!("/proc/{pid}/cgroup");
     let text = fs::read_to_string(&file).map_err(|e| Error::io("read", &file, e))?;
-    let path = text
-        .lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .ok_or_else(|| Error::Invalid(format!("{file}: no cgroup v2 entry")))?;
+    let path = text.lines().find_map(|l| l.strip_prefix("0::")).ok_or_else(|| Error::Invalid(format!("{file}: no cgroup v2 entry")))?;
     Ok(Path::new(V2_ROOT).join(path.trim_start_matches('/')))
 }
 
@@ -166,11 +165,8 @@ fn read_memory(dir: &Path, stats: &mut Stats) -> Result<()> {
     };
     // As runc: v2's swap counts memory too, like v1's memsw.
     if let Ok(swap) = read_u64(dir, "memory.swap.current") {
-        stats.memory.memswap = MemoryData {
-            usage: usage + swap,
-            limit: read_limit(dir, "memory.swap.max").unwrap_or(u64::MAX),
-            ..Default::default()
-        };
+        stats.memory.memswap =
+            MemoryData { usage: usage + swap, limit: read_limit(dir, "memory.swap.max").unwrap_or(u64::MAX), ..Default::default() };
     }
     stats.memory.cache = raw.get("file").copied().unwrap_or(0);
     stats.memory.stats = raw;
@@ -192,11 +188,7 @@ fn read_hugetlb(dir: &Path) -> Result<HashMap<String, HugeTlbStats>> {
         let events = flat_keyed(&read_file(dir, &format!("hugetlb.{size}.events")).unwrap_or_default());
         sizes.insert(
             size.to_string(),
-            HugeTlbStats {
-                usage: read_u64(dir, &name)?,
-                max_usage: 0,
-                fail_count: events.get("max").copied().unwrap_or(0),
-            },
+            HugeTlbStats { usage: read_u64(dir, &name)?, max_usage: 0, fail_count: events.get("max").copied().unwrap_or(0) },
         );
     }
     Ok(sizes)
@@ -210,9 +202,7 @@ fn io_entries(dir: &Path, keys: &[(&str, &str)]) -> Result<Vec<BlkioDeviceStat>>
         let mut fields = line.split_whitespace();
         let Some((major, minor)) = fields.next().and_then(|d| d.split_once(':')) else { continue };
         let (Ok(major), Ok(minor)) = (major.parse(), minor.parse()) else { continue };
-        let values: HashMap<&str, u64> = fields
-            .filter_map(|kv| kv.split_once('=').and_then(|(k, v)| Some((k, v.parse().ok()?))))
-            .collect();
+        let values: HashMap<&str, u64> = fields.filter_map(|kv| kv.split_once('=').and_then(|(k, v)| Some((k, v.parse().ok()?)))).collect();
         for (key, op) in keys {
             if let Some(value) = values.get(key) {
                 entries.push(BlkioDeviceStat { major, minor, op_type: Some(op.to_string()), value: *value });
@@ -229,9 +219,7 @@ fn read_file(dir: &Path, name: &str) -> Result<String> {
 
 fn read_u64(dir: &Path, name: &str) -> Result<u64> {
     let text = read_file(dir, name)?;
-    text.trim()
-        .parse()
-        .map_err(|_| Error::Invalid(format!("{}: not a number: {:?}", dir.join(name).display(), text.trim())))
+    text.trim().parse().map_err(|_| Error::Invalid(format!("{}: not a number: {:?}", dir.join(name).display(), text.trim())))
 }
 
 /// A limit file: `max` means no limit.
@@ -331,10 +319,7 @@ fn memory_entry(data: &MemoryData) -> Value {
 
 fn blkio_entries(entries: &[BlkioDeviceStat]) -> Value {
     Value::Array(
-        entries
-            .iter()
-            .map(|e| nonzero(json!({"major": e.major, "minor": e.minor, "op": e.op_type, "value": e.value}), &[]))
-            .collect(),
+        entries.iter().map(|e| nonzero(json!({"major": e.major, "minor": e.minor, "op": e.op_type, "value": e.value}), &[])).collect(),
     )
 }
 
@@ -369,11 +354,7 @@ mod tests {
         pub struct Dir(pub std::path::PathBuf);
         impl Dir {
             pub fn new() -> Self {
-                let path = std::env::temp_dir().join(format!(
-                    "rustpod-stats-{}-{:?}",
-                    std::process::id(),
-                    std::thread::current().id()
-                ));
+                let path = std::env::temp_dir().join(format!("rustpod-stats-{}-{:?}", std::process::id(), std::thread::current().id()));
                 std::fs::create_dir_all(&path).unwrap();
                 Dir(path)
             }
@@ -401,7 +382,8 @@ mod tests {
     #[test]
     fn v2_reads_only_enabled_controllers() {
         // No hugetlb, memory or pids files: systemd never enabled them.
-        let dir = cgroup(&[("cgroup.controllers", "cpu io\n"), ("cpu.stat", CPU_STAT), ("io.stat", "8:0 rbytes=4096 wbytes=0 rios=1 wios=0\n")]);
+        let dir =
+            cgroup(&[("cgroup.controllers", "cpu io\n"), ("cpu.stat", CPU_STAT), ("io.stat", "8:0 rbytes=4096 wbytes=0 rios=1 wios=0\n")]);
         let stats = read_v2(&dir.0).unwrap();
         assert!(stats.hugetlb.is_empty());
         let shape = runc_shape(&ContainerStats { cgroup: stats, ..Default::default() });

@@ -20,10 +20,8 @@ use crate::error::{Error, Result};
 /// The v1 controllers whose hierarchies a container's processes join:
 /// libcgroups' list. Named hierarchies are `cgroup::named`'s; rdma is not
 /// joined.
-pub const CONTROLLERS: &[&str] = &[
-    "cpu", "cpuacct", "cpuset", "devices", "hugetlb", "memory", "pids", "perf_event", "blkio", "net_prio",
-    "net_cls", "freezer",
-];
+pub const CONTROLLERS: &[&str] =
+    &["cpu", "cpuacct", "cpuset", "devices", "hugetlb", "memory", "pids", "perf_event", "blkio", "net_prio", "net_cls", "freezer"];
 
 /// One write to a file of the container's cgroup.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,10 +45,7 @@ pub fn applies(cgroups: &[Hierarchy], resources: Option<&LinuxResources>) -> boo
 }
 
 fn covers(r: &LinuxResources) -> bool {
-    let memory = r
-        .memory()
-        .as_ref()
-        .is_none_or(|m| m.kernel().is_none() && m.kernel_tcp().is_none() && m.use_hierarchy().is_none());
+    let memory = r.memory().as_ref().is_none_or(|m| m.kernel().is_none() && m.kernel_tcp().is_none() && m.use_hierarchy().is_none());
     let cpu = r.cpu().as_ref().is_none_or(|c| c.burst().is_none() && c.idle().is_none());
     let empty_map = |m: Option<usize>| m.is_none_or(|n| n == 0);
     memory
@@ -159,20 +154,14 @@ fn memory_writes(memory: &LinuxMemory, limit_now: impl FnOnce() -> Result<i64>, 
 pub fn join_and_limit(cgroups: &[Hierarchy], path: &Path, pid: Pid, resources: Option<&LinuxResources>) -> Result<()> {
     let fail = |step: StepError| Error::Cgroup { path: path.to_path_buf(), reason: step.to_string() };
     let relative = crate::engine::cgroup::fs::relative(path);
-    let dirs: Vec<(&Hierarchy, PathBuf)> = cgroups
-        .iter()
-        .filter(|h| !h.unified && CONTROLLERS.iter().any(|c| h.has(c)))
-        .map(|h| (h, h.mount_point.join(&relative)))
-        .collect();
+    let dirs: Vec<(&Hierarchy, PathBuf)> =
+        cgroups.iter().filter(|h| !h.unified && CONTROLLERS.iter().any(|c| h.has(c))).map(|h| (h, h.mount_point.join(&relative))).collect();
     for (hierarchy, dir) in &dirs {
         make_dirs(&hierarchy.mount_point, &relative, hierarchy.has("cpuset")).map_err(fail)?;
         write_file(&dir.join("cgroup.procs"), &pid.to_string()).map_err(fail)?;
     }
     let dir_of = |controller: &'static str| {
-        dirs.iter()
-            .find(|(h, _)| h.has(controller))
-            .map(|(_, d)| d.as_path())
-            .ok_or_else(|| fail(StepError::NoController(controller)))
+        dirs.iter().find(|(h, _)| h.has(controller)).map(|(_, d)| d.as_path()).ok_or_else(|| fail(StepError::NoController(controller)))
     };
     let limit_now = || -> Result<i64> {
         let file = dir_of("memory")?.join("memory.limit_in_bytes");
@@ -256,27 +245,21 @@ fn check_shares(file: &Path, wanted: &str) -> std::result::Result<(), StepError>
 fn memory_busy(file: &Path, value: &str) -> StepError {
     let dir = file.parent().unwrap_or(Path::new("/"));
     let read = |f: &str| read_file(&dir.join(f)).map(|s| s.trim().to_string()).unwrap_or_else(|_| "?".into());
-    StepError::MemoryBusy {
-        value: value.to_string(),
-        usage: read("memory.usage_in_bytes"),
-        peak: read("memory.max_usage_in_bytes"),
-    }
+    StepError::MemoryBusy { value: value.to_string(), usage: read("memory.usage_in_bytes"), peak: read("memory.max_usage_in_bytes") }
 }
 
 fn write_file(path: &Path, value: &str) -> std::result::Result<(), StepError> {
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .open(path)
-        .map_err(|e| StepError::file("openat", path, &e))?;
-    file.write_all(value.as_bytes())
-        .map_err(|e| StepError::Write { path: path.to_path_buf(), value: value.to_string(), errno: io_errno(&e) })
+    let mut file = std::fs::OpenOptions::new().write(true).open(path).map_err(|e| StepError::file("openat", path, &e))?;
+    file.write_all(value.as_bytes()).map_err(|e| StepError::Write {
+        path: path.to_path_buf(),
+        value: value.to_string(),
+        errno: io_errno(&e),
+    })
 }
 
 fn read_file(path: &Path) -> std::result::Result<String, StepError> {
     let mut text = String::new();
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_to_string(&mut text))
-        .map_err(|e| StepError::file("read", path, &e))?;
+    std::fs::File::open(path).and_then(|mut f| f.read_to_string(&mut text)).map_err(|e| StepError::file("read", path, &e))?;
     Ok(text)
 }
 

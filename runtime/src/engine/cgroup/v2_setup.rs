@@ -30,8 +30,7 @@ pub fn prepare(root: &Path, config: &CgroupConfig, resources: Option<&LinuxResou
     let relative = fs::relative(&config.cgroup_path);
     let dir = make_dirs(root, &relative).map_err(step)?;
     if let Some(resources) = resources {
-        let manager = libcgroups::common::create_cgroup_manager(config.clone())
-            .map_err(|e| fail(crate::error::one_line_chain(&e)))?;
+        let manager = libcgroups::common::create_cgroup_manager(config.clone()).map_err(|e| fail(crate::error::one_line_chain(&e)))?;
         let disable_oom_killer = resources.memory().as_ref().and_then(|m| m.disable_oom_killer()).unwrap_or(false);
         let opts = ControllerOpt { resources, freezer_state: None, oom_score_adj: None, disable_oom_killer };
         manager.apply(&opts).map_err(|e| fail(crate::error::one_line_chain(&e)))?;

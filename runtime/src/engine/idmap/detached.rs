@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 use nix::errno::Errno;
 use oci_spec::runtime::Spec;
 
-use crate::engine::idmap::plan::{Mapping, Planned};
 use crate::engine::idmap::hook::{ensure_destination, hook, HookError};
+use crate::engine::idmap::plan::{Mapping, Planned};
 use crate::engine::idmap::userns::{self as idmap_userns, UsernsError};
-use crate::sys::io_errno::errno_of;
 use crate::sys::in_root;
+use crate::sys::io_errno::errno_of;
 
 /// Why an idmapped mount could not be made: which mount, then the path,
 /// the syscall and the errno.
@@ -63,10 +63,7 @@ pub fn install(
     if planned.is_empty() {
         return Ok(Installed::default());
     }
-    let config_error = |err: DetachedError| crate::error::Error::Config {
-        path: bundle.path.join("config.json"),
-        reason: err.to_string(),
-    };
+    let config_error = |err: DetachedError| crate::error::Error::Config { path: bundle.path.join("config.json"), reason: err.to_string() };
     make_destinations_on_rootfs(spec, &bundle.rootfs, planned).map_err(config_error)?;
     if let Some(mounts) = spec.mounts_mut() {
         let mut index = 0;
@@ -127,8 +124,7 @@ fn make_destinations_on_rootfs(spec: &Spec, rootfs: &Path, planned: &[Planned]) 
             continue;
         }
         let is_dir = std::fs::metadata(&p.source).map(|m| m.is_dir()).unwrap_or(true);
-        ensure_destination(&root, &p.destination, is_dir)
-            .map_err(|e| DetachedError::from(e).of(p.index, &p.destination))?;
+        ensure_destination(&root, &p.destination, is_dir).map_err(|e| DetachedError::from(e).of(p.index, &p.destination))?;
     }
     Ok(())
 }
@@ -187,8 +183,11 @@ pub fn mount_idmapped(source: &Path, target: &Path, userns: &OwnedFd, attrs: u64
         .map_err(|errno| DetachedError::OpenTarget { target: target.to_path_buf(), errno })?;
     // SAFETY: open just gave us this descriptor.
     let dir = unsafe { OwnedFd::from_raw_fd(dir) };
-    crate::sys::mount_api::move_mount(&tree, &dir)
-        .map_err(|errno| DetachedError::MoveMount { from: source.to_path_buf(), target: target.to_path_buf(), errno })
+    crate::sys::mount_api::move_mount(&tree, &dir).map_err(|errno| DetachedError::MoveMount {
+        from: source.to_path_buf(),
+        target: target.to_path_buf(),
+        errno,
+    })
 }
 
 /// open_tree(OPEN_TREE_CLONE) of `source`, with its submounts when `recursive`.
@@ -201,12 +200,7 @@ fn open_tree_at(source: &Path, recursive: bool) -> Result<OwnedFd, Errno> {
 }
 
 fn set_attr(tree: &OwnedFd, attr_set: u64, userns: Option<&OwnedFd>, recursive: bool) -> Result<(), Errno> {
-    let attr = libc::mount_attr {
-        attr_set,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: userns.map_or(0, |u| u.as_raw_fd() as u64),
-    };
+    let attr = libc::mount_attr { attr_set, attr_clr: 0, propagation: 0, userns_fd: userns.map_or(0, |u| u.as_raw_fd() as u64) };
     let flags = libc::AT_EMPTY_PATH | if recursive { libc::AT_RECURSIVE } else { 0 };
     // SAFETY: a valid fd, an empty C string and a mount_attr of the size given.
     let rc = unsafe {
@@ -247,9 +241,10 @@ pub fn kernel_supports() -> bool {
     if !nix::unistd::geteuid().is_root() {
         return true;
     }
-    let tmpfs = ["/dev/shm", "/run"].into_iter().map(Path::new).find(|p| {
-        nix::sys::statfs::statfs(*p).is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC)
-    });
+    let tmpfs = ["/dev/shm", "/run"]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| nix::sys::statfs::statfs(*p).is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC));
     let Some(tmpfs) = tmpfs else { return true };
     let probe = oci_spec::runtime::LinuxIdMappingBuilder::default().container_id(0u32).host_id(65536u32).size(1u32).build();
     let Ok(range) = probe else { return false };
@@ -257,10 +252,7 @@ pub fn kernel_supports() -> bool {
         let tree = open_tree_at(tmpfs, false).ok()?;
         set_attr(&tree, libc::MOUNT_ATTR_IDMAP, Some(&userns), false).ok()
     };
-    idmap_userns::with_mappings(std::slice::from_ref(&range), std::slice::from_ref(&range))
-        .ok()
-        .and_then(mapped)
-        .is_some()
+    idmap_userns::with_mappings(std::slice::from_ref(&range), std::slice::from_ref(&range)).ok().and_then(mapped).is_some()
 }
 
 #[cfg(test)]

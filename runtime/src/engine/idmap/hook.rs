@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use nix::errno::Errno;
 
 use crate::engine::idmap::detached::Detached;
-use crate::sys::io_errno::errno_of;
 use crate::sys::in_root;
+use crate::sys::io_errno::errno_of;
 use crate::sys::mount_api::move_mount;
 use crate::sys::mount_target::{self, TargetError, Want};
 

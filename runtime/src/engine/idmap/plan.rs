@@ -39,7 +39,10 @@ pub struct Planned {
 /// Where an idmapped mount's mapping comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mapping {
-    Explicit { uid: Vec<LinuxIdMapping>, gid: Vec<LinuxIdMapping> },
+    Explicit {
+        uid: Vec<LinuxIdMapping>,
+        gid: Vec<LinuxIdMapping>,
+    },
     /// The container joins this user namespace; use it as is.
     JoinedUserns(PathBuf),
     /// None: a plain bind of a user-namespaced container, its source opened on the host's side
@@ -107,7 +110,9 @@ pub fn plan(spec: &Spec) -> Result<Vec<Planned>, PlanError> {
         }
     }
     // A plain bind that a later engine mount overlaps stays the engine's (so keeps its order).
-    while let Some(i) = planned.iter().position(|p| p.mapping == Mapping::Unmapped && check_order(mounts, p.index, &routed(&planned)).is_err()) {
+    while let Some(i) =
+        planned.iter().position(|p| p.mapping == Mapping::Unmapped && check_order(mounts, p.index, &routed(&planned)).is_err())
+    {
         planned.remove(i);
     }
     for p in &planned {
@@ -255,8 +260,11 @@ mod tests {
         let cases = [
             (json!({"destination": "/d", "type": "tmpfs", "source": "tmpfs", "options": ["idmap"]}), "type"),
             (json!({"destination": "/proc/x", "type": "bind", "source": "/tmp", "options": ["idmap"]}), "destination"),
-            (json!({"destination": "/d", "type": "bind", "source": "/tmp", "options": ["bind"],
-                    "uidMappings": [{"containerID": 0, "hostID": 1, "size": 1}]}), "gidMappings"),
+            (
+                json!({"destination": "/d", "type": "bind", "source": "/tmp", "options": ["bind"],
+                    "uidMappings": [{"containerID": 0, "hostID": 1, "size": 1}]}),
+                "gidMappings",
+            ),
             (json!({"destination": "/d", "type": "bind", "source": "/tmp", "options": ["bind", "idmap", "rro"]}), "options"),
         ];
         for (mount, field) in cases {

@@ -77,22 +77,14 @@ fn write_map(pid: i32, file: &str, mappings: &[LinuxIdMapping]) -> Result<(), Us
         Ok(f) => f,
         Err(e) => return Err(UsernsError::Open { errno: errno_of(&e), path }),
     };
-    f.write(text.as_bytes()).map_err(|e| UsernsError::WriteMap {
-        map: text.trim().replace('\n', ", "),
-        errno: errno_of(&e),
-        path,
-    })?;
+    f.write(text.as_bytes()).map_err(|e| UsernsError::WriteMap { map: text.trim().replace('\n', ", "), errno: errno_of(&e), path })?;
     Ok(())
 }
 
 /// A map file's text: `container host size` per line.
 fn map_text(mappings: &[LinuxIdMapping]) -> String {
-    mappings
-        .iter()
-        .map(|m| format!("{} {} {}\n", m.container_id(), m.host_id(), m.size()))
-        .collect()
+    mappings.iter().map(|m| format!("{} {} {}\n", m.container_id(), m.host_id(), m.size())).collect()
 }
-
 
 #[cfg(test)]
 mod tests {

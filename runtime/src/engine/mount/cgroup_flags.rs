@@ -47,18 +47,9 @@ pub fn wanted(spec: &Spec, cgroups: &[Hierarchy]) -> Vec<CgroupMountFlags> {
         .iter()
         .filter(|m| m.typ().as_deref() == Some("cgroup"))
         .filter_map(|m| {
-            let options: Vec<String> = m
-                .options()
-                .as_deref()
-                .unwrap_or_default()
-                .iter()
-                .filter(|o| FLAGS.iter().any(|(name, _, _)| name == o))
-                .cloned()
-                .collect();
-            (!options.is_empty()).then(|| CgroupMountFlags {
-                destination: m.destination().clone(),
-                options,
-            })
+            let options: Vec<String> =
+                m.options().as_deref().unwrap_or_default().iter().filter(|o| FLAGS.iter().any(|(name, _, _)| name == o)).cloned().collect();
+            (!options.is_empty()).then(|| CgroupMountFlags { destination: m.destination().clone(), options })
         })
         .collect()
 }
@@ -185,7 +176,10 @@ mod tests {
     #[test]
     fn an_option_it_does_not_apply_is_named() {
         let dest = Path::new("/sys/fs/cgroup");
-        assert_eq!(parse(dest, &["ro".into(), "nodev".into()]).unwrap(), (MsFlags::MS_RDONLY | MsFlags::MS_NODEV, libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NODEV));
+        assert_eq!(
+            parse(dest, &["ro".into(), "nodev".into()]).unwrap(),
+            (MsFlags::MS_RDONLY | MsFlags::MS_NODEV, libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NODEV)
+        );
         let err = parse(dest, &["ro".into(), "rw".into()]).unwrap_err();
         assert_eq!(err.to_string(), r#"/sys/fs/cgroup: "rw" is not a cgroup mount flag"#);
     }

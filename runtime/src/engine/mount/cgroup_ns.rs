@@ -13,10 +13,8 @@ use crate::engine::cgroup::fs::Hierarchy;
 
 /// Controllers libcgroups creates a cgroup in (named hierarchies such as
 /// name=systemd get ours from `named_cgroup`).
-pub(crate) const CONTROLLERS: &[&str] = &[
-    "blkio", "cpu", "cpuacct", "cpuset", "devices", "freezer", "hugetlb", "memory", "net_cls",
-    "net_prio", "perf_event", "pids", "rdma",
-];
+pub(crate) const CONTROLLERS: &[&str] =
+    &["blkio", "cpu", "cpuacct", "cpuset", "devices", "freezer", "hugetlb", "memory", "net_cls", "net_prio", "perf_event", "pids", "rdma"];
 
 /// Rewrites `spec`'s cgroup mounts if the engine would get them wrong;
 /// `cgroups` are the host's hierarchies, as the command read them.
@@ -45,10 +43,7 @@ fn joins_pid_namespace(spec: &Spec) -> bool {
     spec.linux()
         .as_ref()
         .and_then(|l| l.namespaces().as_ref())
-        .is_some_and(|ns| {
-            ns.iter()
-                .any(|n| n.typ() == LinuxNamespaceType::Pid && n.path().is_some())
-        })
+        .is_some_and(|ns| ns.iter().any(|n| n.typ() == LinuxNamespaceType::Pid && n.path().is_some()))
 }
 
 /// The cgroupfs-form path (systemd's `slice:prefix:name` is left alone).
@@ -73,10 +68,7 @@ fn v1_hierarchies(cgroups: &[Hierarchy]) -> Vec<PathBuf> {
 
 fn replacement(mount: &Mount, cgroup_path: &Path, hierarchies: &[PathBuf]) -> Vec<Mount> {
     let dest = mount.destination().clone();
-    let read_only = mount
-        .options()
-        .as_ref()
-        .is_some_and(|o| o.iter().any(|x| x == "ro"));
+    let read_only = mount.options().as_ref().is_some_and(|o| o.iter().any(|x| x == "ro"));
     let mut mounts = vec![MountBuilder::default()
         .destination(dest.clone())
         .typ("tmpfs")

@@ -71,7 +71,6 @@ pub fn apply(root: &OwnedFd, dest: &Path, read_only: bool) -> Result<(), CopyupE
     Ok(())
 }
 
-
 /// A detached copy of the mount `root` is on, without the mounts below it.
 fn clone_mount(root: &OwnedFd) -> Result<OwnedFd, Errno> {
     const OPEN_TREE_CLONE: libc::c_uint = 1;
@@ -91,7 +90,6 @@ fn clone_mount(root: &OwnedFd) -> Result<OwnedFd, Errno> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
-
 #[cfg(test)]
 mod tests {
     use oci_spec::runtime::{Mount, MountBuilder};
@@ -105,11 +103,8 @@ mod tests {
 
     #[test]
     fn a_read_only_copyup_is_mounted_writable_and_the_hook_is_told_ro() {
-        let mut mounts = vec![
-            tmpfs("/a", &["tmpcopyup", "ro", "nosuid"]),
-            tmpfs("/b", &["ro", "tmpcopyup", "rw"]),
-            tmpfs("/c", &["ro", "nodev"]),
-        ];
+        let mut mounts =
+            vec![tmpfs("/a", &["tmpcopyup", "ro", "nosuid"]), tmpfs("/b", &["ro", "tmpcopyup", "rw"]), tmpfs("/c", &["ro", "nodev"])];
         let taken = take(&mut mounts);
         let hook = |opts: &[&str]| opts.iter().map(|o| o.to_string()).collect::<Vec<_>>();
         assert_eq!(taken, vec![(PathBuf::from("/a"), hook(&["tmpcopyup", "ro"])), (PathBuf::from("/b"), hook(&["tmpcopyup"]))]);

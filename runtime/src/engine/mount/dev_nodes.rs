@@ -56,22 +56,13 @@ pub fn check(spec: &Spec, rootfs: &Path) -> Result<(), DevNodeError> {
 
 /// A mount on /dev itself: the nodes go on it, not in the image.
 fn dev_is_mounted(spec: &Spec) -> bool {
-    spec.mounts()
-        .iter()
-        .flatten()
-        .any(|m| rootfs_path::lexical(m.destination()) == Path::new("/dev"))
+    spec.mounts().iter().flatten().any(|m| rootfs_path::lexical(m.destination()) == Path::new("/dev"))
 }
 
 /// Each path the engine makes under /dev, with the syscall that makes it.
 fn made_in_dev(spec: &Spec) -> Vec<(PathBuf, &'static str)> {
-    let listed: Vec<PathBuf> = spec
-        .linux()
-        .as_ref()
-        .and_then(|l| l.devices().clone())
-        .unwrap_or_default()
-        .iter()
-        .map(|d| d.path().clone())
-        .collect();
+    let listed: Vec<PathBuf> =
+        spec.linux().as_ref().and_then(|l| l.devices().clone()).unwrap_or_default().iter().map(|d| d.path().clone()).collect();
     let defaults = DEFAULT_NODES.iter().map(PathBuf::from).filter(|p| !listed.contains(p));
     let mut made: Vec<(PathBuf, &'static str)> = listed.iter().cloned().chain(defaults).map(|p| (p, "mknod")).collect();
     made.extend(DEFAULT_LINKS.iter().map(|p| (PathBuf::from(p), "symlink")));

@@ -46,10 +46,7 @@ pub(crate) fn setattr_of(flags: MsFlags) -> (MountAttr, libc::c_int) {
 
 /// Splits mount options into (the rest, the propagation options).
 pub fn split_options(options: &[String]) -> (Vec<String>, Vec<String>) {
-    options
-        .iter()
-        .cloned()
-        .partition(|o| propagation_flags(o).is_none())
+    options.iter().cloned().partition(|o| propagation_flags(o).is_none())
 }
 
 /// Applies one mount's propagation options, one mount_setattr(2) each in

@@ -18,13 +18,9 @@ use crate::error::{Error, Result};
 /// Makes each missing mountpoint of `spec`'s mounts under `rootfs`.
 pub fn make(rootfs: &Path, spec: &Spec) -> Result<()> {
     let mounts = spec.mounts().clone().unwrap_or_default();
-    let tmpfs: Vec<PathBuf> = mounts
-        .iter()
-        .filter(|m| m.typ().as_deref() == Some("tmpfs"))
-        .map(|m| m.destination().clone())
-        .collect();
-    let root = crate::sys::in_root::open(None, rootfs, libc::O_PATH | libc::O_DIRECTORY)
-        .map_err(|e| Error::io("open rootfs", rootfs, e))?;
+    let tmpfs: Vec<PathBuf> = mounts.iter().filter(|m| m.typ().as_deref() == Some("tmpfs")).map(|m| m.destination().clone()).collect();
+    let root =
+        crate::sys::in_root::open(None, rootfs, libc::O_PATH | libc::O_DIRECTORY).map_err(|e| Error::io("open rootfs", rootfs, e))?;
     for m in &mounts {
         let dest = m.destination();
         let on_tmpfs = tmpfs.iter().any(|t| dest.starts_with(t));

@@ -132,10 +132,8 @@ fn parse_rootfs_hook_args(args: Vec<OsString>) -> Result<Entries, RootfsHookErro
     if pairs.len() % 2 != 0 {
         return Err(RootfsHookError::NotPairs);
     }
-    let root = crate::sys::in_root::open(None, Path::new(rootfs), libc::O_PATH).map_err(|e| RootfsHookError::OpenRootfs {
-        rootfs: rootfs.clone(),
-        errno: Errno::from_raw(e.raw_os_error().unwrap_or(0)),
-    })?;
+    let root = crate::sys::in_root::open(None, Path::new(rootfs), libc::O_PATH)
+        .map_err(|e| RootfsHookError::OpenRootfs { rootfs: rootfs.clone(), errno: Errno::from_raw(e.raw_os_error().unwrap_or(0)) })?;
     let entries = pairs
         .chunks(2)
         .map(|pair| {

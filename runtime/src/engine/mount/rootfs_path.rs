@@ -76,9 +76,9 @@ pub fn lexical(path: &Path) -> PathBuf {
 /// not there (a missing part is taken as spelled).
 fn symlink_target(host: &Path) -> io::Result<Option<PathBuf>> {
     match std::fs::symlink_metadata(host) {
-        Ok(meta) if meta.file_type().is_symlink() => std::fs::read_link(host)
-            .map(Some)
-            .map_err(|e| io::Error::new(e.kind(), format!("readlink {}: {e}", host.display()))),
+        Ok(meta) if meta.file_type().is_symlink() => {
+            std::fs::read_link(host).map(Some).map_err(|e| io::Error::new(e.kind(), format!("readlink {}: {e}", host.display())))
+        }
         Ok(_) => Ok(None),
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => Ok(None),
         Err(e) => Err(io::Error::new(e.kind(), format!("lstat {}: {e}", host.display()))),

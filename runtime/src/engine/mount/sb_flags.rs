@@ -37,10 +37,11 @@ pub fn apply(sys: &dyn Syscall, root: &OwnedFd, dest: &Path, options: &[String])
     let current = sys.mount_flags_of(&target).map_err(|errno| StepError::call("fstatvfs", dest, &options.join(","), errno))?;
     let mut flags = MsFlags::MS_REMOUNT | kept_flags(current);
     for option in options {
-        let (_, flag, set) = OPTIONS
-            .iter()
-            .find(|(name, _, _)| name == option)
-            .ok_or_else(|| StepError::NotOurs { dest: dest.to_path_buf(), option: option.clone(), kind: "superblock flag" })?;
+        let (_, flag, set) = OPTIONS.iter().find(|(name, _, _)| name == option).ok_or_else(|| StepError::NotOurs {
+            dest: dest.to_path_buf(),
+            option: option.clone(),
+            kind: "superblock flag",
+        })?;
         flags.set(*flag, *set);
     }
     // mount(2), not mount_setattr: these are superblock flags, which

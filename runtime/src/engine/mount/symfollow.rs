@@ -27,8 +27,7 @@ pub fn apply(sys: &dyn Syscall, root: &OwnedFd, dest: &Path, options: &[String])
     let target = sys.open_in_root(root, dest, libc::O_PATH).map_err(|e| StepError::open(dest, &e))?;
     let attr = libc::MOUNT_ATTR_NOSYMFOLLOW;
     let (set, clear) = if last == "nosymfollow" { (attr, 0) } else { (0, attr) };
-    sys.mount_setattr(&target, MountAttr::flags(set, clear), 0)
-        .map_err(|errno| StepError::call("mount_setattr", dest, last, errno))
+    sys.mount_setattr(&target, MountAttr::flags(set, clear), 0).map_err(|errno| StepError::call("mount_setattr", dest, last, errno))
 }
 
 #[cfg(test)]

@@ -31,8 +31,7 @@ pub fn missing(process: &Process, ours: &CapsHashSet) -> Vec<String> {
 /// Fails as runc does when `process` asks for a capability we cannot give.
 pub fn check(process: Option<&Process>) -> Result<()> {
     let Some(process) = process else { return Ok(()) };
-    let ours = caps::read(None, CapSet::Permitted)
-        .map_err(|e| Error::Invalid(format!("read our permitted capabilities: {e}")))?;
+    let ours = caps::read(None, CapSet::Permitted).map_err(|e| Error::Invalid(format!("read our permitted capabilities: {e}")))?;
     match missing(process, &ours).as_slice() {
         [] => Ok(()),
         names => Err(Error::Invalid(format!(

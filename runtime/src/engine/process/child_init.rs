@@ -23,9 +23,9 @@ pub fn run<E: std::fmt::Display>(
 ) -> ! {
     let failed = match before() {
         Err(e) => Some(e.to_string()),
-        Ok(()) => libcontainer::process::init::process::container_init_process(args, main_sender, init_receiver)
-            .err()
-            .map(|e| e.to_string()),
+        Ok(()) => {
+            libcontainer::process::init::process::container_init_process(args, main_sender, init_receiver).err().map(|e| e.to_string())
+        }
     };
     leave(args, main_sender, failed)
 }

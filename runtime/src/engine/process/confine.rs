@@ -19,8 +19,7 @@ use libcontainer::syscall::Syscall as EngineSyscall;
 use nix::errno::Errno;
 use nix::unistd::{Gid, Uid};
 use oci_spec::runtime::{
-    IOPriorityClass, LinuxCapabilities, LinuxPersonalityDomain, LinuxSchedulerFlag, LinuxSchedulerPolicy, Process,
-    Scheduler, Spec,
+    IOPriorityClass, LinuxCapabilities, LinuxPersonalityDomain, LinuxSchedulerFlag, LinuxSchedulerPolicy, Process, Scheduler, Spec,
 };
 
 use crate::sys::process_attrs::{self, SchedAttr};
@@ -72,8 +71,7 @@ pub fn begin(args: &ContainerArgs, engine: &dyn EngineSyscall) -> Result<(), Ini
     nix::unistd::setsid().map_err(call("a session of its own", "setsid"))?;
     set_io_priority(process, engine)?;
     set_scheduler(process)?;
-    libcontainer::process::memory_policy::setup_memory_policy(linux.memory_policy(), engine)
-        .map_err(step("linux.memoryPolicy"))?;
+    libcontainer::process::memory_policy::setup_memory_policy(linux.memory_policy(), engine).map_err(step("linux.memoryPolicy"))?;
     if args.console_socket.is_none() {
         take_stdio(args)?;
     }
@@ -330,7 +328,11 @@ mod tests {
         let last = 40;
         let kernel = |cap: u8| {
             dropped.push(cap);
-            if cap > last { Err(Errno::EINVAL) } else { Ok(()) }
+            if cap > last {
+                Err(Errno::EINVAL)
+            } else {
+                Ok(())
+            }
         };
         drop_bounding(&[0, 5, 40], kernel).unwrap();
         let expected: Vec<u8> = (1..=41).filter(|c| ![5, 40].contains(c)).collect();
@@ -353,7 +355,18 @@ mod tests {
         let attr = sched_attr(&sc);
         assert_eq!(
             attr,
-            SchedAttr { size: 56, policy: 6, flags: 0x03, nice: -3, priority: 7, runtime: 10, deadline: 20, period: 30, util_min: 0, util_max: 0 }
+            SchedAttr {
+                size: 56,
+                policy: 6,
+                flags: 0x03,
+                nice: -3,
+                priority: 7,
+                runtime: 10,
+                deadline: 20,
+                period: 30,
+                util_min: 0,
+                util_max: 0
+            }
         );
     }
 

@@ -19,8 +19,8 @@ use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg, Termios};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
-use crate::error::{Error, Result};
 use crate::engine::process::wait;
+use crate::error::{Error, Result};
 
 /// How long the engine has to send a new process's pty master once the
 /// process exists.
@@ -58,10 +58,7 @@ impl ConsoleSocket {
             let timed_out = std::io::Error::new(std::io::ErrorKind::TimedOut, "no pty master was sent");
             return Err(Error::io("wait on console socket", &self.path, timed_out));
         }
-        let (stream, _) = self
-            .listener
-            .accept()
-            .map_err(|e| Error::io("accept on", &self.path, e))?;
+        let (stream, _) = self.listener.accept().map_err(|e| Error::io("accept on", &self.path, e))?;
         receive_fd(stream.as_raw_fd()).map_err(|e| Error::sys("receive pty master", e))
     }
 }
@@ -135,10 +132,7 @@ fn proxy_loop(master: &OwnedFd, pid: Pid, signals: &SigSet) -> Result<i32> {
     let stdin = std::io::stdin();
     let mut stdin_open = true;
     loop {
-        let mut fds = vec![
-            PollFd::new(master.as_fd(), PollFlags::POLLIN),
-            PollFd::new(sigfd.as_fd(), PollFlags::POLLIN),
-        ];
+        let mut fds = vec![PollFd::new(master.as_fd(), PollFlags::POLLIN), PollFd::new(sigfd.as_fd(), PollFlags::POLLIN)];
         if stdin_open {
             fds.push(PollFd::new(stdin.as_fd(), PollFlags::POLLIN));
         }
@@ -199,10 +193,7 @@ fn copy_once(from: BorrowedFd<'_>, to: BorrowedFd<'_>) -> std::result::Result<()
 
 /// Copies what the process wrote before it exited.
 fn drain(master: BorrowedFd<'_>) {
-    let _ = nix::fcntl::fcntl(
-        master.as_raw_fd(),
-        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
-    );
+    let _ = nix::fcntl::fcntl(master.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK));
     while copy_once(master, std::io::stdout().as_fd()).is_ok() {}
 }
 

@@ -33,17 +33,12 @@ pub fn check_in_rootfs(config: &Path, spec: &Spec, rootfs: &Path) -> Result<()> 
 /// root (with its mounts) the host sees at /proc/<pid>/root.
 pub fn check_in_container(container_root: &Path, cwd: &Path) -> Result<()> {
     open_dir(container_root, cwd).map(drop).map_err(|e| {
-        Error::Invalid(format!(
-            "chdir to cwd ({:?}) set in config.json failed: {}",
-            cwd.display().to_string(),
-            errno_text(&e)
-        ))
+        Error::Invalid(format!("chdir to cwd ({:?}) set in config.json failed: {}", cwd.display().to_string(), errno_text(&e)))
     })
 }
 
 fn under_a_mount(spec: &Spec, cwd: &Path) -> bool {
-    let destinations: Vec<PathBuf> =
-        spec.mounts().iter().flatten().map(|m| m.destination().clone()).collect();
+    let destinations: Vec<PathBuf> = spec.mounts().iter().flatten().map(|m| m.destination().clone()).collect();
     destinations.iter().any(|d| cwd.starts_with(d))
 }
 

@@ -46,12 +46,8 @@ fn as_envp(pairs: Vec<String>) -> Result<Vec<CString>, EnvironError> {
 pub fn ordered(spec_env: &[String], vars: &HashMap<String, String>) -> Vec<String> {
     let key = |pair: &str| pair.split('=').next().unwrap_or_default().to_string();
     let mut seen = HashSet::with_capacity(vars.len());
-    let mut pairs: Vec<String> = spec_env
-        .iter()
-        .rev()
-        .map(|pair| key(pair))
-        .filter(|k| vars.contains_key(k) && seen.insert(k.clone()))
-        .collect();
+    let mut pairs: Vec<String> =
+        spec_env.iter().rev().map(|pair| key(pair)).filter(|k| vars.contains_key(k) && seen.insert(k.clone())).collect();
     pairs.reverse();
     let mut rest: Vec<String> = vars.keys().filter(|k| !seen.contains(*k)).cloned().collect();
     rest.sort();

@@ -96,9 +96,7 @@ fn open_cgroup(join: &CgroupJoin) -> Result<CgroupFds> {
     };
     Ok(match join {
         CgroupJoin::Unified(dir) => CgroupFds::Unified(open_one(dir, OFlag::O_RDONLY | OFlag::O_DIRECTORY)?),
-        CgroupJoin::Legacy(files) => {
-            CgroupFds::Legacy(files.iter().map(|f| open_one(f, OFlag::O_WRONLY)).collect::<Result<_>>()?)
-        }
+        CgroupJoin::Legacy(files) => CgroupFds::Legacy(files.iter().map(|f| open_one(f, OFlag::O_WRONLY)).collect::<Result<_>>()?),
     })
 }
 
@@ -211,10 +209,7 @@ enum ChildSetupError {
     #[error("the exec spec has no {0} section")]
     Missing(&'static str),
     #[error("execCPUAffinity.{which}: {source}")]
-    Affinity {
-        which: &'static str,
-        source: libcontainer::process::cpu_affinity::CPUAffinityError,
-    },
+    Affinity { which: &'static str, source: libcontainer::process::cpu_affinity::CPUAffinityError },
     #[error("write 0 to the container's cgroup.procs: {0}")]
     JoinCgroup(nix::Error),
 }
@@ -260,17 +255,12 @@ mod tests {
     const UNIFIED: &str = "35 25 0:30 / /sys/fs/cgroup rw,nosuid shared:9 - cgroup2 cgroup2 rw\n";
 
     fn spec(namespaces: &[LinuxNamespaceType], notify: bool) -> Spec {
-        let namespaces: Vec<_> = namespaces
-            .iter()
-            .map(|t| LinuxNamespaceBuilder::default().typ(*t).path("/proc/9/ns/x").build().unwrap())
-            .collect();
+        let namespaces: Vec<_> =
+            namespaces.iter().map(|t| LinuxNamespaceBuilder::default().typ(*t).path("/proc/9/ns/x").build().unwrap()).collect();
         let mut linux = LinuxBuilder::default().namespaces(namespaces);
         if notify {
-            let rule = LinuxSyscallBuilder::default()
-                .names(vec!["mkdir".to_string()])
-                .action(LinuxSeccompAction::ScmpActNotify)
-                .build()
-                .unwrap();
+            let rule =
+                LinuxSyscallBuilder::default().names(vec!["mkdir".to_string()]).action(LinuxSeccompAction::ScmpActNotify).build().unwrap();
             linux = linux.seccomp(LinuxSeccompBuilder::default().syscalls(vec![rule]).build().unwrap());
         }
         SpecBuilder::default().linux(linux.build().unwrap()).build().unwrap()

@@ -90,8 +90,8 @@ fn open_namespaces(listed: &[LinuxNamespace]) -> Result<(Option<Join>, Vec<Join>
         };
         // exec_launch::route sends a time namespace through the engine.
         let flag = clone_flag(ns.typ()).ok_or(InitError::Said(format!("joining a {:?} namespace on the direct route", ns.typ())))?;
-        let file = File::open(path)
-            .map_err(|e| call("joining the container's namespaces", format!("open {}", path.display()))(io_errno(&e)))?;
+        let file =
+            File::open(path).map_err(|e| call("joining the container's namespaces", format!("open {}", path.display()))(io_errno(&e)))?;
         let join = Join { file, flag, path: path.clone() };
         match ns.typ() {
             LinuxNamespaceType::User => user = Some(join),
@@ -120,16 +120,23 @@ mod tests {
     fn opens_each_namespace_but_pid_before_joining_any_the_user_one_apart() {
         use LinuxNamespaceType::*;
         let own = format!("/proc/{}/ns", std::process::id());
-        let listed: Vec<_> = [(User, "user"), (Ipc, "ipc"), (Uts, "uts"), (Network, "net"), (Pid, "pid"), (Mount, "mnt"), (Cgroup, "cgroup")]
-            .iter()
-            .map(|(typ, name)| ns(*typ, Some(&format!("{own}/{name}"))))
-            .collect();
+        let listed: Vec<_> =
+            [(User, "user"), (Ipc, "ipc"), (Uts, "uts"), (Network, "net"), (Pid, "pid"), (Mount, "mnt"), (Cgroup, "cgroup")]
+                .iter()
+                .map(|(typ, name)| ns(*typ, Some(&format!("{own}/{name}"))))
+                .collect();
         let (user, joins) = open_namespaces(&listed).unwrap();
         assert_eq!(user.map(|u| u.flag), Some(CloneFlags::CLONE_NEWUSER));
         let flags: Vec<_> = joins.iter().map(|j| j.flag).collect();
         assert_eq!(
             flags,
-            [CloneFlags::CLONE_NEWIPC, CloneFlags::CLONE_NEWUTS, CloneFlags::CLONE_NEWNET, CloneFlags::CLONE_NEWNS, CloneFlags::CLONE_NEWCGROUP]
+            [
+                CloneFlags::CLONE_NEWIPC,
+                CloneFlags::CLONE_NEWUTS,
+                CloneFlags::CLONE_NEWNET,
+                CloneFlags::CLONE_NEWNS,
+                CloneFlags::CLONE_NEWCGROUP
+            ]
         );
     }
 

@@ -102,10 +102,7 @@ impl RuncWordsExecutor {
     fn program(spec: &Spec) -> Result<(Vec<String>, PathBuf), ProgramError> {
         let process = spec.process().as_ref().ok_or(ProgramError::NoProcess)?;
         let args = process.args().clone().filter(|a| !a.is_empty()).ok_or(ProgramError::NoArgs)?;
-        let path_var = process
-            .env()
-            .as_ref()
-            .and_then(|env| env.iter().find_map(|e| e.strip_prefix("PATH=")).map(str::to_string));
+        let path_var = process.env().as_ref().and_then(|env| env.iter().find_map(|e| e.strip_prefix("PATH=")).map(str::to_string));
         let path = resolve(&args[0], path_var.as_deref(), probe)?;
         Ok((args, path))
     }
@@ -172,10 +169,7 @@ mod tests {
     #[test]
     fn bare_names_are_searched_in_path_in_order() {
         assert_eq!(resolve("env", Some("/bin:/usr/bin"), fs).unwrap(), Path::new("/usr/bin/env"));
-        assert_eq!(
-            resolve("nosuch", Some("/bin"), fs).unwrap_err().to_string(),
-            r#"exec: "nosuch": executable file not found in $PATH"#
-        );
+        assert_eq!(resolve("nosuch", Some("/bin"), fs).unwrap_err().to_string(), r#"exec: "nosuch": executable file not found in $PATH"#);
         assert!(resolve("sh", None, fs).is_err(), "no PATH: nothing is found");
     }
 

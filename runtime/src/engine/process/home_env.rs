@@ -21,9 +21,7 @@ pub fn set_if_missing(process: &mut Process, root: &Path) {
     if has_home(&env) {
         return;
     }
-    let home = read_passwd(root)
-        .and_then(|passwd| home_of(&passwd, process.user().uid()))
-        .unwrap_or_else(|| "/".to_string());
+    let home = read_passwd(root).and_then(|passwd| home_of(&passwd, process.user().uid())).unwrap_or_else(|| "/".to_string());
     let mut env = without_home(env);
     env.push(format!("HOME={home}"));
     process.set_env(Some(env));
@@ -151,7 +149,13 @@ mod tests {
         let dir = scratch_root("device");
         // c 1 3 (null) opens fine: only the type check can refuse it.
         let dev = nix::sys::stat::makedev(1, 3);
-        nix::sys::stat::mknod(&dir.join("rootfs/etc/passwd"), nix::sys::stat::SFlag::S_IFCHR, nix::sys::stat::Mode::from_bits_truncate(0o644), dev).unwrap();
+        nix::sys::stat::mknod(
+            &dir.join("rootfs/etc/passwd"),
+            nix::sys::stat::SFlag::S_IFCHR,
+            nix::sys::stat::Mode::from_bits_truncate(0o644),
+            dev,
+        )
+        .unwrap();
         assert_eq!(home_in(&dir.join("rootfs")).as_deref(), Some(&["HOME=/".to_string()][..]));
         std::fs::remove_dir_all(&dir).unwrap();
     }

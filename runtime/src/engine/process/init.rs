@@ -42,16 +42,12 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
     validate(&spec).map_err(|e| engine_err("create")(&e))?;
     let terminal = spec.process().as_ref().and_then(|p| p.terminal()).unwrap_or(false);
     check_terminal(terminal, opts.io.console_socket.is_some())?;
-    let mut container = Container::new(&dir.id, ContainerStatus::Creating, None, bundle, &dir.path())
-        .map_err(|e| engine_err("record the state of")(&e))?;
+    let mut container =
+        Container::new(&dir.id, ContainerStatus::Creating, None, bundle, &dir.path()).map_err(|e| engine_err("record the state of")(&e))?;
     container.set_systemd(opts.systemd_cgroup).set_annotations(spec.annotations().clone());
     container.save().map_err(|e| engine_err("record the state of")(&e))?;
 
-    let rootfs = spec
-        .root()
-        .as_ref()
-        .map(|r| r.path().clone())
-        .ok_or_else(|| Error::Invalid("the spec has no root".into()))?;
+    let rootfs = spec.root().as_ref().map(|r| r.path().clone()).ok_or_else(|| Error::Invalid("the spec has no root".into()))?;
     let console = match &opts.io.console_socket {
         Some(path) => Some(
             libcontainer::tty::setup_console_socket(&dir.path(), path, "console-socket")
@@ -63,8 +59,7 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
     YoukiConfig::from_spec(&spec, &dir.id)
         .and_then(|config| config.save(dir.path()))
         .map_err(|e| engine_err("record the config of")(&e))?;
-    let notify_listener =
-        NotifyListener::new(&dir.path().join(NOTIFY_FILE)).map_err(|e| engine_err("create")(&e))?;
+    let notify_listener = NotifyListener::new(&dir.path().join(NOTIFY_FILE)).map_err(|e| engine_err("create")(&e))?;
     let linux = spec.linux().as_ref().ok_or_else(|| Error::Invalid("the spec has no linux section".into()))?;
     let cgroup_config = libcgroups::common::CgroupConfig {
         cgroup_path: libcontainer::utils::get_cgroup_path(linux.cgroups_path(), &dir.id),
@@ -111,11 +106,12 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
     let capture = Capture::new().map_err(|e| Error::sys("pipe2 for the init's rootfs errors", e))?;
     let spawned = capture.during(|| match route {
         Route::Direct => init_launch::spawn(&args, &dir.id, cgroups, opts.rootfs.as_ref()),
-        Route::Engine(_) if opts.rootfs.is_some() => Err(Error::Invalid(format!("create {}: our rootfs steps need the direct route", dir.id))),
+        Route::Engine(_) if opts.rootfs.is_some() => {
+            Err(Error::Invalid(format!("create {}: our rootfs steps need the direct route", dir.id)))
+        }
         Route::Engine(why) => {
             tracing::debug!("create through the engine's intermediate process: {why}");
-            let pid = libcontainer::process::container_main_process::container_main_process(&args)
-                .map_err(|e| engine_err("create")(&e))?;
+            let pid = libcontainer::process::container_main_process::container_main_process(&args).map_err(|e| engine_err("create")(&e))?;
             let resources = args.spec.linux().as_ref().and_then(|l| l.resources().as_ref());
             crate::engine::cgroup::v1_setup::take_back_console(cgroups, resources, pid)
                 .inspect_err(|_| crate::engine::process::child_init::kill_and_reap(pid))
@@ -187,12 +183,8 @@ fn validate(spec: &Spec) -> std::result::Result<(), libcontainer::error::Libcont
 /// socket is only for a terminal (runc's words).
 pub(crate) fn check_terminal(terminal: bool, has_console_socket: bool) -> Result<()> {
     match (terminal, has_console_socket) {
-        (true, false) => Err(Error::Invalid(
-            "cannot allocate tty if runc will detach without setting console socket".into(),
-        )),
-        (false, true) => Err(Error::Invalid(
-            "cannot use console socket if runc will not detach or allocate tty".into(),
-        )),
+        (true, false) => Err(Error::Invalid("cannot allocate tty if runc will detach without setting console socket".into())),
+        (false, true) => Err(Error::Invalid("cannot use console socket if runc will not detach or allocate tty".into())),
         _ => Ok(()),
     }
 }

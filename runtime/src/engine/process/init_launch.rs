@@ -85,15 +85,11 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<
     let channel_err = |e: ChannelError| Error::engine("create", id, &e);
     let (mut main_sender, mut main_receiver) = channel::main_channel().map_err(channel_err)?;
     let (mut init_sender, mut init_receiver) = channel::init_channel().map_err(channel_err)?;
-    let (go_read, go_write) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| Error::sys("pipe2 for the init's start", e))?;
+    let (go_read, go_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| Error::sys("pipe2 for the init's start", e))?;
     let pid_ns = pid_namespace(args);
     let (flags, joined) = match pid_ns {
         PidNs::New => (CloneFlags::CLONE_NEWPID, None),
-        PidNs::Join(path) => (
-            CloneFlags::empty(),
-            Some(children_pid_ns::enter(path).map_err(|e| Error::Invalid(format!("create: {e}")))?),
-        ),
+        PidNs::Join(path) => (CloneFlags::empty(), Some(children_pid_ns::enter(path).map_err(|e| Error::Invalid(format!("create: {e}")))?)),
         PidNs::Host => (CloneFlags::empty(), None),
     };
     let config = &args.cgroup_config;
@@ -206,9 +202,8 @@ pub fn clone_flag(typ: LinuxNamespaceType) -> Option<CloneFlags> {
 /// `spec` without the new namespaces in `made_by_us`, which the engine's
 /// init steps would otherwise make again.
 fn without(spec: &Spec, made_by_us: CloneFlags) -> Spec {
-    let made = |ns: &oci_spec::runtime::LinuxNamespace| {
-        ns.path().is_none() && clone_flag(ns.typ()).is_some_and(|flag| made_by_us.contains(flag))
-    };
+    let made =
+        |ns: &oci_spec::runtime::LinuxNamespace| ns.path().is_none() && clone_flag(ns.typ()).is_some_and(|flag| made_by_us.contains(flag));
     let mut spec = spec.clone();
     if let Some(listed) = spec.linux_mut().as_mut().and_then(|l| l.namespaces_mut().as_mut()) {
         listed.retain(|ns| !made(ns));
@@ -324,8 +319,7 @@ mod tests {
     use oci_spec::runtime::{LinuxBuilder, LinuxNamespaceBuilder, SpecBuilder};
 
     fn spec(namespaces: &[LinuxNamespaceType], cgroups_path: &str) -> Spec {
-        let namespaces: Vec<_> =
-            namespaces.iter().map(|t| LinuxNamespaceBuilder::default().typ(*t).build().unwrap()).collect();
+        let namespaces: Vec<_> = namespaces.iter().map(|t| LinuxNamespaceBuilder::default().typ(*t).build().unwrap()).collect();
         let linux = LinuxBuilder::default().namespaces(namespaces).cgroups_path(cgroups_path).build().unwrap();
         SpecBuilder::default().linux(linux).build().unwrap()
     }
@@ -372,7 +366,16 @@ mod tests {
         spec.linux_mut().as_mut().unwrap().namespaces_mut().as_mut().unwrap().push(joined);
         let born = born_namespaces(&spec);
         assert_eq!(born, CloneFlags::CLONE_NEWIPC);
-        let left: Vec<_> = without(&spec, born).linux().as_ref().unwrap().namespaces().as_ref().unwrap().iter().map(|n| (n.typ(), n.path().is_some())).collect();
+        let left: Vec<_> = without(&spec, born)
+            .linux()
+            .as_ref()
+            .unwrap()
+            .namespaces()
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|n| (n.typ(), n.path().is_some()))
+            .collect();
         assert_eq!(left, [(Pid, false), (Mount, false), (Network, true)]);
     }
 

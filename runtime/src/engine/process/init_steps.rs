@@ -54,8 +54,7 @@ fn enter_namespaces(init: &Init) -> Result<(), InitError> {
         let (Some(path), Some(flag)) = (ns.path(), crate::engine::process::init_launch::joined_by_init(ns.typ())) else {
             continue;
         };
-        let file = std::fs::File::open(path)
-            .map_err(|e| call("joining a namespace", format!("open {}", path.display()))(io_errno(&e)))?;
+        let file = std::fs::File::open(path).map_err(|e| call("joining a namespace", format!("open {}", path.display()))(io_errno(&e)))?;
         nix::sched::setns(file, flag).map_err(call("joining a namespace", format!("setns {}", path.display())))?;
     }
     nix::sched::unshare(init.unshare).map_err(call("new namespaces", format!("unshare({:?})", init.unshare)))
@@ -107,8 +106,8 @@ fn make_rootfs(
 fn reopen_dev_null() -> Result<(), InitError> {
     use nix::fcntl::OFlag;
     let fail = |c: &'static str| call("reopening /dev/null", c);
-    let null = nix::fcntl::open("/dev/null", OFlag::O_RDWR | OFlag::O_CLOEXEC, nix::sys::stat::Mode::empty())
-        .map_err(fail("open /dev/null"))?;
+    let null =
+        nix::fcntl::open("/dev/null", OFlag::O_RDWR | OFlag::O_CLOEXEC, nix::sys::stat::Mode::empty()).map_err(fail("open /dev/null"))?;
     let null_rdev = nix::sys::stat::fstat(null).map_err(fail("fstat /dev/null"))?.st_rdev;
     for fd in 0..3 {
         let Ok(st) = nix::sys::stat::fstat(fd) else { continue };

@@ -48,9 +48,7 @@ pub fn hold(spec: &Spec, preserve_fds: i32) -> Result<Option<(Spec, Vec<OwnedFd>
 fn applies(spec: &Spec) -> bool {
     let listed: Vec<_> = spec.linux().as_ref().and_then(|l| l.namespaces().clone()).unwrap_or_default();
     let user = listed.iter().any(|ns| ns.typ() == LinuxNamespaceType::User);
-    let by_path = |typ: Option<LinuxNamespaceType>| {
-        listed.iter().any(|ns| ns.path().is_some() && typ.is_none_or(|t| ns.typ() == t))
-    };
+    let by_path = |typ: Option<LinuxNamespaceType>| listed.iter().any(|ns| ns.path().is_some() && typ.is_none_or(|t| ns.typ() == t));
     user && by_path(None) && !by_path(Some(LinuxNamespaceType::Mount))
 }
 

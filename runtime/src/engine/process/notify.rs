@@ -20,9 +20,6 @@ pub fn notify_socket(dir: &Path, socket: &Path) -> Result<()> {
     let dir_file = std::fs::File::open(dir).map_err(|e| Error::io("open container state dir", dir, e))?;
     let name = socket.file_name().unwrap_or_default().to_string_lossy();
     let via_fd = format!("/proc/self/fd/{}/{name}", dir_file.as_raw_fd());
-    let mut stream =
-        UnixStream::connect(&via_fd).map_err(|e| Error::io("connect to the notify socket", socket, e))?;
-    stream
-        .write_all(b"start container")
-        .map_err(|e| Error::io("write to the notify socket", socket, e))
+    let mut stream = UnixStream::connect(&via_fd).map_err(|e| Error::io("connect to the notify socket", socket, e))?;
+    stream.write_all(b"start container").map_err(|e| Error::io("write to the notify socket", socket, e))
 }

@@ -175,9 +175,7 @@ pub fn describe(said: &Said) -> String {
         },
         (None, Some(errno)) => format!("{}: {}", said.error, errno),
         // A check of the engine's own, not a syscall: its words.
-        _ => quoted_after(&said.error, "Other(")
-            .or_else(|| quoted_after(&said.error, "Custom("))
-            .unwrap_or_else(|| said.error.clone()),
+        _ => quoted_after(&said.error, "Other(").or_else(|| quoted_after(&said.error, "Custom(")).unwrap_or_else(|| said.error.clone()),
     };
     format!("{at}{call}")
 }
@@ -203,14 +201,29 @@ fn quoted_after(text: &str, key: &str) -> Option<String> {
 /// (`Nix(E…)`) names none.
 fn syscall_of(error: &str) -> Option<(String, usize)> {
     const CALLS: &[&str] = &[
-        "Openat2", "Openat", "Mkdirat", "Mknodat", "Readlinkat", "Fstatat", "Statx", "Fstatfs", "Symlinkat",
-        "Linkat", "Unlinkat", "Renameat2", "Renameat", "FsOpen", "FsConfig", "FsMount", "OpenTree", "MoveMount",
-        "Mount", "Fchmodat", "Fchownat",
+        "Openat2",
+        "Openat",
+        "Mkdirat",
+        "Mknodat",
+        "Readlinkat",
+        "Fstatat",
+        "Statx",
+        "Fstatfs",
+        "Symlinkat",
+        "Linkat",
+        "Unlinkat",
+        "Renameat2",
+        "Renameat",
+        "FsOpen",
+        "FsConfig",
+        "FsMount",
+        "OpenTree",
+        "MoveMount",
+        "Mount",
+        "Fchmodat",
+        "Fchownat",
     ];
-    CALLS
-        .iter()
-        .filter_map(|c| error.rfind(&format!("source: {c} {{")).map(|at| (c.to_lowercase(), at)))
-        .max_by_key(|(_, at)| *at)
+    CALLS.iter().filter_map(|c| error.rfind(&format!("source: {c} {{")).map(|at| (c.to_lowercase(), at))).max_by_key(|(_, at)| *at)
 }
 
 /// The path of a pathrs call (from its variant on): the `dirfd`'s path
@@ -238,8 +251,20 @@ fn errno_of(error: &str) -> Option<Errno> {
 
 /// The errnos a rootfs step can end in.
 const ERRNOS: &[Errno] = &[
-    Errno::ENOENT, Errno::ENOTDIR, Errno::EISDIR, Errno::ELOOP, Errno::EXDEV, Errno::EACCES, Errno::EPERM,
-    Errno::EINVAL, Errno::EBUSY, Errno::EEXIST, Errno::ENODEV, Errno::ENOSPC, Errno::EROFS, Errno::EAGAIN,
+    Errno::ENOENT,
+    Errno::ENOTDIR,
+    Errno::EISDIR,
+    Errno::ELOOP,
+    Errno::EXDEV,
+    Errno::EACCES,
+    Errno::EPERM,
+    Errno::EINVAL,
+    Errno::EBUSY,
+    Errno::EEXIST,
+    Errno::ENODEV,
+    Errno::ENOSPC,
+    Errno::EROFS,
+    Errno::EAGAIN,
 ];
 
 #[cfg(test)]
@@ -271,10 +296,7 @@ mod tests {
     fn a_check_of_the_engine_gives_its_words() {
         let mount = r#"Mount { destination: "/proc", typ: Some("proc"), source: Some("proc"), options: None }"#;
         let said = Said { mount: mount.into(), error: r#"Mount(Other("filesystem proc must be mounted on ordinary directory"))"#.into() };
-        assert_eq!(
-            describe(&said),
-            r#"error mounting "proc" to rootfs at "/proc": filesystem proc must be mounted on ordinary directory"#
-        );
+        assert_eq!(describe(&said), r#"error mounting "proc" to rootfs at "/proc": filesystem proc must be mounted on ordinary directory"#);
     }
 
     #[test]

@@ -43,8 +43,8 @@ const MFD_EXEC: libc::c_uint = 0x0010;
 /// read-only mount of a writable filesystem is not enough.
 pub fn is_sealed() -> bool {
     let exe = Path::new("/proc/self/exe");
-    let sealed_copy = fs::read_link(exe)
-        .is_ok_and(|target| target.as_os_str().as_bytes().starts_with(format!("/memfd:{MEMFD_NAME}").as_bytes()));
+    let sealed_copy =
+        fs::read_link(exe).is_ok_and(|target| target.as_os_str().as_bytes().starts_with(format!("/memfd:{MEMFD_NAME}").as_bytes()));
     if sealed_copy {
         return true;
     }
@@ -140,9 +140,7 @@ fn create_memfd() -> Result<OwnedFd> {
 /// execveat(fd, "", argv, environ, AT_EMPTY_PATH) with our own argv; the
 /// fd is close-on-exec, so it does not reach the new program.
 fn exec_fd(fd: &OwnedFd) -> Error {
-    let args: Vec<CString> = std::env::args_os()
-        .map(|a| CString::new(a.as_bytes()).expect("argv has no NUL"))
-        .collect();
+    let args: Vec<CString> = std::env::args_os().map(|a| CString::new(a.as_bytes()).expect("argv has no NUL")).collect();
     let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
     let empty = CString::new("").expect("no NUL");
@@ -152,14 +150,7 @@ fn exec_fd(fd: &OwnedFd) -> Error {
     // SAFETY: argv is NULL-terminated and outlives the call; environ is the
     // process environment. On success this does not return.
     unsafe {
-        libc::syscall(
-            libc::SYS_execveat,
-            fd.as_raw_fd(),
-            empty.as_ptr(),
-            argv.as_ptr(),
-            environ,
-            libc::AT_EMPTY_PATH,
-        );
+        libc::syscall(libc::SYS_execveat, fd.as_raw_fd(), empty.as_ptr(), argv.as_ptr(), environ, libc::AT_EMPTY_PATH);
     }
     Error::io("execveat", MEMFD_NAME, std::io::Error::last_os_error())
 }

@@ -39,15 +39,9 @@ const JOIN_ORDER: &[LinuxNamespaceType] = &[
 /// only the init sets up (mounts, hooks, sysctls, masked paths, resources,
 /// time offsets) is left out: the joined namespaces and cgroup carry it.
 pub fn tenant_spec(container: &Spec, process: Process, init_pid: i32) -> Result<Spec> {
-    let linux = container
-        .linux()
-        .as_ref()
-        .ok_or_else(|| Error::Invalid("the container's config has no linux section".into()))?;
+    let linux = container.linux().as_ref().ok_or_else(|| Error::Invalid("the container's config has no linux section".into()))?;
     let mut spec = container.clone();
-    spec.set_process(Some(process))
-        .set_hooks(None)
-        .set_mounts(None)
-        .set_linux(Some(tenant_linux(linux, init_pid)?));
+    spec.set_process(Some(process)).set_hooks(None).set_mounts(None).set_linux(Some(tenant_linux(linux, init_pid)?));
     Ok(spec)
 }
 
@@ -55,10 +49,8 @@ fn tenant_linux(linux: &Linux, init_pid: i32) -> Result<Linux> {
     let invalid = |e: oci_spec::OciSpecError| Error::Invalid(format!("exec spec: {e}"));
     // The builder's defaults list masked paths; the engine applies them only
     // to an init, but say plainly that an exec gets the init's mounts.
-    let mut builder = LinuxBuilder::default()
-        .namespaces(joined_namespaces(linux, init_pid)?)
-        .masked_paths(Vec::new())
-        .readonly_paths(Vec::new());
+    let mut builder =
+        LinuxBuilder::default().namespaces(joined_namespaces(linux, init_pid)?).masked_paths(Vec::new()).readonly_paths(Vec::new());
     if let Some(path) = linux.cgroups_path() {
         builder = builder.cgroups_path(path.clone());
     }
@@ -123,14 +115,7 @@ pub fn cgroup_path(container_path: &Path, sub: Option<&str>) -> Result<PathBuf> 
 /// Starts `spec`'s process in `container` and returns its pid once it has
 /// exec'd (or the error the engine's init reported); in `sub_cgroup` of
 /// the container's cgroup if given.
-pub fn spawn(
-    dir: &ContainerDir,
-    container: &Container,
-    spec: Spec,
-    io: ProcessIo,
-    sub_cgroup: Option<&str>,
-    init: &PidFd,
-) -> Result<Pid> {
+pub fn spawn(dir: &ContainerDir, container: &Container, spec: Spec, io: ProcessIo, sub_cgroup: Option<&str>, init: &PidFd) -> Result<Pid> {
     let engine_err = |what: &'static str| move |e: &(dyn std::error::Error + 'static)| Error::engine(what, &dir.id, e);
     let linux = spec.linux().as_ref().expect("tenant_spec sets linux");
     let container_cgroup = libcontainer::utils::get_cgroup_path(linux.cgroups_path(), &dir.id);
@@ -189,15 +174,15 @@ pub fn spawn(
             tracing::debug!("exec through the engine's intermediate process: {why}");
             // The engine opens the namespaces itself, in its intermediate:
             // the init is checked only after (runc's window, left here).
-            libcontainer::process::container_main_process::container_main_process(&args)
-                .map_err(|e| engine_err("exec in")(&e))
-                .and_then(|pid| match exec_launch::init_still_holds_its_pid(init, &dir.id) {
+            libcontainer::process::container_main_process::container_main_process(&args).map_err(|e| engine_err("exec in")(&e)).and_then(
+                |pid| match exec_launch::init_still_holds_its_pid(init, &dir.id) {
                     Ok(()) => Ok(pid),
                     Err(err) => {
                         crate::engine::process::child_init::kill_and_reap(pid);
                         Err(err)
                     }
-                })
+                },
+            )
         }
     };
     drop(named);
@@ -233,10 +218,7 @@ fn where_to_join(
 }
 
 fn nanos() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default()
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default()
 }
 
 fn raw(fd: &Option<OwnedFd>) -> Option<i32> {
@@ -262,11 +244,7 @@ struct TenantSockets {
 impl TenantSockets {
     fn new(dir: &Path) -> Self {
         let unique = format!("{}-{}", std::process::id(), nanos());
-        TenantSockets {
-            dir: dir.to_path_buf(),
-            notify: dir.join(format!("tenant-notify-{unique}.sock")),
-            unique,
-        }
+        TenantSockets { dir: dir.to_path_buf(), notify: dir.join(format!("tenant-notify-{unique}.sock")), unique }
     }
 
     fn tty_name(&self) -> String {
@@ -287,14 +265,8 @@ mod tests {
     use oci_spec::runtime::{LinuxSeccompAction, LinuxSeccompBuilder, ProcessBuilder, SpecBuilder};
 
     fn container_spec(namespaces: &[LinuxNamespaceType]) -> Spec {
-        let namespaces = namespaces
-            .iter()
-            .map(|t| LinuxNamespaceBuilder::default().typ(*t).build().unwrap())
-            .collect::<Vec<_>>();
-        let seccomp = LinuxSeccompBuilder::default()
-            .default_action(LinuxSeccompAction::ScmpActErrno)
-            .build()
-            .unwrap();
+        let namespaces = namespaces.iter().map(|t| LinuxNamespaceBuilder::default().typ(*t).build().unwrap()).collect::<Vec<_>>();
+        let seccomp = LinuxSeccompBuilder::default().default_action(LinuxSeccompAction::ScmpActErrno).build().unwrap();
         let linux = LinuxBuilder::default()
             .namespaces(namespaces)
             .seccomp(seccomp)
@@ -324,10 +296,7 @@ mod tests {
     fn keeps_the_containers_seccomp_filter() {
         let spec = tenant_spec(&container_spec(&[LinuxNamespaceType::Pid]), exec_process(), 42).unwrap();
         let linux = spec.linux().as_ref().unwrap();
-        assert_eq!(
-            linux.seccomp().as_ref().map(|s| s.default_action()),
-            Some(LinuxSeccompAction::ScmpActErrno)
-        );
+        assert_eq!(linux.seccomp().as_ref().map(|s| s.default_action()), Some(LinuxSeccompAction::ScmpActErrno));
         assert_eq!(linux.cgroups_path().as_deref(), Some(Path::new("/pods/c1")));
     }
 
@@ -335,21 +304,10 @@ mod tests {
     fn joins_every_listed_namespace_by_the_inits_path_user_first() {
         use LinuxNamespaceType::*;
         let spec = tenant_spec(&container_spec(&[Mount, Time, Cgroup, User, Pid]), exec_process(), 42).unwrap();
-        let joined: Vec<_> = spec
-            .linux()
-            .as_ref()
-            .unwrap()
-            .namespaces()
-            .clone()
-            .unwrap()
-            .iter()
-            .map(|ns| (ns.typ(), ns.path().clone().unwrap()))
-            .collect();
+        let joined: Vec<_> =
+            spec.linux().as_ref().unwrap().namespaces().clone().unwrap().iter().map(|ns| (ns.typ(), ns.path().clone().unwrap())).collect();
         let want = |t, name: &str| (t, PathBuf::from(format!("/proc/42/ns/{name}")));
-        assert_eq!(
-            joined,
-            vec![want(User, "user"), want(Pid, "pid"), want(Mount, "mnt"), want(Cgroup, "cgroup"), want(Time, "time")]
-        );
+        assert_eq!(joined, vec![want(User, "user"), want(Pid, "pid"), want(Mount, "mnt"), want(Cgroup, "cgroup"), want(Time, "time")]);
     }
 
     #[test]

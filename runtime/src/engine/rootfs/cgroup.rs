@@ -29,7 +29,10 @@ pub enum Step {
     /// The first, or the second where the kernel answers EPERM or EBUSY.
     MountOr(PlannedMount, PlannedMount),
     /// A symlink `at` leading to `target`.
-    Symlink { at: PathBuf, target: PathBuf },
+    Symlink {
+        at: PathBuf,
+        target: PathBuf,
+    },
     /// The mount at this path made read-only.
     ReadOnly(PathBuf),
 }
@@ -115,11 +118,7 @@ fn v1_steps(m: &PlannedMount, placed: &[Placed], cgroupns: bool) -> Vec<Step> {
 fn hierarchy_params(h: &Hierarchy) -> Vec<String> {
     const NOT_A_NAME: &[&str] =
         &["rw", "ro", "none", "all", "noprefix", "clone_children", "cpuset_v2_mode", "xattr", "favordynmods", "nofavordynmods"];
-    h.controllers
-        .iter()
-        .filter(|o| !NOT_A_NAME.contains(&o.as_str()) && !o.starts_with("release_agent="))
-        .cloned()
-        .collect()
+    h.controllers.iter().filter(|o| !NOT_A_NAME.contains(&o.as_str()) && !o.starts_with("release_agent=")).cloned().collect()
 }
 
 fn relative(path: &Path) -> &Path {
@@ -187,7 +186,8 @@ mod tests {
         let steps = expand(&cgroup_mount(&["ro", "nosuid", "noexec", "nodev"]), &hybrid(), false);
         let (dest, kind, _, data) = mounted(&steps[0]);
         assert_eq!((dest, kind, data), (Path::new("/sys/fs/cgroup"), &Kind::New { fstype: "tmpfs".into() }, &["mode=755".to_string()][..]));
-        let binds: Vec<_> = steps[1..4].iter().map(|s| mounted(s)).map(|(d, _, s, _)| (d.to_path_buf(), s.unwrap().to_path_buf())).collect();
+        let binds: Vec<_> =
+            steps[1..4].iter().map(|s| mounted(s)).map(|(d, _, s, _)| (d.to_path_buf(), s.unwrap().to_path_buf())).collect();
         assert_eq!(
             binds,
             [

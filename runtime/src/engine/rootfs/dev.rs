@@ -83,7 +83,12 @@ pub fn make_nodes(sys: &dyn Syscall, root: &OwnedFd, nodes: &[Node], in_userns: 
         let (parent, name) = split(&node.path).map_err(fail("mknodat"))?;
         let dir = match open.take() {
             Some((path, dir)) if path == parent => dir,
-            _ => sys.open_dir_no_symlinks(root, parent).map_err(|e| StepFailed { step: STEP_NODES, call: e.call, path: e.path, errno: e.errno })?,
+            _ => sys.open_dir_no_symlinks(root, parent).map_err(|e| StepFailed {
+                step: STEP_NODES,
+                call: e.call,
+                path: e.path,
+                errno: e.errno,
+            })?,
         };
         sys.mknod_at(&dir, name, node.mode, libc::makedev(node.major as u32, node.minor as u32)).map_err(fail("mknodat"))?;
         sys.chown_at(&dir, name, node.uid, node.gid).map_err(fail("fchownat"))?;
@@ -96,7 +101,12 @@ pub fn make_nodes(sys: &dyn Syscall, root: &OwnedFd, nodes: &[Node], in_userns: 
 fn bind_host_node(sys: &dyn Syscall, root: &OwnedFd, node: &Node) -> Result<(), StepFailed> {
     let fail = |call: &'static str| move |errno: Errno| StepFailed { step: STEP_NODES, call, path: node.path.clone(), errno };
     let tree = sys.open_tree(&node.path, false).map_err(|e| fail("open_tree")(errno_of(&e)))?;
-    let target = sys.open_target(root, &node.path, Want::File).map_err(|e| StepFailed { step: STEP_NODES, call: e.call, path: e.path, errno: e.errno })?;
+    let target = sys.open_target(root, &node.path, Want::File).map_err(|e| StepFailed {
+        step: STEP_NODES,
+        call: e.call,
+        path: e.path,
+        errno: e.errno,
+    })?;
     sys.move_mount(&tree, &target).map_err(fail("move_mount"))
 }
 
@@ -104,9 +114,12 @@ fn bind_host_node(sys: &dyn Syscall, root: &OwnedFd, node: &Node) -> Result<(), 
 /// to pts/ptmx in place of what the image had there. A link that already
 /// exists is kept, as runc keeps it.
 pub fn make_links(sys: &dyn Syscall, root: &OwnedFd, kcore: bool) -> Result<(), StepFailed> {
-    let dev = sys
-        .open_dir_no_symlinks(root, Path::new("/dev"))
-        .map_err(|e| StepFailed { step: STEP_LINKS, call: e.call, path: e.path, errno: e.errno })?;
+    let dev = sys.open_dir_no_symlinks(root, Path::new("/dev")).map_err(|e| StepFailed {
+        step: STEP_LINKS,
+        call: e.call,
+        path: e.path,
+        errno: e.errno,
+    })?;
     let core = kcore.then_some(("core", "/proc/kcore"));
     for (name, target) in LINKS.iter().copied().chain(core) {
         let path = Path::new("/dev").join(name);
@@ -121,8 +134,7 @@ pub fn make_links(sys: &dyn Syscall, root: &OwnedFd, kcore: bool) -> Result<(), 
         Ok(()) | Err(Errno::ENOENT) => {}
         Err(errno) => return Err(StepFailed { step: STEP_LINKS, call: "unlinkat", path, errno }),
     }
-    sys.symlink_at(Path::new("pts/ptmx"), &dev, ptmx)
-        .map_err(|errno| StepFailed { step: STEP_LINKS, call: "symlinkat", path, errno })
+    sys.symlink_at(Path::new("pts/ptmx"), &dev, ptmx).map_err(|errno| StepFailed { step: STEP_LINKS, call: "symlinkat", path, errno })
 }
 
 /// A node's directory and name; a path with no name is refused.
@@ -145,7 +157,15 @@ mod tests {
     }
 
     fn fuse() -> LinuxDevice {
-        LinuxDeviceBuilder::default().path("/dev/fuse").typ(LinuxDeviceType::C).major(10).minor(229).file_mode(0o600u32).uid(5u32).build().unwrap()
+        LinuxDeviceBuilder::default()
+            .path("/dev/fuse")
+            .typ(LinuxDeviceType::C)
+            .major(10)
+            .minor(229)
+            .file_mode(0o600u32)
+            .uid(5u32)
+            .build()
+            .unwrap()
     }
 
     #[test]
@@ -181,11 +201,7 @@ mod tests {
         let opened: Vec<Call> = sys.calls().into_iter().filter(|c| matches!(c, Call::OpenDir { .. })).collect();
         assert_eq!(
             opened,
-            vec![
-                Call::OpenDir { path: "/dev".into() },
-                Call::OpenDir { path: "/dev/net".into() },
-                Call::OpenDir { path: "/dev".into() },
-            ]
+            vec![Call::OpenDir { path: "/dev".into() }, Call::OpenDir { path: "/dev/net".into() }, Call::OpenDir { path: "/dev".into() },]
         );
     }
 

@@ -14,14 +14,13 @@ use std::path::{Path, PathBuf};
 use nix::errno::Errno;
 
 use crate::engine::rootfs::error::StepFailed;
+use crate::sys::io_errno::errno_of;
 use crate::sys::mount_api::MountAttr;
 use crate::sys::new_mount::NewFs;
 use crate::sys::syscall::Syscall;
-use crate::sys::io_errno::errno_of;
 
 const STEP_READONLY: &str = "making readonlyPaths read-only";
 const STEP_MASKED: &str = "masking maskedPaths";
-
 
 /// `path` opened inside `root` for a bind, or None when it does not exist.
 /// A path under /proc or /sys must be on a procfs or a sysfs: one that leads
@@ -69,11 +68,8 @@ pub fn masked_paths(sys: &dyn Syscall, root: &OwnedFd, paths: &[PathBuf]) -> Res
         let fail = |call: &'static str| move |errno: Errno| StepFailed { step: STEP_MASKED, call, path: path.clone(), errno };
         let Some(target) = open_existing(sys, root, path, STEP_MASKED)? else { continue };
         let mask = if sys.is_dir(&target).map_err(fail("fstat"))? {
-            let tmpfs = NewFs {
-                fstype: "tmpfs".into(),
-                params: vec![("source".into(), Some("tmpfs".into()))],
-                attrs: libc::MOUNT_ATTR_RDONLY,
-            };
+            let tmpfs =
+                NewFs { fstype: "tmpfs".into(), params: vec![("source".into(), Some("tmpfs".into()))], attrs: libc::MOUNT_ATTR_RDONLY };
             sys.new_fs(&tmpfs).map_err(|e| fail("fsmount")(e.errno))?
         } else {
             if null.is_none() {
@@ -176,7 +172,10 @@ mod tests {
     fn a_proc_or_sys_path_off_its_filesystem_is_refused() {
         let sys = Recording::default().with_file_source("/proc/kcore").with_node("/dev/null", NULL.0, libc::makedev(1, 3));
         let err = masked_paths(&sys, &root(), &paths(&["/proc/kcore"])).unwrap_err();
-        assert_eq!(err.to_string(), "masking maskedPaths: fstatfs (not on the filesystem its path names) /proc/kcore: EXDEV: Cross-device link");
+        assert_eq!(
+            err.to_string(),
+            "masking maskedPaths: fstatfs (not on the filesystem its path names) /proc/kcore: EXDEV: Cross-device link"
+        );
         let err = readonly_paths(&Recording::default().with_procfs("/proc"), &root(), &paths(&["/sys/fs"])).unwrap_err();
         assert_eq!(err.errno, Errno::EXDEV);
         readonly_paths(&Recording::default(), &root(), &paths(&["/etc"])).unwrap();

@@ -13,11 +13,11 @@ use nix::mount::MsFlags;
 use crate::engine::mount::propagation::setattr_of;
 use crate::engine::rootfs::error::{Detail, RootfsError};
 use crate::engine::rootfs::plan::{Kind, PlannedMount};
-use crate::sys::mount_api::MountAttr;
-use crate::sys::new_mount::NewFs;
-use crate::sys::mount_target::Want;
-use crate::sys::syscall::Syscall;
 use crate::sys::io_errno::errno_of;
+use crate::sys::mount_api::MountAttr;
+use crate::sys::mount_target::Want;
+use crate::sys::new_mount::NewFs;
+use crate::sys::syscall::Syscall;
 
 /// What of `m` these steps do not make yet (later steps of
 /// `docs/rootfs-plan.md`), so the engine must.
@@ -74,8 +74,7 @@ pub fn make(sys: &dyn Syscall, root: &OwnedFd, m: &PlannedMount) -> Result<(), R
         // the image's directory.
         sys.copy_tree(&target, &mount).map_err(|e| fail(Detail::Copy(e)))?;
         if m.flags.to_attr().set & u64::from(libc::MOUNT_ATTR_RDONLY) != 0 {
-            sys.mount_setattr(&mount, MountAttr::flags(libc::MOUNT_ATTR_RDONLY, 0), 0)
-                .map_err(call("mount_setattr", dest))?;
+            sys.mount_setattr(&mount, MountAttr::flags(libc::MOUNT_ATTR_RDONLY, 0), 0).map_err(call("mount_setattr", dest))?;
         }
     }
     sys.move_mount(&mount, &target).map_err(call("move_mount", dest))?;
@@ -147,7 +146,6 @@ fn source_name(m: &PlannedMount) -> String {
         (None, Kind::Bind { .. }) => String::new(),
     }
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -48,9 +48,12 @@ pub fn move_root(sys: &dyn Syscall, root: &OwnedFd, rootfs: &Path, propagation: 
         let path = path.to_path_buf();
         move |errno: Errno| StepFailed { step: STEP_MOVE, call, path, errno }
     };
-    let info = sys
-        .mountinfo()
-        .map_err(|e| StepFailed { step: STEP_HIDE, call: "read", path: "/proc/self/mountinfo".into(), errno: errno_of(&e) })?;
+    let info = sys.mountinfo().map_err(|e| StepFailed {
+        step: STEP_HIDE,
+        call: "read",
+        path: "/proc/self/mountinfo".into(),
+        errno: errno_of(&e),
+    })?;
     for path in host_pseudo_mounts(&info, rootfs) {
         hide(sys, &path)?;
     }

@@ -54,8 +54,8 @@ pub fn decide(bundle: &Bundle, req: &Request) -> Result<Rootfs, &'static str> {
     let cgroupns = listed(LinuxNamespaceType::Cgroup).is_some_and(|ns| ns.path().is_none());
     let linux = spec.linux().as_ref().ok_or("no linux section")?;
     // Only v1 hierarchies without a cgroup of the container's own need where we are.
-    let needs_own = !crate::engine::cgroup::fs::is_unified(req.cgroups)
-        && spec.mounts().iter().flatten().any(|m| m.typ().as_deref() == Some("cgroup"));
+    let needs_own =
+        !crate::engine::cgroup::fs::is_unified(req.cgroups) && spec.mounts().iter().flatten().any(|m| m.typ().as_deref() == Some("cgroup"));
     let own = if needs_own { req.thread_cgroups.text().map_err(|_| "no /proc/thread-self/cgroup")? } else { "" };
     let placed = placed(req.cgroups, &container_cgroup(linux, req.id), own);
     let mut rootfs = Rootfs::from_spec(&spec, &bundle.rootfs, false, &placed, cgroupns)?;

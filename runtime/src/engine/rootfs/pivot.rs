@@ -154,7 +154,8 @@ mod tests {
             Err(e) if e.errno == Errno::EPERM => return eprintln!("SKIP: a new tmpfs needs CAP_SYS_ADMIN: {e}"),
             Err(e) => panic!("{e}"),
         };
-        nix::sys::stat::mkdirat(Some(std::os::fd::AsRawFd::as_raw_fd(&mnt)), "sub", nix::sys::stat::Mode::from_bits_truncate(0o755)).unwrap();
+        nix::sys::stat::mkdirat(Some(std::os::fd::AsRawFd::as_raw_fd(&mnt)), "sub", nix::sys::stat::Mode::from_bits_truncate(0o755))
+            .unwrap();
         let sub = crate::sys::in_root::open_beneath(&mnt, Path::new("sub"), libc::O_PATH | libc::O_DIRECTORY, 0).unwrap();
         let private = MountAttr::propagation(libc::MS_PRIVATE);
         assert_eq!(LinuxSyscall.mount_setattr(&sub, private, 0), Err(Errno::EINVAL));
@@ -164,7 +165,9 @@ mod tests {
 
     #[test]
     fn slave_and_private_need_no_private_parent_and_unbindable_waits_for_the_pivot() {
-        for (asked, start) in [(RSLAVE, RSLAVE), (MsFlags::MS_PRIVATE, MsFlags::MS_PRIVATE | MsFlags::MS_REC), (MsFlags::MS_UNBINDABLE, RSLAVE)] {
+        for (asked, start) in
+            [(RSLAVE, RSLAVE), (MsFlags::MS_PRIVATE, MsFlags::MS_PRIVATE | MsFlags::MS_REC), (MsFlags::MS_UNBINDABLE, RSLAVE)]
+        {
             let sys = Recording::default();
             prepare(&sys, Path::new("/b/rootfs"), asked).unwrap();
             assert_eq!(sys.calls()[0], Call::Propagation { path: "/".into(), flags: start }, "{asked:?}");

@@ -286,10 +286,7 @@ mod tests {
         assert_eq!(p.kind, Kind::New { fstype: "tmpfs".into() });
         assert_eq!(p.data, ["mode=755", "size=65536k"]);
         assert_eq!(p.flags.set, MsFlags::MS_NOSUID | MsFlags::MS_STRICTATIME);
-        assert_eq!(
-            p.flags.to_attr(),
-            attr(libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_STRICTATIME, libc::MOUNT_ATTR__ATIME)
-        );
+        assert_eq!(p.flags.to_attr(), attr(libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_STRICTATIME, libc::MOUNT_ATTR__ATIME));
         assert_eq!(p.recursive, Flags::default());
         assert!(p.propagation.is_empty() && !p.copyup && !p.remount && p.idmap.is_none());
     }
@@ -347,11 +344,50 @@ mod tests {
 
     /// The options the engine reads as runc does.
     const AGREED: &[&str] = &[
-        "defaults", "ro", "rw", "nosuid", "suid", "nodev", "dev", "noexec", "exec", "noatime", "atime", "nodiratime",
-        "diratime", "relatime", "norelatime", "strictatime", "nostrictatime", "sync", "async", "dirsync", "mand",
-        "nomand", "remount", "rro", "rnosuid", "rnodev", "rnoexec", "rnoatime", "ratime", "rnodiratime", "rrelatime",
-        "rstrictatime", "rnostrictatime", "rnorelatime", "rnosymfollow", "rrw", "rsuid", "rdev", "rexec", "rdiratime",
-        "rsymfollow", "mode=755", "size=1m", "uid=5",
+        "defaults",
+        "ro",
+        "rw",
+        "nosuid",
+        "suid",
+        "nodev",
+        "dev",
+        "noexec",
+        "exec",
+        "noatime",
+        "atime",
+        "nodiratime",
+        "diratime",
+        "relatime",
+        "norelatime",
+        "strictatime",
+        "nostrictatime",
+        "sync",
+        "async",
+        "dirsync",
+        "mand",
+        "nomand",
+        "remount",
+        "rro",
+        "rnosuid",
+        "rnodev",
+        "rnoexec",
+        "rnoatime",
+        "ratime",
+        "rnodiratime",
+        "rrelatime",
+        "rstrictatime",
+        "rnostrictatime",
+        "rnorelatime",
+        "rnosymfollow",
+        "rrw",
+        "rsuid",
+        "rdev",
+        "rexec",
+        "rdiratime",
+        "rsymfollow",
+        "mode=755",
+        "size=1m",
+        "uid=5",
     ];
 
     /// Two recursive options where the second undoes the first, or picks

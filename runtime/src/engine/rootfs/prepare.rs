@@ -19,10 +19,10 @@ use crate::engine::rootfs::dev::{self, Node};
 use crate::engine::rootfs::error::{Detail, RootfsError, StepFailed};
 use crate::engine::rootfs::plan::{plan, Kind};
 use crate::engine::rootfs::{finish, mounts, move_root, pivot, sysctl};
+use crate::sys::io_errno::errno_of;
 use crate::sys::mount_api::MountAttr;
 use crate::sys::procfs::ProcFd;
 use crate::sys::syscall::Syscall;
-use crate::sys::io_errno::errno_of;
 
 /// What the rootfs steps make for one container.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,12 +137,19 @@ impl Rootfs {
         if let Some(proc) = proc {
             sysctl::write_all(proc, &self.sysctl)?;
         }
-        let slash = sys
-            .open_dir(Path::new("/"))
-            .map_err(|e| StepFailed { step: "after pivot_root", call: "open", path: "/".into(), errno: errno_of(&e) })?;
+        let slash = sys.open_dir(Path::new("/")).map_err(|e| StepFailed {
+            step: "after pivot_root",
+            call: "open",
+            path: "/".into(),
+            errno: errno_of(&e),
+        })?;
         if self.readonly {
-            sys.mount_setattr(&slash, MountAttr::flags(libc::MOUNT_ATTR_RDONLY, 0), 0)
-                .map_err(|errno| StepFailed { step: "making the rootfs read-only", call: "mount_setattr", path: "/".into(), errno })?;
+            sys.mount_setattr(&slash, MountAttr::flags(libc::MOUNT_ATTR_RDONLY, 0), 0).map_err(|errno| StepFailed {
+                step: "making the rootfs read-only",
+                call: "mount_setattr",
+                path: "/".into(),
+                errno,
+            })?;
         }
         finish::readonly_paths(sys, &slash, &self.readonly_paths)?;
         finish::masked_paths(sys, &slash, &self.masked_paths)?;
@@ -168,7 +175,12 @@ fn run_step(sys: &dyn Syscall, root: &OwnedFd, step: &Step) -> Result<(), Prepar
         },
         Step::Symlink { at, target } => {
             let (parent, name) = (at.parent().unwrap_or(Path::new("/")), at.file_name().unwrap_or_default());
-            let dir = sys.open_dir_no_symlinks(root, parent).map_err(|e| StepFailed { step: STEP_CGROUP, call: e.call, path: e.path, errno: e.errno })?;
+            let dir = sys.open_dir_no_symlinks(root, parent).map_err(|e| StepFailed {
+                step: STEP_CGROUP,
+                call: e.call,
+                path: e.path,
+                errno: e.errno,
+            })?;
             sys.symlink_at(target, &dir, name).map_err(fail(STEP_CGROUP, "symlinkat", at))?;
         }
         Step::ReadOnly(path) => {
@@ -180,7 +192,6 @@ fn run_step(sys: &dyn Syscall, root: &OwnedFd, step: &Step) -> Result<(), Prepar
 }
 
 const STEP_CGROUP: &str = "mounting the cgroup filesystem";
-
 
 #[cfg(test)]
 mod tests {
@@ -212,7 +223,9 @@ mod tests {
     /// in a cgroup namespace each hierarchy anew.
     #[test]
     fn the_cgroup_mount_is_ours_on_v2_and_on_v1_with_or_without_a_cgroupns() {
-        let cgroup = spec(serde_json::json!({"mounts": [{"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup", "options": ["ro", "nosuid"]}]}));
+        let cgroup = spec(
+            serde_json::json!({"mounts": [{"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup", "options": ["ro", "nosuid"]}]}),
+        );
         let v2 = crate::engine::cgroup::fs::Hierarchy { mount_point: "/sys/fs/cgroup".into(), controllers: vec![], unified: true };
         let placed = [Placed { hierarchy: v2, cgroup: "/rustpod/c1".into() }];
         for cgroupns in [false, true] {
@@ -222,7 +235,11 @@ mod tests {
             assert!(fresh.flags.set.contains(MsFlags::MS_RDONLY | MsFlags::MS_NOSUID), "the spec's flags");
             assert_eq!(bind.source.as_deref(), Some(Path::new("/sys/fs/cgroup/rustpod/c1")));
         }
-        let v1 = crate::engine::cgroup::fs::Hierarchy { mount_point: "/sys/fs/cgroup/memory".into(), controllers: vec!["rw".into(), "memory".into()], unified: false };
+        let v1 = crate::engine::cgroup::fs::Hierarchy {
+            mount_point: "/sys/fs/cgroup/memory".into(),
+            controllers: vec!["rw".into(), "memory".into()],
+            unified: false,
+        };
         let placed = [Placed { hierarchy: v1, cgroup: "/rustpod/c1".into() }];
         assert!(Rootfs::from_spec(&cgroup, Path::new("/b/rootfs"), false, &placed, false).is_ok(), "binds of the container's cgroups");
         let rootfs = Rootfs::from_spec(&cgroup, Path::new("/b/rootfs"), false, &placed, true).unwrap();
@@ -233,7 +250,10 @@ mod tests {
     #[test]
     fn what_the_steps_do_not_cover_sends_the_spec_the_engines_way() {
         let cgroup = spec(serde_json::json!({"mounts": [{"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup"}]}));
-        assert_eq!(Rootfs::from_spec(&cgroup, Path::new("/b/rootfs"), false, &[], false).unwrap_err(), "a cgroup mount on a host with no cgroup hierarchy read");
+        assert_eq!(
+            Rootfs::from_spec(&cgroup, Path::new("/b/rootfs"), false, &[], false).unwrap_err(),
+            "a cgroup mount on a host with no cgroup hierarchy read"
+        );
         let rootfs = Rootfs::from_spec(&spec(serde_json::json!({})), Path::new("/b/rootfs"), false, &[], false).unwrap();
         assert_eq!(rootfs.propagation, MsFlags::MS_SLAVE | MsFlags::MS_REC, "runc's default");
         assert!(rootfs.setup_dev && rootfs.readonly);
@@ -400,15 +420,49 @@ mod tests {
             })
             .collect();
         let expected = [
-            "propagation /", "open /b/rootfs", "clone /b/rootfs", "move tree:/b/rootfs /b/rootfs",
-            "new proc", "target /proc", "statfs /proc", "move fs:proc /proc",
-            "new tmpfs", "target /dev", "statfs /dev", "move fs:tmpfs /dev",
-            "dir /dev", "mknod /dev/null", "chown",
-            "dir /dev", "symlink /dev/fd", "symlink /dev/stdin", "symlink /dev/stdout", "symlink /dev/stderr", "unlink /dev/ptmx", "symlink /dev/ptmx",
-            "open /", "fchdir", "pivot_root", "fchdir", "propagation .", "umount", "chdir",
-            "open /", "setattr /",
-            "openat2 /proc/sys", "statfs /proc/sys", "clone /proc/sys", "setattr tree:/proc/sys", "move tree:/proc/sys /proc/sys",
-            "openat2 /proc/kcore", "statfs /proc/kcore", "fstat /proc/kcore", "openat2 /dev/null", "fstat /dev/null", "clone /dev/null", "move tree:/dev/null /proc/kcore",
+            "propagation /",
+            "open /b/rootfs",
+            "clone /b/rootfs",
+            "move tree:/b/rootfs /b/rootfs",
+            "new proc",
+            "target /proc",
+            "statfs /proc",
+            "move fs:proc /proc",
+            "new tmpfs",
+            "target /dev",
+            "statfs /dev",
+            "move fs:tmpfs /dev",
+            "dir /dev",
+            "mknod /dev/null",
+            "chown",
+            "dir /dev",
+            "symlink /dev/fd",
+            "symlink /dev/stdin",
+            "symlink /dev/stdout",
+            "symlink /dev/stderr",
+            "unlink /dev/ptmx",
+            "symlink /dev/ptmx",
+            "open /",
+            "fchdir",
+            "pivot_root",
+            "fchdir",
+            "propagation .",
+            "umount",
+            "chdir",
+            "open /",
+            "setattr /",
+            "openat2 /proc/sys",
+            "statfs /proc/sys",
+            "clone /proc/sys",
+            "setattr tree:/proc/sys",
+            "move tree:/proc/sys /proc/sys",
+            "openat2 /proc/kcore",
+            "statfs /proc/kcore",
+            "fstat /proc/kcore",
+            "openat2 /dev/null",
+            "fstat /dev/null",
+            "clone /dev/null",
+            "move tree:/dev/null /proc/kcore",
         ];
         assert_eq!(kinds, expected);
     }

@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use nix::errno::Errno;
 
 use crate::engine::rootfs::error::StepFailed;
-use crate::sys::procfs::ProcFd;
 use crate::sys::io_errno::errno_of;
+use crate::sys::procfs::ProcFd;
 
 const STEP: &str = "writing sysctl";
 
@@ -41,7 +41,6 @@ pub fn write_all(proc: &ProcFd, sysctl: &HashMap<String, String>) -> Result<(), 
     }
     Ok(())
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -66,54 +66,14 @@ const FIGURES: [Figure; 9] = [
         samples: |s| &s.pod_start,
         goal: Some(0.6),
     },
-    Figure {
-        key: "run_pod",
-        label: "↳ RunPodSandbox",
-        samples: |s| &s.run_pod,
-        goal: None,
-    },
-    Figure {
-        key: "create",
-        label: "↳ CreateContainer",
-        samples: |s| &s.create,
-        goal: None,
-    },
-    Figure {
-        key: "start",
-        label: "↳ StartContainer",
-        samples: |s| &s.start,
-        goal: None,
-    },
-    Figure {
-        key: "exec",
-        label: "ExecSync `true`",
-        samples: |s| &s.exec,
-        goal: Some(0.5),
-    },
-    Figure {
-        key: "running_seen",
-        label: "StartContainer return → RUNNING in ContainerStatus",
-        samples: |s| &s.running_seen,
-        goal: None,
-    },
-    Figure {
-        key: "exited_seen",
-        label: "process exit → EXITED in ContainerStatus",
-        samples: |s| &s.exited_seen,
-        goal: None,
-    },
-    Figure {
-        key: "stop",
-        label: "StopContainer (dies of TERM)",
-        samples: |s| &s.stop,
-        goal: None,
-    },
-    Figure {
-        key: "server_ready",
-        label: "StartContainer call → httpd in it accepts",
-        samples: |s| &s.server_ready,
-        goal: None,
-    },
+    Figure { key: "run_pod", label: "↳ RunPodSandbox", samples: |s| &s.run_pod, goal: None },
+    Figure { key: "create", label: "↳ CreateContainer", samples: |s| &s.create, goal: None },
+    Figure { key: "start", label: "↳ StartContainer", samples: |s| &s.start, goal: None },
+    Figure { key: "exec", label: "ExecSync `true`", samples: |s| &s.exec, goal: Some(0.5) },
+    Figure { key: "running_seen", label: "StartContainer return → RUNNING in ContainerStatus", samples: |s| &s.running_seen, goal: None },
+    Figure { key: "exited_seen", label: "process exit → EXITED in ContainerStatus", samples: |s| &s.exited_seen, goal: None },
+    Figure { key: "stop", label: "StopContainer (dies of TERM)", samples: |s| &s.stop, goal: None },
+    Figure { key: "server_ready", label: "StartContainer call → httpd in it accepts", samples: |s| &s.server_ready, goal: None },
 ];
 
 /// How often the state figures poll ContainerStatus.
@@ -137,21 +97,13 @@ fn fail(msg: &str) -> ! {
 }
 
 fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
-    let mut args = Args {
-        pairs: 30,
-        execs: 5,
-        out: None,
-        md: None,
-        calls: None,
-    };
+    let mut args = Args { pairs: 30, execs: 5, out: None, md: None, calls: None };
     while let Some(flag) = it.next() {
         if flag == "-h" || flag == "--help" {
             println!("{USAGE}");
             std::process::exit(0);
         }
-        let value = it
-            .next()
-            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
+        let value = it.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
         let count = || match value.parse::<usize>() {
             Ok(n) if n > 0 => Ok(n),
             _ => Err(format!("{flag} wants a positive number, got '{value}'")),
@@ -174,23 +126,13 @@ fn run(args: &Args) -> Result<(), String> {
     }
     let shim = rustpod_tests::shim::shim_bin();
     if !shim.exists() {
-        return Err(format!(
-            "no shim at {} (set RUSTPOD_SHIM_BIN)",
-            shim.display()
-        ));
+        return Err(format!("no shim at {} (set RUSTPOD_SHIM_BIN)", shim.display()));
     }
     catch_signals()?;
     let began = Instant::now();
     let cri = Cri::try_start()?;
-    eprintln!(
-        "bench-cri: containerd with CRI up in {}",
-        cri.dir().display()
-    );
-    let mut bench = Bench {
-        cri: &cri,
-        execs: args.execs,
-        calls: Vec::new(),
-    };
+    eprintln!("bench-cri: containerd with CRI up in {}", cri.dir().display());
+    let mut bench = Bench { cri: &cri, execs: args.execs, calls: Vec::new() };
     let samples = bench.measure(args.pairs)?;
     let calls = bench.calls;
     drop(cri);
@@ -198,12 +140,7 @@ fn run(args: &Args) -> Result<(), String> {
 }
 
 /// Prints the table and writes the files asked for.
-fn report(
-    args: &Args,
-    elapsed: Duration,
-    samples: &[Samples; 2],
-    calls: &[String],
-) -> Result<(), String> {
+fn report(args: &Args, elapsed: Duration, samples: &[Samples; 2], calls: &[String]) -> Result<(), String> {
     let meta = metadata(args, elapsed);
     let md = markdown(&meta, samples);
     print!("{md}");
@@ -215,10 +152,7 @@ fn report(
     }
     if let Some(path) = &args.out {
         let doc = report_json(meta, samples);
-        write(
-            path,
-            &(serde_json::to_string_pretty(&doc).expect("JSON") + "\n"),
-        )?;
+        write(path, &(serde_json::to_string_pretty(&doc).expect("JSON") + "\n"))?;
     }
     Ok(())
 }
@@ -237,8 +171,7 @@ fn catch_signals() -> Result<(), String> {
     use nix::sys::signal::{signal, SigHandler, Signal};
     for sig in [Signal::SIGINT, Signal::SIGTERM] {
         // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe { signal(sig, SigHandler::Handler(on_signal)) }
-            .map_err(|e| format!("install a {sig} handler: {e}"))?;
+        unsafe { signal(sig, SigHandler::Handler(on_signal)) }.map_err(|e| format!("install a {sig} handler: {e}"))?;
     }
     Ok(())
 }
@@ -272,11 +205,7 @@ impl Bench<'_> {
         let took = t.elapsed();
         let r = r.map_err(|e| format!("{call} ({handler}, {pod}): {e}"))?;
         let start = wall.duration_since(UNIX_EPOCH).unwrap_or_default();
-        self.calls.push(format!(
-            "{handler}\t{pod}\t{call}\t{:.6}\t{:.6}",
-            start.as_secs_f64(),
-            (start + took).as_secs_f64()
-        ));
+        self.calls.push(format!("{handler}\t{pod}\t{call}\t{:.6}\t{:.6}", start.as_secs_f64(), (start + took).as_secs_f64()));
         Ok((r, ms(took)))
     }
 
@@ -287,9 +216,7 @@ impl Bench<'_> {
         let pod_cfg = pod_config(&format!("bench-{handler}-{name}"));
         let ctr_cfg = sleeper("sleeper");
         let (pod, run) = self.timed(tag("RunPodSandbox"), |c| c.run_pod_with(&pod_cfg, handler))?;
-        let (ctr, create) = self.timed(tag("CreateContainer"), |c| {
-            c.create_container(&pod, &ctr_cfg, &pod_cfg)
-        })?;
+        let (ctr, create) = self.timed(tag("CreateContainer"), |c| c.create_container(&pod, &ctr_cfg, &pod_cfg))?;
         let ((), start) = self.timed(tag("StartContainer"), |c| c.start_container(&ctr))?;
         let since_return = Instant::now();
         self.poll_state(&ctr, ContainerState::ContainerRunning)?;
@@ -302,10 +229,7 @@ impl Bench<'_> {
             let (r, exec) = self.timed(tag("ExecSync"), |c| c.exec_sync(&ctr, &["true"]))?;
             into.exec.push(exec);
             if r.exit_code != 0 {
-                return Err(format!(
-                    "ExecSync `true` ({handler}, {name}) exited {}",
-                    r.exit_code
-                ));
+                return Err(format!("ExecSync `true` ({handler}, {name}) exited {}", r.exit_code));
             }
         }
         let ((), stop) = self.timed(tag("StopContainer"), |c| c.stop_container(&ctr, 10))?;
@@ -313,8 +237,7 @@ impl Bench<'_> {
         if self.state(&ctr)? != ContainerState::ContainerExited {
             into.stop_lagged += 1;
         }
-        into.exited_seen
-            .push(self.exit_lag((handler, name), &pod, &pod_cfg)?);
+        into.exited_seen.push(self.exit_lag((handler, name), &pod, &pod_cfg)?);
         self.server_ready((handler, name), &pod, &pod_cfg, into)?;
         self.timed(tag("StopPodSandbox"), |c| c.stop_pod(&pod))?;
         self.timed(tag("RemovePodSandbox"), |c| c.remove_pod(&pod))?;
@@ -322,10 +245,7 @@ impl Bench<'_> {
     }
 
     fn state(&self, id: &str) -> Result<ContainerState, String> {
-        let status = self
-            .cri
-            .container_status(id)
-            .map_err(|e| format!("ContainerStatus {id}: {e}"))?;
+        let status = self.cri.container_status(id).map_err(|e| format!("ContainerStatus {id}: {e}"))?;
         let state = status.status.map_or(0, |s| s.state);
         ContainerState::try_from(state).map_err(|e| format!("ContainerStatus {id}: {e}"))
     }
@@ -335,9 +255,7 @@ impl Bench<'_> {
         let began = Instant::now();
         while self.state(id)? != state {
             if began.elapsed() > STATE_LIMIT {
-                return Err(format!(
-                    "container {id} not {state:?} after {STATE_LIMIT:?}"
-                ));
+                return Err(format!("container {id} not {state:?} after {STATE_LIMIT:?}"));
             }
             std::thread::sleep(STATE_POLL);
         }
@@ -354,18 +272,11 @@ impl Bench<'_> {
     ) -> Result<f64, String> {
         let cfg = container("exiter", "exit 0");
         let tag = |call: &'static str| (handler, name, call);
-        let (id, _) = self.timed(tag("CreateContainer"), |c| {
-            c.create_container(pod, &cfg, pod_cfg)
-        })?;
+        let (id, _) = self.timed(tag("CreateContainer"), |c| c.create_container(pod, &cfg, pod_cfg))?;
         self.timed(tag("StartContainer"), |c| c.start_container(&id))?;
         self.poll_state(&id, ContainerState::ContainerExited)?;
-        let seen = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
-        let status = self
-            .cri
-            .container_status(&id)
-            .map_err(|e| format!("ContainerStatus {id}: {e}"))?;
+        let seen = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let status = self.cri.container_status(&id).map_err(|e| format!("ContainerStatus {id}: {e}"))?;
         let finished = status.status.map_or(0, |s| s.finished_at);
         Ok((seen.as_nanos() as i64 - finished) as f64 / 1e6)
     }
@@ -383,9 +294,7 @@ impl Bench<'_> {
         let tag = |call: &'static str| (handler, name, call);
         let port = free_port()?;
         let cfg = container("httpd", &format!("exec httpd -f -p 127.0.0.1:{port}"));
-        let (id, _) = self.timed(tag("CreateContainer"), |c| {
-            c.create_container(pod, &cfg, pod_cfg)
-        })?;
+        let (id, _) = self.timed(tag("CreateContainer"), |c| c.create_container(pod, &cfg, pod_cfg))?;
         let called = Instant::now();
         self.timed(tag("StartContainer"), |c| c.start_container(&id))?;
         let accepts = || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
@@ -423,12 +332,8 @@ impl Bench<'_> {
 
 /// A TCP port on 127.0.0.1 that nothing listens on now.
 fn free_port() -> Result<u16, String> {
-    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
-        .map_err(|e| format!("bind a free port: {e}"))?;
-    listener
-        .local_addr()
-        .map(|a| a.port())
-        .map_err(|e| format!("bind a free port: {e}"))
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).map_err(|e| format!("bind a free port: {e}"))?;
+    listener.local_addr().map(|a| a.port()).map_err(|e| format!("bind a free port: {e}"))
 }
 
 fn ms(d: Duration) -> f64 {
@@ -465,18 +370,8 @@ fn stats(samples: &[f64]) -> Stats {
     let mut sorted = samples.to_vec();
     sorted.sort_by(f64::total_cmp);
     let n = sorted.len();
-    let median = if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-    };
-    Stats {
-        median,
-        p10: percentile(&sorted, 10.0),
-        p90: percentile(&sorted, 90.0),
-        mean: sorted.iter().sum::<f64>() / n as f64,
-        n,
-    }
+    let median = if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 };
+    Stats { median, p10: percentile(&sorted, 10.0), p90: percentile(&sorted, 90.0), mean: sorted.iter().sum::<f64>() / n as f64, n }
 }
 
 /// First line of `program args…`'s stdout, or "?".
@@ -492,10 +387,7 @@ fn first_line(program: &str, args: &[&str]) -> String {
 
 fn os_name() -> String {
     let release = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
-    release
-        .lines()
-        .find_map(|l| l.strip_prefix("PRETTY_NAME="))
-        .map_or_else(|| "?".into(), |v| v.trim_matches('"').to_string())
+    release.lines().find_map(|l| l.strip_prefix("PRETTY_NAME=")).map_or_else(|| "?".into(), |v| v.trim_matches('"').to_string())
 }
 
 fn metadata(args: &Args, elapsed: Duration) -> Value {
@@ -521,10 +413,7 @@ fn stats_json(s: &Stats) -> Value {
 
 /// Samples to the microsecond.
 fn rounded(samples: &[f64]) -> Vec<f64> {
-    samples
-        .iter()
-        .map(|x| (x * 1000.0).round() / 1000.0)
-        .collect()
+    samples.iter().map(|x| (x * 1000.0).round() / 1000.0).collect()
 }
 
 fn report_json(meta: Value, samples: &[Samples; 2]) -> Value {
@@ -557,11 +446,7 @@ fn cell(s: &Stats) -> String {
 }
 
 fn markdown(meta: &Value, samples: &[Samples; 2]) -> String {
-    let m = |k: &str| {
-        meta[k]
-            .as_str()
-            .map_or_else(|| meta[k].to_string(), str::to_string)
-    };
+    let m = |k: &str| meta[k].as_str().map_or_else(|| meta[k].to_string(), str::to_string);
     let mut md = format!(
         "Measured {} on {}, kernel {}, {} CPUs; {}, {}. {} interleaved pairs, \
          {} ExecSync per pod; median (p10–p90). Run took {} s.\n\n",
@@ -584,12 +469,7 @@ fn markdown(meta: &Value, samples: &[Samples; 2]) -> String {
             Some(g) => (format!("≤ {g}×"), "**no**".to_string()),
             None => (String::new(), String::new()),
         };
-        md += &format!(
-            "| {} | {} | {} | {ratio:.2}× | {goal} | {met} |\n",
-            f.label,
-            cell(&a),
-            cell(&b)
-        );
+        md += &format!("| {} | {} | {} | {ratio:.2}× | {goal} | {met} |\n", f.label, cell(&a), cell(&b));
     }
     let [a, b] = [0, 1].map(|i| at_return(&samples[i]));
     let n = |v: &Value, k: &str| v[k].as_str().unwrap_or("?").to_string();
