@@ -57,6 +57,22 @@ fn symlink_sources_are_resolved() {
     }
 }
 
+/// A relative bind source is the bundle's, as runc resolves it (after a chdir into the bundle),
+/// never one in the caller's working directory: here the package's directory, which has none.
+#[test]
+fn a_relative_bind_source_is_in_the_bundle_like_runc() {
+    skip_if!(needs::containers());
+    for rt in Runtime::runc_and_under_test() {
+        let mut bundle = checker::bundle(&["--path", "/vol/inside"]);
+        let shared = Path::new(bundle.path()).join("shared-in-bundle");
+        fs::create_dir(&shared).expect("mkdir the bundle's shared dir");
+        fs::write(shared.join("inside"), "the bundle's").expect("write");
+        bundle.add_mount(bind(Path::new("shared-in-bundle"), "/vol"));
+        let report = Report::run(&rt, &bundle);
+        assert_eq!(report.path("/vol/inside")["content"], "the bundle's", "{}", rt.bin().display());
+    }
+}
+
 #[test]
 fn missing_bind_source_fails_create_and_leaves_nothing() {
     skip_if!(needs::containers());

@@ -13,7 +13,8 @@ use crate::engine::process::home_env;
 use crate::engine::{hook_state, start_barrier};
 use crate::error::{Error, Result};
 
-/// A parsed bundle: the user's path and spec, with the rootfs made absolute.
+/// A parsed bundle: the user's path and spec, with the rootfs made absolute
+/// and each bind's source resolved.
 #[derive(Debug, Clone)]
 pub struct Bundle {
     pub path: PathBuf,
@@ -28,13 +29,14 @@ pub struct Bundle {
 pub fn load(bundle: &Path) -> Result<Bundle> {
     let path = absolute_dir(bundle)?;
     let config = path.join("config.json");
-    let (spec, raw) = parse_config_raw(&config)?;
+    let (mut spec, raw) = parse_config_raw(&config)?;
     check_version(&config, &spec)?;
     crate::engine::validate::check(&config, &spec)?;
     let rootfs = resolve_rootfs(&path, &config, &spec)?;
     crate::engine::validate::check_in_rootfs(&config, &spec, &rootfs)?;
     check_process(&config, &spec)?;
     crate::engine::process::cwd::check_in_rootfs(&config, &spec, &rootfs)?;
+    check_mounts(spec.mounts_mut().iter_mut().flatten(), &path, &config)?;
     let pids_init_only = crate::engine::spec_support::pids_limit_is_init_only(&raw);
     Ok(Bundle { path, spec, rootfs, pids_init_only })
 }
@@ -147,12 +149,12 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
     let (propagations, taken) = match spec.mounts_mut() {
         Some(mounts) if opts.own_rootfs => {
             check_kernel_fs_targets(mounts, &bundle.rootfs)?;
-            prepare_mounts(mounts, &config)?;
+            take_propagations(mounts);
             Default::default()
         }
         Some(mounts) => {
             check_kernel_fs_targets(mounts, &bundle.rootfs)?;
-            let propagations = prepare_mounts(mounts, &config)?;
+            let propagations = take_propagations(mounts);
             // The copy first, into the tmpfs while it is still writable.
             let mut taken = mount_copyup::take(mounts);
             taken.extend(rootfs_hook::take_options(mounts, mount_sb_flags::is_sb_flag));
@@ -163,7 +165,7 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
     };
     // Before the rewrite below, which turns some cgroup mounts into binds.
     let cgroup_flags = if opts.own_rootfs { Vec::new() } else { cgroup_mount_flags::wanted(&spec, opts.cgroups) };
-    // After prepare_mounts: these bind sources appear only once the
+    // After load resolved the binds: these bind sources appear only once the
     // engine has made the container's cgroup.
     if !opts.own_rootfs {
         crate::engine::mount::cgroup_ns::rewrite(&mut spec, opts.cgroups);
@@ -306,15 +308,23 @@ fn normalize_rootfs_propagation(linux: &mut oci_spec::runtime::Linux, config: &P
     Ok(())
 }
 
-/// Resolves bind sources, checks they exist, and takes the propagation
-/// options out of each mount: the engine drops them, so our hook applies them.
-fn prepare_mounts(mounts: &mut [Mount], config: &Path) -> Result<Vec<mount_propagation::MountPropagation>> {
-    let mut propagations = Vec::new();
-    for (index, mount) in mounts.iter_mut().enumerate() {
+/// Checks each destination and resolves each bind's source, once per
+/// command: both routes and the route's decision read the resolved spec.
+fn check_mounts<'a>(mounts: impl Iterator<Item = &'a mut Mount>, bundle: &Path, config: &Path) -> Result<()> {
+    for (index, mount) in mounts.enumerate() {
         check_destination(mount, index, config)?;
         if is_bind(mount) {
-            resolve_bind_source(mount, index, config)?;
+            resolve_bind_source(mount, index, bundle, config)?;
         }
+    }
+    Ok(())
+}
+
+/// Takes the propagation options out of each mount: the engine drops
+/// them, so our hook applies them.
+fn take_propagations(mounts: &mut [Mount]) -> Vec<mount_propagation::MountPropagation> {
+    let mut propagations = Vec::new();
+    for mount in mounts.iter_mut() {
         if let Some(options) = mount.options().clone() {
             let (rest, flags) = mount_propagation::split_options(&options);
             if !flags.is_empty() {
@@ -323,7 +333,7 @@ fn prepare_mounts(mounts: &mut [Mount], config: &Path) -> Result<Vec<mount_propa
             }
         }
     }
-    Ok(propagations)
+    propagations
 }
 
 /// proc and sysfs may only go on a real directory: mounted over a symlink
@@ -365,11 +375,13 @@ pub fn is_bind(mount: &Mount) -> bool {
     mount.typ().as_deref() == Some("bind") || mount.options().as_ref().is_some_and(|o| o.iter().any(|x| x == "bind" || x == "rbind"))
 }
 
-fn resolve_bind_source(mount: &mut Mount, index: usize, config: &Path) -> Result<()> {
+/// A relative source is the bundle's, as runc (which chdirs into the
+/// bundle) reads it, whatever our caller's working directory.
+fn resolve_bind_source(mount: &mut Mount, index: usize, bundle: &Path, config: &Path) -> Result<()> {
     let Some(source) = mount.source().clone() else {
         return Err(Error::Config { path: config.to_path_buf(), reason: format!("mounts[{index}]: a bind mount needs a source") });
     };
-    let real = fs::canonicalize(&source).map_err(|e| Error::Config {
+    let real = fs::canonicalize(bundle.join(&source)).map_err(|e| Error::Config {
         path: config.to_path_buf(),
         reason: format!("mounts[{index}].source {} (for {}): {e}", source.display(), mount.destination().display()),
     })?;
@@ -476,7 +488,8 @@ mod tests {
     fn mount_destinations_must_be_absolute_and_not_climb() {
         for dest in ["relative", "/a/../../etc"] {
             let mount = json!({"destination": dest, "type": "tmpfs", "source": "tmpfs"});
-            let err = spec_of(json!({"mounts": [mount]}), false).unwrap_err().to_string();
+            let mut mounts: Vec<Mount> = vec![serde_json::from_value(mount).unwrap()];
+            let err = check_mounts(mounts.iter_mut(), Path::new("/b"), Path::new("/b/config.json")).unwrap_err().to_string();
             assert!(err.contains("mounts[0].destination"), "{dest}: {err}");
         }
     }

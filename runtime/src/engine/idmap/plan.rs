@@ -144,10 +144,8 @@ fn plan_one(spec: &Spec, index: usize, mount: &Mount, bad: Bad) -> Result<Planne
     if dest.starts_with("/proc") || dest.starts_with("/sys") {
         return Err(bad("destination", "an idmapped mount over /proc or /sys is refused"));
     }
+    // Absolute: the bundle's load resolved it (a relative one against the bundle, as runc).
     let source = mount.source().clone().ok_or_else(|| bad("source", "a bind mount needs a source"))?;
-    if !source.is_absolute() {
-        return Err(bad("source", "an idmapped mount's source must be absolute"));
-    }
     let options = mount.options().as_deref().unwrap_or_default();
     let mut attrs = 0;
     for option in options {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use oci_spec::runtime::LinuxNamespaceType;
 
 use crate::engine::cgroup::fs::{Hierarchy, ThreadCgroups};
-use crate::engine::engine_bundle::{is_bind, Bundle};
+use crate::engine::engine_bundle::Bundle;
 use crate::engine::process::init_launch::{route, Route};
 use crate::engine::rootfs::cgroup::Placed;
 use crate::engine::rootfs::prepare::Rootfs;
@@ -42,14 +42,6 @@ pub fn decide(bundle: &Bundle, req: &Request) -> Result<Rootfs, &'static str> {
     if let Some(linux) = spec.linux_mut() {
         // Where create puts the container's cgroup when the spec says not.
         crate::engine::engine_bundle::default_cgroups_path(linux, req.id, req.systemd_cgroup);
-    }
-    for mount in spec.mounts_mut().iter_mut().flatten() {
-        if is_bind(mount) {
-            // As create resolves them; a source that cannot be resolved
-            // fails create on the engine's route, in its words.
-            let source = mount.source().clone().ok_or("a bind with no source")?;
-            mount.set_source(Some(std::fs::canonicalize(source).map_err(|_| "a bind source that does not resolve")?));
-        }
     }
     let cgroupns = listed(LinuxNamespaceType::Cgroup).is_some_and(|ns| ns.path().is_none());
     let linux = spec.linux().as_ref().ok_or("no linux section")?;
