@@ -68,10 +68,11 @@ pub struct RuntimeOptions {
 }
 
 impl RuntimeOptions {
-    /// Decodes what containerd sent. Nothing, or an Any with no type (what containerd 2's
-    /// `ctr containers restore` sends), is the defaults, as containerd's runc shim reads them.
+    /// Decodes what containerd sent. Nothing, or an empty Any (what containerd 2's
+    /// `ctr containers restore` sends), is the defaults, as containerd's runc shim reads them;
+    /// bytes with no type name nothing we could honour, so they are refused.
     pub fn decode(options: &MessageField<Any>) -> Result<RuntimeOptions, OptionsError> {
-        let Some(any) = options.as_ref().filter(|any| !any.type_url.is_empty()) else {
+        let Some(any) = options.as_ref().filter(|any| !(any.type_url.is_empty() && any.value.is_empty())) else {
             return Ok(RuntimeOptions::default());
         };
         let url = any.type_url.as_str();
@@ -241,8 +242,9 @@ mod tests {
     #[test]
     fn no_options_are_the_defaults() {
         assert_eq!(decode(&MessageField::none()), RuntimeOptions::default());
+        assert_eq!(decode(&MessageField::some(Any::default())), RuntimeOptions::default());
         let untyped = MessageField::some(Any { value: vec![0x0a, 0x01, b'x'], ..Default::default() });
-        assert_eq!(decode(&untyped), RuntimeOptions::default());
+        assert!(refusal(&untyped).starts_with("runtime options of type \"\" are not supported"));
     }
 
     #[test]
