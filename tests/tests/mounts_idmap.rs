@@ -174,7 +174,10 @@ fn ridmap_maps_submounts_and_idmap_does_not() {
     bundle.add_mount(idmapped(&top, "/n", &["rbind", "idmap", "ro"], None));
     let report = Report::run(&Runtime::under_test(), &bundle);
     // Propagation is applied after our move (rootfs_hook runs second); ro by our mount_setattr.
-    assert_eq!(report.propagation("/r"), "shared", "{}", report.mount_table());
+    // Where the host's mount is shared (systemd's /) the volume is a slave of it first, as the
+    // container's other mounts are, so rshared makes it shared+slave, as on a plain bind.
+    let propagation = report.propagation("/r");
+    assert!(propagation == "shared" || propagation == "shared+slave", "{}", report.mount_table());
     assert!(report.mount_options("/n").contains("ro"), "{}", report.mount_table());
     assert!(!report.mount_options("/r").contains("ro"), "{}", report.mount_table());
     assert_eq!(owner(&report, "/r/owned"), (0, 0));
@@ -247,6 +250,95 @@ fn explicit_mappings_without_a_user_namespace_squash_host_root() {
     assert!(!disk.join("new").exists());
     let listed = fs::read_to_string(&fds).expect("the hook listed its fds");
     assert_eq!(listed.split_whitespace().collect::<Vec<_>>(), ["0", "1", "2", "3"], "the user's hook holds only stdio (3 is ls's listing)");
+}
+
+/// A mount listed after an idmapped one and beneath it lands on top of it, in the spec's order,
+/// and the idmapped mount keeps its mapping: rustpod's own rootfs steps move the tree create
+/// mapped in at its place (without a user namespace; with one the engine's route still refuses
+/// the stack, `bad_idmap_configs_are_refused_in_one_line`). Next to the reference, which
+/// mounts in order too (runc 1.1.5 binds the mount unmapped: its owners are recorded, not
+/// compared).
+#[test]
+fn a_later_mount_beneath_an_idmapped_one_lands_on_it_in_the_specs_order() {
+    skip_if!(needs::containers());
+    skip_if!(kernel_lacks(5, 12));
+    let host = HostMounts::new("idmap-order");
+    // rshared, as kubelet makes /var/lib/kubelet: nothing mounted inside may reach it.
+    let disk = host.shared_dir("disk");
+    fs::write(disk.join("owned"), "host root's").expect("write");
+    fs::create_dir(disk.join("sub")).expect("mkdir");
+    fs::write(disk.join("sub/hidden"), "under the tmpfs").expect("write");
+    for rt in Runtime::runc_and_under_test() {
+        let name = rt.bin().display().to_string();
+        let mut bundle = checker::bundle(&["--path", "/disk/owned", "--path", "/disk/sub/hidden", "--write", "/disk/sub/new"]);
+        make_dirs(&bundle, &["/disk"]);
+        bundle.add_mount(json!({"destination": "/disk", "type": "tmpfs", "source": "tmpfs"}));
+        bundle.add_mount(idmapped(&disk, "/disk", &["bind"], Some((0, HOST_BASE, 65536))));
+        bundle.add_mount(json!({"destination": "/disk/sub", "type": "tmpfs", "source": "tmpfs"}));
+        let report = Report::run(&rt, &bundle);
+        assert_eq!(report.expect_mount("/disk/sub")["fstype"], "tmpfs", "{name}: the later tmpfs is on top");
+        assert_eq!(report.path("/disk/sub/hidden")["exists"], false, "{name}: the bind's sub is covered");
+        assert_eq!(report.path("/disk/owned")["content"], "host root's", "{name}: the bind is on the first tmpfs");
+        assert_eq!(write_errno(&report, "/disk/sub/new"), 0, "{name}: the top tmpfs is writable");
+        assert!(!is_mount_point(&disk.join("sub")), "{name}: the container's tmpfs reached the host's {}", disk.display());
+        assert!(!disk.join("sub/new").exists(), "{name}: the write stayed in the tmpfs");
+        if env::runc_before(rt.bin(), (1, 2, 0)) {
+            eprintln!("{name} predates idmapped mounts: /disk/owned is {:?} (for the record)", owner(&report, "/disk/owned"));
+            continue;
+        }
+        assert_eq!(owner(&report, "/disk/owned"), (HOST_BASE as u64, HOST_BASE as u64), "{name}: the bind is idmapped");
+    }
+}
+
+/// An attack from inside: an idmapped volume on an rshared host directory (kubelet's
+/// `/var/lib/kubelet`), given with no propagation option, and container root with CAP_SYS_ADMIN
+/// (in its user namespace, or without one) mounting a tmpfs beneath it. A clone of a shared mount
+/// is a peer of it, so the volume must receive as the container's other mounts do (rslave by
+/// default) and send nothing: the tmpfs must never appear on the host. Through our own rootfs
+/// steps (no user namespace) and the engine's route (a user namespace), next to the reference
+/// (runc 1.1.5, which binds the volume unmapped, and crun are recorded, not compared).
+#[test]
+fn a_mount_made_beneath_an_idmapped_volume_never_reaches_the_host() {
+    skip_if!(needs::containers());
+    skip_if!(kernel_lacks(5, 12));
+    let host = HostMounts::new("idmap-leak");
+    let vol = host.shared_dir("vol");
+    fs::create_dir(vol.join("sub")).expect("mkdir");
+    let caps = json!(["CAP_SYS_ADMIN"]);
+    for rt in Runtime::runc_and_under_test() {
+        let name = rt.bin().display().to_string();
+        let checked = !env::runc_before(rt.bin(), (1, 2, 0)) && !env::is_crun(rt.bin());
+        for userns in [false, true] {
+            let mut bundle = Bundle::new(&["sh", "-c", "mount -t tmpfs leak /vol/sub && touch /vol/sub/new"]);
+            let mount = if userns {
+                let types = ["pid", "network", "ipc", "uts", "mount", "user"];
+                bundle.set("/linux/namespaces", Value::from(types.iter().map(|t| json!({"type": t})).collect::<Vec<_>>()));
+                bundle.set("/linux/uidMappings", map(0, HOST_BASE, 65536));
+                bundle.set("/linux/gidMappings", map(0, HOST_BASE, 65536));
+                idmapped(&vol, "/vol", &["rbind", "idmap"], None)
+            } else {
+                idmapped(&vol, "/vol", &["rbind"], Some((0, HOST_BASE, 65536)))
+            };
+            for set in ["bounding", "effective", "permitted"] {
+                bundle.set(&format!("/process/capabilities/{set}"), caps.clone());
+            }
+            make_dirs(&bundle, &["/vol"]);
+            bundle.add_mount(mount);
+            let out = rt.run(&rt.new_id("leak"), &bundle, &[], b"");
+            let leaked = is_mount_point(&vol.join("sub"));
+            if leaked {
+                // What the next runtime finds must be its own doing.
+                let _ = nix::mount::umount2(&vol.join("sub"), nix::mount::MntFlags::MNT_DETACH);
+            }
+            if !checked {
+                eprintln!("{name} (user namespace: {userns}), for the record: leaked {leaked}; {}", out.describe());
+                continue;
+            }
+            assert!(out.success(), "{name} (user namespace: {userns}): {}", out.describe());
+            assert!(!leaked, "{name} (user namespace: {userns}): the container's tmpfs reached the host's {}", vol.display());
+            assert!(!vol.join("sub/new").exists(), "{name} (user namespace: {userns}): the write stayed in the tmpfs");
+        }
+    }
 }
 
 /// Configs we refuse before anything is made: one line naming the mount and the field,

@@ -106,20 +106,27 @@ fn build(
         systemd_cgroup: opts.systemd_cgroup,
         no_pivot: opts.no_pivot,
     };
-    // Not with idmapped mounts: their detached fds and hook are the engine route's.
-    let own_rootfs = match crate::engine::rootfs::own::decide(bundle, &request) {
-        Ok(rootfs) if idmapped.is_empty() => Some(rootfs),
-        Ok(_) => None,
+    let mut own_rootfs = match crate::engine::rootfs::own::decide(bundle, &request) {
+        Ok(rootfs) => Some(rootfs),
         Err(why) => {
             tracing::debug!("the engine makes the rootfs: {why}");
             None
         }
     };
+    if own_rootfs.is_none() {
+        crate::engine::idmap::plan::refuse_out_of_order(&bundle.spec, idmapped)
+            .map_err(|e| Error::Config { path: bundle.path.join("config.json"), reason: e.to_string() })?;
+    }
     let engine_opts = EngineOptions { systemd_cgroup: opts.systemd_cgroup, cgroups, own_rootfs: own_rootfs.is_some() };
     let mut spec = engine_bundle::engine_spec(&dir.id, bundle, &engine_opts)?;
-    // Made here, moved in by our first createContainer step; the fds close
-    // when this function returns (the init's copies at its exec).
-    let idmap = crate::engine::idmap::detached::install(&mut spec, bundle, idmapped, 3 + opts.preserve_fds)?;
+    // Made here, moved in by the init at their place in the spec's order on
+    // our route, else by our first createContainer step; the fds close when
+    // this function returns (the init's copies at its exec).
+    let min_fd = 3 + opts.preserve_fds;
+    let (idmap, _detached) = match own_rootfs.as_mut() {
+        Some(rootfs) => (Default::default(), crate::engine::idmap::detached::install_for_init(rootfs, bundle, idmapped, min_fd)?),
+        None => (crate::engine::idmap::detached::install(&mut spec, bundle, idmapped, min_fd)?, Vec::new()),
+    };
     let poststart = engine_bundle::take_poststart(&mut spec);
     let start_barrier = engine_bundle::has_start_barrier(&spec);
     dir.write_config(&spec)?;

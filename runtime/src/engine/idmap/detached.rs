@@ -34,6 +34,8 @@ pub enum DetachedError {
     Idmap { from: PathBuf, errno: Errno },
     #[error("mount_setattr({attrs:#x}): {errno}")]
     SetAttr { attrs: u64, errno: Errno },
+    #[error("mount_setattr(propagation {propagation:#x}) of {}: {errno}", from.display())]
+    Propagation { from: PathBuf, propagation: u64, errno: Errno },
     #[error("open({}, O_PATH): {errno}", target.display())]
     OpenTarget { target: PathBuf, errno: Errno },
     #[error("move_mount({} to {}): {errno}", from.display(), target.display())]
@@ -72,11 +74,35 @@ pub fn install(
             !planned.iter().any(|p| p.index == index - 1)
         });
     }
-    let mounts = make_all(planned, min_fd).map_err(config_error)?;
+    let mounts = make_all(planned, receiving(&bundle.spec), min_fd).map_err(config_error)?;
     let (errors, errors_w) = error_pipe(min_fd).map_err(config_error)?;
     let hook = hook(&bundle.rootfs, errors_w.as_raw_fd(), &mounts);
     crate::engine::engine_bundle::prepend_create_container(spec, hook);
     Ok(Installed { _mounts: mounts, errors: Some((errors, errors_w)) })
+}
+
+/// For our own rootfs steps: makes the idmapped mounts here and hands each
+/// fd to `rootfs`, where the init moves it in at its place in the spec's
+/// order. The mounts stay in the spec; no hook, no error pipe. Hold the
+/// result until the init is cloned.
+pub fn install_for_init(
+    rootfs: &mut crate::engine::rootfs::prepare::Rootfs,
+    bundle: &crate::engine::engine_bundle::Bundle,
+    planned: &[Planned],
+    min_fd: RawFd,
+) -> crate::error::Result<Vec<Detached>> {
+    let config_error = |err: DetachedError| crate::error::Error::Config { path: bundle.path.join("config.json"), reason: err.to_string() };
+    let mounts = make_for_init(planned, receiving(&bundle.spec), min_fd).map_err(config_error)?;
+    for m in &mounts {
+        if !rootfs.attach_detached(m.index, m.fd.as_raw_fd()) {
+            return Err(crate::error::Error::Invalid(format!(
+                "mounts[{}] ({}): an idmapped mount the rootfs steps did not plan",
+                m.index,
+                m.destination.display()
+            )));
+        }
+    }
+    Ok(mounts)
 }
 
 /// What `install` made, held until the init has run our hook: the detached
@@ -129,10 +155,14 @@ fn make_destinations_on_rootfs(spec: &Spec, rootfs: &Path, planned: &[Planned]) 
     Ok(())
 }
 
-/// A detached, mapped mount ready to be moved into the rootfs; the fd is
-/// inheritable (our createContainer step runs in a child of the init).
+/// A detached, mapped mount ready to be moved into the rootfs; for the
+/// engine's route the fd is inheritable (our createContainer step runs in a
+/// child of the init), for our own rootfs steps close-on-exec (the init
+/// itself moves it in).
 #[derive(Debug)]
 pub struct Detached {
+    /// Its place in the spec's `mounts`.
+    pub index: usize,
     pub destination: PathBuf,
     pub fd: OwnedFd,
     pub is_dir: bool,
@@ -140,11 +170,43 @@ pub struct Detached {
 
 /// Makes every planned mount, in order; the first failure names the mount,
 /// the syscall and the errno. `min_fd` keeps the fds above `--preserve-fds`.
-pub fn make_all(planned: &[Planned], min_fd: RawFd) -> Result<Vec<Detached>, DetachedError> {
-    planned.iter().map(|p| make(p, min_fd).map_err(|e| e.of(p.index, &p.destination))).collect()
+pub fn make_all(planned: &[Planned], propagation: u64, min_fd: RawFd) -> Result<Vec<Detached>, DetachedError> {
+    make_each(planned, propagation, min_fd, Inherit::Yes)
 }
 
-fn make(p: &Planned, min_fd: RawFd) -> Result<Detached, DetachedError> {
+/// `make_all` for the init's own rootfs steps: the same mounts, each fd
+/// close-on-exec, so that no hook and no program of the container gets one.
+pub fn make_for_init(planned: &[Planned], propagation: u64, min_fd: RawFd) -> Result<Vec<Detached>, DetachedError> {
+    make_each(planned, propagation, min_fd, Inherit::No)
+}
+
+/// The propagation a detached mount gets before it leaves the host's side:
+/// what the container's other mounts get from `rootfsPropagation` once
+/// its mount namespace is made (slave by default; 0 for shared: left a
+/// peer). A clone of a shared host mount is a peer of it, so without this
+/// a mount the container makes beneath the volume would appear on the
+/// host (kubelet's `/var/lib/kubelet` is rshared).
+pub fn receiving(spec: &Spec) -> u64 {
+    let root = spec.linux().as_ref().and_then(|l| l.rootfs_propagation().as_deref()).unwrap_or("");
+    match root.trim_start_matches('r') {
+        "shared" => 0,
+        "private" => libc::MS_PRIVATE as u64,
+        _ => libc::MS_SLAVE as u64,
+    }
+}
+
+/// Whether a detached mount's fd survives an exec.
+#[derive(Clone, Copy)]
+enum Inherit {
+    Yes,
+    No,
+}
+
+fn make_each(planned: &[Planned], propagation: u64, min_fd: RawFd, inherit: Inherit) -> Result<Vec<Detached>, DetachedError> {
+    planned.iter().map(|p| make(p, propagation, min_fd, inherit).map_err(|e| e.of(p.index, &p.destination))).collect()
+}
+
+fn make(p: &Planned, propagation: u64, min_fd: RawFd, inherit: Inherit) -> Result<Detached, DetachedError> {
     let userns = match &p.mapping {
         Mapping::Explicit { uid, gid } => Some(idmap_userns::with_mappings(uid, gid)?),
         Mapping::JoinedUserns(path) => Some(
@@ -161,9 +223,19 @@ fn make(p: &Planned, min_fd: RawFd) -> Result<Detached, DetachedError> {
     if p.attrs != 0 {
         set_attr(&tree, p.attrs, None, false).map_err(|errno| DetachedError::SetAttr { attrs: p.attrs, errno })?;
     }
+    if propagation != 0 {
+        set_propagation(&tree, propagation, p.rbind).map_err(|errno| DetachedError::Propagation {
+            from: p.source.clone(),
+            propagation,
+            errno,
+        })?;
+    }
     let is_dir = std::fs::metadata(&p.source).map(|m| m.is_dir()).unwrap_or(true);
-    let fd = inheritable_above(&tree, min_fd)?;
-    Ok(Detached { destination: p.destination.clone(), fd, is_dir })
+    let fd = match inherit {
+        Inherit::Yes => inheritable_above(&tree, min_fd)?,
+        Inherit::No => dup_above(&tree, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(min_fd), "fcntl(F_DUPFD_CLOEXEC)")?,
+    };
+    Ok(Detached { index: p.index, destination: p.destination.clone(), fd, is_dir })
 }
 
 /// mount_setattr(MOUNT_ATTR_IDMAP | `attrs`) with `userns`'s mapping on the
@@ -201,6 +273,16 @@ fn open_tree_at(source: &Path, recursive: bool) -> Result<OwnedFd, Errno> {
 
 fn set_attr(tree: &OwnedFd, attr_set: u64, userns: Option<&OwnedFd>, recursive: bool) -> Result<(), Errno> {
     let attr = libc::mount_attr { attr_set, attr_clr: 0, propagation: 0, userns_fd: userns.map_or(0, |u| u.as_raw_fd() as u64) };
+    setattr(tree, &attr, recursive)
+}
+
+/// mount_setattr(propagation) of the detached `tree`, its submounts too when `recursive`.
+fn set_propagation(tree: &OwnedFd, propagation: u64, recursive: bool) -> Result<(), Errno> {
+    let attr = libc::mount_attr { attr_set: 0, attr_clr: 0, propagation, userns_fd: 0 };
+    setattr(tree, &attr, recursive)
+}
+
+fn setattr(tree: &OwnedFd, attr: &libc::mount_attr, recursive: bool) -> Result<(), Errno> {
     let flags = libc::AT_EMPTY_PATH | if recursive { libc::AT_RECURSIVE } else { 0 };
     // SAFETY: a valid fd, an empty C string and a mount_attr of the size given.
     let rc = unsafe {
@@ -209,7 +291,7 @@ fn set_attr(tree: &OwnedFd, attr_set: u64, userns: Option<&OwnedFd>, recursive: 
             tree.as_raw_fd(),
             c"".as_ptr(),
             flags,
-            &attr as *const libc::mount_attr,
+            attr as *const libc::mount_attr,
             std::mem::size_of::<libc::mount_attr>(),
         )
     };
@@ -222,8 +304,12 @@ fn set_attr(tree: &OwnedFd, attr_set: u64, userns: Option<&OwnedFd>, recursive: 
 
 /// A copy of `fd` at `min_fd` or above, without close-on-exec.
 fn inheritable_above(fd: &OwnedFd, min_fd: RawFd) -> Result<OwnedFd, DetachedError> {
-    let new = nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_DUPFD(min_fd))
-        .map_err(|errno| DetachedError::Call { call: "fcntl(F_DUPFD)", errno })?;
+    dup_above(fd, nix::fcntl::FcntlArg::F_DUPFD(min_fd), "fcntl(F_DUPFD)")
+}
+
+/// A copy of `fd` made by `dup`, F_DUPFD or F_DUPFD_CLOEXEC (`call`).
+fn dup_above(fd: &OwnedFd, dup: nix::fcntl::FcntlArg, call: &'static str) -> Result<OwnedFd, DetachedError> {
+    let new = nix::fcntl::fcntl(fd.as_raw_fd(), dup).map_err(|errno| DetachedError::Call { call, errno })?;
     // SAFETY: fcntl just made this descriptor for us.
     Ok(unsafe { OwnedFd::from_raw_fd(new) })
 }
@@ -265,6 +351,22 @@ mod tests {
         assert_eq!(err.to_string(), "mounts[2] (/k): mount_setattr(MOUNT_ATTR_IDMAP) of /src: EINVAL: Invalid argument");
         let err = DetachedError::SetAttr { attrs: libc::MOUNT_ATTR_RDONLY, errno: Errno::EPERM };
         assert_eq!(err.to_string(), "mount_setattr(0x1): EPERM: Operation not permitted");
+    }
+
+    #[test]
+    fn a_detached_mount_receives_as_the_containers_other_mounts_do() {
+        let spec = |root: serde_json::Value| -> Spec {
+            serde_json::from_value(serde_json::json!({"ociVersion": "1.2.0", "linux": root})).unwrap()
+        };
+        assert_eq!(receiving(&spec(serde_json::json!({}))), libc::MS_SLAVE as u64, "runc's default root is rslave");
+        for (root, want) in [
+            ("rslave", libc::MS_SLAVE as u64),
+            ("private", libc::MS_PRIVATE as u64),
+            ("rshared", 0),
+            ("runbindable", libc::MS_SLAVE as u64),
+        ] {
+            assert_eq!(receiving(&spec(serde_json::json!({"rootfsPropagation": root}))), want, "{root}");
+        }
     }
 
     #[test]

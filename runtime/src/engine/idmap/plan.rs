@@ -115,18 +115,28 @@ pub fn plan(spec: &Spec) -> Result<Vec<Planned>, PlanError> {
     {
         planned.remove(i);
     }
-    for p in &planned {
-        check_order(mounts, p.index, &routed(&planned)).map_err(|overlap| PlanError::Field {
+    if let Some(p) = planned.iter().find(|p| p.mapping != Mapping::Unmapped).filter(|_| !nix::unistd::geteuid().is_root()) {
+        return Err(PlanError::Rootless { index: p.index, destination: p.destination.clone() });
+    }
+    Ok(planned)
+}
+
+/// Where the engine makes the rootfs, our mounts go on after all of its own
+/// (our createContainer step moves them in): a later mount at, above or
+/// beneath an idmapped mount's destination would be stacked out of the
+/// spec's order, so it is refused. Our own rootfs steps mount them in
+/// order and need no such rule.
+pub fn refuse_out_of_order(spec: &Spec, planned: &[Planned]) -> Result<(), PlanError> {
+    let mounts = spec.mounts().as_deref().unwrap_or_default();
+    for p in planned {
+        check_order(mounts, p.index, &routed(planned)).map_err(|overlap| PlanError::Field {
             index: p.index,
             destination: p.destination.clone(),
             field: "destination",
             why: overlap.to_string(),
         })?;
     }
-    if let Some(p) = planned.iter().find(|p| p.mapping != Mapping::Unmapped).filter(|_| !nix::unistd::geteuid().is_root()) {
-        return Err(PlanError::Rootless { index: p.index, destination: p.destination.clone() });
-    }
-    Ok(planned)
+    Ok(())
 }
 
 fn routed(planned: &[Planned]) -> Vec<usize> {
@@ -273,10 +283,12 @@ mod tests {
     }
 
     #[test]
-    fn a_later_overlapping_mount_is_refused() {
+    fn a_later_overlapping_mount_is_refused_where_the_engine_mounts_the_rest() {
         let m = json!([{"destination": "/d", "type": "bind", "source": "/tmp", "options": ["bind", "idmap"]},
                        {"destination": "/d/sub", "type": "tmpfs", "source": "tmpfs"}]);
-        let err = plan(&spec(m, userns())).unwrap_err();
+        let spec = spec(m, userns());
+        let planned = plan(&spec).expect("planned: the order is judged once the route is known");
+        let err = refuse_out_of_order(&spec, &planned).unwrap_err();
         assert!(matches!(&err, PlanError::Field { index: 0, field: "destination", .. }), "{err}");
         let err = err.to_string();
         assert!(err.contains("mounts[1] (/d/sub) comes later"), "{err}");

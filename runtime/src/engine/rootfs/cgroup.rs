@@ -15,6 +15,7 @@
 //! the mount's flags on v1 (`mount/cgroup_flags.rs`). Our rootfs route
 //! runs these steps (`prepare.rs`).
 
+use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 
 use nix::mount::MsFlags;
@@ -35,6 +36,13 @@ pub enum Step {
     },
     /// The mount at this path made read-only.
     ReadOnly(PathBuf),
+    /// An idmapped bind, made and mapped on the host side of `create`
+    /// (`idmap::detached`) and moved in at its place in the spec's order;
+    /// its descriptor is `None` until `create` hands it over.
+    Detached {
+        mount: PlannedMount,
+        fd: Option<RawFd>,
+    },
 }
 
 /// One host hierarchy with the container's cgroup in it (relative to the

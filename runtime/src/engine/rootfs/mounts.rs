@@ -1,7 +1,8 @@
 //! One spec mount made from its plan: a detached mount (a clone of the
 //! bind's source, or a new filesystem) is given its flags while nothing can
 //! see it, moved onto its destination opened inside the rootfs, then given
-//! its propagation. No path is looked up after the destination is open.
+//! its propagation. An idmapped bind comes detached and mapped from the
+//! host side of `create`. No path is looked up after the destination is open.
 //! Every call goes through the `Syscall` seam.
 
 use std::os::fd::OwnedFd;
@@ -38,14 +39,11 @@ pub fn uncovered(m: &PlannedMount) -> Option<&'static str> {
 
 /// Makes `m` inside the rootfs `root` is open on.
 pub fn make(sys: &dyn Syscall, root: &OwnedFd, m: &PlannedMount) -> Result<(), RootfsError> {
-    let fail = |detail: Detail| RootfsError { src: source_name(m), dest: m.destination.clone(), detail };
+    let fail = |detail: Detail| failed(m, detail);
     if let Some(what) = uncovered(m) {
         return Err(fail(Detail::NotCovered(what)));
     }
-    let call = |call: &'static str, path: &Path| {
-        let (path, src) = (path.to_path_buf(), source_name(m));
-        move |errno: Errno| RootfsError { src, dest: m.destination.clone(), detail: Detail::Call { call, path, errno } }
-    };
+    let call = |call: &'static str, path: &Path| call_failed(m, call, path);
     let dest = &m.destination;
     let (mount, want) = match &m.kind {
         Kind::Bind { recursive } => {
@@ -67,20 +65,49 @@ pub fn make(sys: &dyn Syscall, root: &OwnedFd, m: &PlannedMount) -> Result<(), R
     if m.recursive.named != MsFlags::empty() {
         sys.mount_setattr(&mount, m.recursive.to_attr(), libc::AT_RECURSIVE).map_err(call("mount_setattr", dest))?;
     }
+    place(sys, root, m, &mount, want)
+}
+
+/// `m` failed with `detail`.
+fn failed(m: &PlannedMount, detail: Detail) -> RootfsError {
+    RootfsError { src: source_name(m), dest: m.destination.clone(), detail }
+}
+
+/// `m` failed in `call` on `path` with the errno given.
+fn call_failed<'a>(m: &'a PlannedMount, call: &'static str, path: &Path) -> impl FnOnce(Errno) -> RootfsError + 'a {
+    let path = path.to_path_buf();
+    move |errno| failed(m, Detail::Call { call, path, errno })
+}
+
+/// Moves in the idmapped bind `m` whose `tree` the host side of `create`
+/// cloned, mapped and gave its flags (`idmap::detached`), at its place in
+/// the spec's order; then its propagation, as for any bind.
+pub fn attach(sys: &dyn Syscall, root: &OwnedFd, m: &PlannedMount, tree: &OwnedFd) -> Result<(), RootfsError> {
+    let source = m.source.as_deref().unwrap_or(Path::new(""));
+    let is_dir = sys.is_dir(tree).map_err(call_failed(m, "fstat", source))?;
+    place(sys, root, m, tree, if is_dir { Want::Dir } else { Want::File })
+}
+
+/// The detached `mount` onto `m`'s destination, opened (made when missing)
+/// inside the rootfs, then its propagation.
+fn place(sys: &dyn Syscall, root: &OwnedFd, m: &PlannedMount, mount: &OwnedFd, want: Want) -> Result<(), RootfsError> {
+    let fail = |detail: Detail| failed(m, detail);
+    let call = |call: &'static str, path: &Path| call_failed(m, call, path);
+    let dest = &m.destination;
     let target = sys.open_target(root, dest, want).map_err(|e| fail(e.into()))?;
     refuse_inside_proc(sys, &target, m).map_err(fail)?;
     if m.copyup {
         // Into the new tmpfs while only we can see it; the target is still
         // the image's directory.
-        sys.copy_tree(&target, &mount).map_err(|e| fail(Detail::Copy(e)))?;
+        sys.copy_tree(&target, mount).map_err(|e| fail(Detail::Copy(e)))?;
         if m.flags.to_attr().set & u64::from(libc::MOUNT_ATTR_RDONLY) != 0 {
-            sys.mount_setattr(&mount, MountAttr::flags(libc::MOUNT_ATTR_RDONLY, 0), 0).map_err(call("mount_setattr", dest))?;
+            sys.mount_setattr(mount, MountAttr::flags(libc::MOUNT_ATTR_RDONLY, 0), 0).map_err(call("mount_setattr", dest))?;
         }
     }
-    sys.move_mount(&mount, &target).map_err(call("move_mount", dest))?;
+    sys.move_mount(mount, &target).map_err(call("move_mount", dest))?;
     for flags in &m.propagation {
         let (attr, recursive) = setattr_of(*flags);
-        sys.mount_setattr(&mount, attr, recursive).map_err(call("mount_setattr", dest))?;
+        sys.mount_setattr(mount, attr, recursive).map_err(call("mount_setattr", dest))?;
     }
     Ok(())
 }

@@ -6,7 +6,8 @@
 //! readonlyPaths, maskedPaths).
 
 use std::collections::HashMap;
-use std::os::fd::OwnedFd;
+use std::mem::ManuallyDrop;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
@@ -70,6 +71,7 @@ impl Rootfs {
                     }
                     mounts.extend(cgroup::expand(&m, cgroups, cgroupns));
                 }
+                _ if m.idmap.is_some() => mounts.push(Step::Detached { mount: m, fd: None }),
                 _ => mounts.push(Step::Mount(m)),
             }
         }
@@ -86,7 +88,7 @@ impl Rootfs {
         };
         let setup_dev = !mounts
             .iter()
-            .any(|s| matches!(s, Step::Mount(m) if matches!(m.kind, Kind::Bind { .. }) && m.destination == Path::new("/dev")));
+            .any(|s| matches!(s, Step::Mount(m) | Step::Detached { mount: m, .. } if matches!(m.kind, Kind::Bind { .. }) && m.destination == Path::new("/dev")));
         Ok(Rootfs {
             path: path.to_path_buf(),
             propagation,
@@ -101,6 +103,17 @@ impl Rootfs {
             sysctl: linux.and_then(|l| l.sysctl().clone()).unwrap_or_default(),
             no_pivot: false,
         })
+    }
+
+    /// Hands over the detached tree of the idmapped mount `mounts[index]`:
+    /// `fd` must stay open in this process until the init is cloned.
+    /// False when no such mount is planned.
+    pub fn attach_detached(&mut self, index: usize, fd: RawFd) -> bool {
+        let step = self.mounts.iter_mut().find_map(|step| match step {
+            Step::Detached { mount, fd } if mount.index == index => Some(fd),
+            _ => None,
+        });
+        step.map(|slot| *slot = Some(fd)).is_some()
     }
 
     /// Before the createContainer hooks, in the container's mount
@@ -183,6 +196,13 @@ fn run_step(sys: &dyn Syscall, root: &OwnedFd, step: &Step) -> Result<(), Prepar
             })?;
             sys.symlink_at(target, &dir, name).map_err(fail(STEP_CGROUP, "symlinkat", at))?;
         }
+        Step::Detached { mount, fd: Some(fd) } => {
+            // SAFETY: create keeps this descriptor open until the init is
+            // cloned, and the init closes it only at its exec (O_CLOEXEC).
+            let tree = ManuallyDrop::new(unsafe { OwnedFd::from_raw_fd(*fd) });
+            mounts::attach(sys, root, mount, &tree)?
+        }
+        Step::Detached { mount, fd: None } => mounts::make(sys, root, mount)?,
         Step::ReadOnly(path) => {
             let fd = sys.open_in_root(root, path, libc::O_PATH).map_err(|e| fail(STEP_CGROUP, "openat2", path)(errno_of(&e)))?;
             sys.mount_setattr(&fd, MountAttr::flags(libc::MOUNT_ATTR_RDONLY, 0), 0).map_err(fail(STEP_CGROUP, "mount_setattr", path))?;
@@ -465,5 +485,57 @@ mod tests {
             "move tree:/dev/null /proc/kcore",
         ];
         assert_eq!(kinds, expected);
+    }
+
+    /// An idmapped bind is moved in from the tree create made, at its place
+    /// in the spec's order: over the mount before it, under the one after,
+    /// its source never cloned again (that clone would be unmapped). Where
+    /// the engine makes the rootfs, our hook could only move it in after
+    /// all of the engine's mounts, so such a stack was refused.
+    #[test]
+    fn an_idmapped_bind_goes_in_at_its_place_from_its_detached_tree() {
+        use std::os::fd::AsRawFd;
+        let mounts = serde_json::json!({"mounts": [
+            {"destination": "/a", "type": "tmpfs", "source": "tmpfs"},
+            {"destination": "/a/d", "type": "bind", "source": "/host/disk", "options": ["bind", "rslave"],
+             "uidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}],
+             "gidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}]},
+            {"destination": "/a/d/sub", "type": "tmpfs", "source": "tmpfs"}
+        ]});
+        let mut rootfs = Rootfs::from_spec(&spec(mounts), Path::new("/b/rootfs"), false, &[], false).unwrap();
+        rootfs.setup_dev = false;
+        let sys = Recording::default();
+        let unattached = rootfs.before_hooks(&sys).unwrap_err().to_string();
+        assert!(unattached.contains("/a/d") && unattached.contains("an idmapped mount"), "never bound unmapped: {unattached}");
+
+        // What create's host side made (idmap::detached), as the init inherits it.
+        let sys = Recording::default();
+        let tree = sys.open_tree(Path::new("/host/disk"), false).unwrap();
+        assert!(!rootfs.attach_detached(0, tree.as_raw_fd()), "mounts[0] is no idmapped mount");
+        assert!(rootfs.attach_detached(1, tree.as_raw_fd()));
+        let calls = sys.calls().len();
+        rootfs.before_hooks(&sys).unwrap();
+        let steps: Vec<String> = sys.calls()[calls..]
+            .iter()
+            .filter_map(|c| match c {
+                Call::OpenTree { source, .. } => Some(format!("open_tree {}", source.display())),
+                Call::Move { from, to } => Some(format!("move {} {}", from.display(), to.display())),
+                Call::SetAttr { path, attr, flags } if attr.propagation != 0 => {
+                    Some(format!("propagation {} {:#x} {flags:#x}", path.display(), attr.propagation))
+                }
+                _ => None,
+            })
+            .collect();
+        let slave_rec = format!("{:#x} {:#x}", libc::MS_SLAVE, libc::AT_RECURSIVE);
+        assert_eq!(
+            steps,
+            [
+                "move tree:/b/rootfs /b/rootfs".to_string(),
+                "move fs:tmpfs /a".into(),
+                "move tree:/host/disk /a/d".into(),
+                format!("propagation tree:/host/disk {slave_rec}"),
+                "move fs:tmpfs /a/d/sub".into(),
+            ]
+        );
     }
 }
