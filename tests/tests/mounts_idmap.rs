@@ -280,7 +280,17 @@ fn a_later_mount_beneath_an_idmapped_one_lands_on_it_in_the_specs_order() {
         assert_eq!(report.path("/disk/sub/hidden")["exists"], false, "{name}: the bind's sub is covered");
         assert_eq!(report.path("/disk/owned")["content"], "host root's", "{name}: the bind is on the first tmpfs");
         assert_eq!(write_errno(&report, "/disk/sub/new"), 0, "{name}: the top tmpfs is writable");
-        assert!(!is_mount_point(&disk.join("sub")), "{name}: the container's tmpfs reached the host's {}", disk.display());
+        let leaked = is_mount_point(&disk.join("sub"));
+        if leaked {
+            // What the next runtime finds must be its own doing.
+            let _ = nix::mount::umount2(&disk.join("sub"), nix::mount::MntFlags::MNT_DETACH);
+        }
+        if env::is_crun(rt.bin()) {
+            // crun 1.28 leaks it (tests/RUNC_DIFFERENCES.md): recorded, not compared.
+            eprintln!("{name}, for the record: the tmpfs reached the host: {leaked}; /disk/owned is {:?}", owner(&report, "/disk/owned"));
+            continue;
+        }
+        assert!(!leaked, "{name}: the container's tmpfs reached the host's {}", disk.display());
         assert!(!disk.join("sub/new").exists(), "{name}: the write stayed in the tmpfs");
         if env::runc_before(rt.bin(), (1, 2, 0)) {
             eprintln!("{name} predates idmapped mounts: /disk/owned is {:?} (for the record)", owner(&report, "/disk/owned"));
