@@ -38,8 +38,10 @@ pub enum Error {
     /// The rootfs containerd gave could not be unmounted.
     #[error("delete {id}: unmount its rootfs: {source}")]
     Unmount { id: String, source: crate::mount::MountError },
+    /// Boxed: the largest cause, and rare; it kept every `Result` of the
+    /// service 128 bytes wide.
     #[error(transparent)]
-    Stats(#[from] crate::metrics::StatsError),
+    Stats(Box<crate::metrics::StatsError>),
     /// A Start that restores a checkpoint failed: Unknown whatever the
     /// cause, as containerd's runc shim answers ("OCI runtime restore failed").
     #[error("OCI runtime restore failed: {0}")]
@@ -50,6 +52,12 @@ pub enum Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+impl From<crate::metrics::StatsError> for Error {
+    fn from(e: crate::metrics::StatsError) -> Self {
+        Error::Stats(Box::new(e))
+    }
+}
 
 impl Error {
     pub fn runtime(what: impl Into<String>) -> impl FnOnce(rustpod::Error) -> Error {
@@ -68,8 +76,11 @@ impl Error {
             Error::Helper { code, .. } => *code,
             Error::Stdio { source: crate::io::StdioError::Unsupported(_), .. } => Code::INVALID_ARGUMENT,
             Error::Stdio { .. } => Code::UNKNOWN,
-            Error::Stats(crate::metrics::StatsError::Runtime { source, .. }) => runtime_code(source),
-            Error::Stats(_) | Error::Signal { .. } | Error::Unmount { .. } | Error::Restore(_) => Code::UNKNOWN,
+            Error::Stats(stats) => match stats.as_ref() {
+                crate::metrics::StatsError::Runtime { source, .. } => runtime_code(source),
+                _ => Code::UNKNOWN,
+            },
+            Error::Signal { .. } | Error::Unmount { .. } | Error::Restore(_) => Code::UNKNOWN,
         }
     }
 }

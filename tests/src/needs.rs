@@ -59,7 +59,7 @@ pub fn criu() -> Option<String> {
         Ok(out) if !out.status.success() => Some(format!(
             "`criu check` fails here ({}): {}",
             out.status,
-            String::from_utf8_lossy(&out.stderr).lines().filter(|l| l.contains("Error")).last().unwrap_or("")
+            String::from_utf8_lossy(&out.stderr).lines().rfind(|l| l.contains("Error")).unwrap_or("")
         )),
         Ok(_) => None,
     }

@@ -402,20 +402,20 @@ fn tcp_listener_answers_after_restore() {
         bundle.set_args(&["sh", "-c", &script]);
         let id = rt.new_id("cr");
         bundle.prepare(&id);
-        let (ok, what) = detached(&rt, &["create", "--bundle", bundle.path(), &id]);
+        let (ok, what) = detached(rt, &["create", "--bundle", bundle.path(), &id]);
         assert!(ok, "{name}: {what}");
         rt.start(&id);
         wait::wait_for(&format!("{name}: httpd to answer on {port}"), || http_count(port));
         let images = ScratchDir::new("cr-images");
         let image_path = images.join_str("img");
-        checkpoint(&rt, &["--image-path", &image_path], &image_path, &id);
+        checkpoint(rt, &["--image-path", &image_path], &image_path, &id);
         assert!(http_count(port).is_none(), "{name}: nothing may answer on {port} once checkpointed");
-        let (ok, what) = detached(&rt, &["restore", "--detach", "--image-path", &image_path, "--bundle", bundle.path(), &id]);
+        let (ok, what) = detached(rt, &["restore", "--detach", "--image-path", &image_path, "--bundle", bundle.path(), &id]);
         assert!(ok, "{name}: {what}");
         // The body is the counter's file: served once it holds a value.
         let counted = |body: &String| body.lines().any(|line| line.trim().parse::<u64>().is_ok());
         wait::wait_for(&format!("{name}: the restored httpd to serve /count"), || http_count(port).filter(counted));
-        kill_and_delete(&rt, &id, &bundle);
+        kill_and_delete(rt, &id, &bundle);
     });
 }
 
@@ -424,17 +424,17 @@ fn leave_running_keeps_the_same_init_counting() {
     skip_if!(round_trip_blocker());
     let _turn = criu_turn();
     each_runtime(|rt, name| {
-        let Counter { data, images, bundle, id } = Counter::start(&rt);
+        let Counter { data, images, bundle, id } = Counter::start(rt);
         let pid = rt.pid(&id);
         let image_path = images.join_str("img");
         let work_path = images.join_str("work");
-        checkpoint(&rt, &["--leave-running", "--image-path", &image_path, "--work-path", &work_path], &work_path, &id);
+        checkpoint(rt, &["--leave-running", "--image-path", &image_path, "--work-path", &work_path], &work_path, &id);
         assert_eq!(rt.status(&id), "running", "{name}: --leave-running keeps it running");
         assert_eq!(rt.pid(&id), pid, "{name}: --leave-running keeps the same init");
         assert!(Path::new(&work_path).join("dump.log").exists(), "{name}: criu's log goes to --work-path");
         let now = read_count(&data).unwrap_or(0);
         wait_count_at_least(&data, now + 2);
-        kill_and_delete(&rt, &id, &bundle);
+        kill_and_delete(rt, &id, &bundle);
     });
 }
 

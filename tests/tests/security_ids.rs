@@ -234,7 +234,7 @@ fn device_paths_with_dotdot_are_refused() {
     });
     assert_one_line_error(&out, &["linux.devices[0].path /dev/../../x"]);
     assert!(!std::path::Path::new(&bundle.rootfs()).join("x").exists(), "/x was made in the rootfs");
-    rt.assert_nothing_left(&id, &bundle.path().to_string());
+    rt.assert_nothing_left(&id, bundle.path());
 }
 
 /// A cwd with a file in the way: runc says `mkdir /bin/busybox: not a directory`; we name the

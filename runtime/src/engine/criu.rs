@@ -68,12 +68,7 @@ pub fn check(criu_path: &str) -> std::result::Result<(), CheckError> {
         return Ok(());
     }
     let text = format!("{}{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
-    let line = text
-        .lines()
-        .filter(|l| l.contains("Error"))
-        .last()
-        .or_else(|| text.lines().filter(|l| !l.trim().is_empty()).last())
-        .unwrap_or("no output");
+    let line = text.lines().rfind(|l| l.contains("Error")).or_else(|| text.lines().rfind(|l| !l.trim().is_empty())).unwrap_or("no output");
     Err(CheckError::Failed { criu_path: criu_path.to_string(), status: out.status, line: line.trim().to_string() })
 }
 

@@ -162,7 +162,7 @@ impl Syscall for LinuxSyscall {
     }
 
     fn fs_magic(&self, fd: &OwnedFd) -> nix::Result<i64> {
-        nix::sys::statfs::fstatfs(fd).map(|fs| fs.filesystem_type().0 as i64)
+        nix::sys::statfs::fstatfs(fd).map(|fs| fs.filesystem_type().0)
     }
 
     fn clone_tree(&self, fd: &OwnedFd, recursive: bool) -> io::Result<OwnedFd> {
@@ -544,7 +544,7 @@ mod recording {
             } else {
                 nix::sys::statfs::TMPFS_MAGIC
             };
-            Ok(magic.0 as i64)
+            Ok(magic.0)
         }
 
         fn clone_tree(&self, fd: &OwnedFd, recursive: bool) -> io::Result<OwnedFd> {

@@ -190,8 +190,8 @@ pub fn receiving(spec: &Spec) -> u64 {
     let root = spec.linux().as_ref().and_then(|l| l.rootfs_propagation().as_deref()).unwrap_or("");
     match root.trim_start_matches('r') {
         "shared" => 0,
-        "private" => libc::MS_PRIVATE as u64,
-        _ => libc::MS_SLAVE as u64,
+        "private" => libc::MS_PRIVATE,
+        _ => libc::MS_SLAVE,
     }
 }
 
@@ -358,13 +358,8 @@ mod tests {
         let spec = |root: serde_json::Value| -> Spec {
             serde_json::from_value(serde_json::json!({"ociVersion": "1.2.0", "linux": root})).unwrap()
         };
-        assert_eq!(receiving(&spec(serde_json::json!({}))), libc::MS_SLAVE as u64, "runc's default root is rslave");
-        for (root, want) in [
-            ("rslave", libc::MS_SLAVE as u64),
-            ("private", libc::MS_PRIVATE as u64),
-            ("rshared", 0),
-            ("runbindable", libc::MS_SLAVE as u64),
-        ] {
+        assert_eq!(receiving(&spec(serde_json::json!({}))), libc::MS_SLAVE, "runc's default root is rslave");
+        for (root, want) in [("rslave", libc::MS_SLAVE), ("private", libc::MS_PRIVATE), ("rshared", 0), ("runbindable", libc::MS_SLAVE)] {
             assert_eq!(receiving(&spec(serde_json::json!({"rootfsPropagation": root}))), want, "{root}");
         }
     }

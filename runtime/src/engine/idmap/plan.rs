@@ -277,7 +277,7 @@ mod tests {
         ];
         for (mount, field) in cases {
             let err = plan(&spec(json!([mount]), userns())).unwrap_err().to_string();
-            assert!(err.starts_with(&format!("mounts[0] (/d")) || err.starts_with("mounts[0] (/proc/x)"), "{err}");
+            assert!(err.starts_with("mounts[0] (/d") || err.starts_with("mounts[0] (/proc/x)"), "{err}");
             assert!(err.contains(&format!(": {field}:")), "{field}: {err}");
         }
     }

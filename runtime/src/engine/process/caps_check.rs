@@ -70,7 +70,8 @@ pub fn check_rlimits(process: Option<&Process>) -> Result<()> {
 /// The kernel's number of an OCI rlimit type (runc's "rlimit type N").
 fn resource_number(typ: oci_spec::runtime::PosixRlimitType) -> u32 {
     use oci_spec::runtime::PosixRlimitType as T;
-    let resource = match typ {
+
+    match typ {
         T::RlimitCpu => libc::RLIMIT_CPU,
         T::RlimitFsize => libc::RLIMIT_FSIZE,
         T::RlimitData => libc::RLIMIT_DATA,
@@ -87,8 +88,7 @@ fn resource_number(typ: oci_spec::runtime::PosixRlimitType) -> u32 {
         T::RlimitNice => libc::RLIMIT_NICE,
         T::RlimitRtprio => libc::RLIMIT_RTPRIO,
         T::RlimitRttime => libc::RLIMIT_RTTIME,
-    };
-    resource as u32
+    }
 }
 
 #[cfg(test)]

@@ -243,14 +243,14 @@ mod tests {
         let root: OwnedFd = std::fs::File::open(&rootfs).unwrap().into();
         let (uid, gid) = (nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw());
         let fifo = Node { path: "/dev/sub/fifo".into(), mode: libc::S_IFIFO | 0o640, major: 0, minor: 0, uid, gid };
-        make_nodes(&LinuxSyscall, &root, &[fifo.clone()], false).unwrap();
+        make_nodes(&LinuxSyscall, &root, std::slice::from_ref(&fifo), false).unwrap();
         make_links(&LinuxSyscall, &root, false).unwrap();
         let made = rootfs.join("dev/sub/fifo").symlink_metadata().unwrap();
         assert!(made.file_type().is_fifo());
         assert_eq!(std::fs::read_link(rootfs.join("dev/ptmx")).unwrap(), Path::new("pts/ptmx"));
         assert_eq!(std::fs::read_link(rootfs.join("dev/fd")).unwrap(), Path::new("/proc/self/fd"));
         // Again: the node is there now, and is refused.
-        let err = make_nodes(&LinuxSyscall, &root, &[fifo.clone()], false).unwrap_err();
+        let err = make_nodes(&LinuxSyscall, &root, std::slice::from_ref(&fifo), false).unwrap_err();
         assert_eq!((err.call, err.errno), ("mknodat", Errno::EEXIST), "{err}");
         // /dev a symlink (even one inside the rootfs): nothing is made through it.
         std::fs::rename(rootfs.join("dev"), rootfs.join("real-dev")).unwrap();

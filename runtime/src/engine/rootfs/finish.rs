@@ -41,7 +41,7 @@ fn open_existing(sys: &dyn Syscall, root: &OwnedFd, path: &Path, step: &'static 
         return Ok(Some(fd));
     };
     let magic = sys.fs_magic(&fd).map_err(|errno| fail("fstatfs", errno))?;
-    if magic != wanted.0 as i64 {
+    if magic != wanted.0 {
         return Err(fail("fstatfs (not on the filesystem its path names)", Errno::EXDEV));
     }
     Ok(Some(fd))

@@ -100,7 +100,7 @@ fn place(sys: &dyn Syscall, root: &OwnedFd, m: &PlannedMount, mount: &OwnedFd, w
         // Into the new tmpfs while only we can see it; the target is still
         // the image's directory.
         sys.copy_tree(&target, mount).map_err(|e| fail(Detail::Copy(e)))?;
-        if m.flags.to_attr().set & u64::from(libc::MOUNT_ATTR_RDONLY) != 0 {
+        if m.flags.to_attr().set & libc::MOUNT_ATTR_RDONLY != 0 {
             sys.mount_setattr(mount, MountAttr::flags(libc::MOUNT_ATTR_RDONLY, 0), 0).map_err(call("mount_setattr", dest))?;
         }
     }
@@ -118,7 +118,7 @@ fn place(sys: &dyn Syscall, root: &OwnedFd, m: &PlannedMount, mount: &OwnedFd, w
 /// since, or a mount before this one put a procfs there).
 fn refuse_inside_proc(sys: &dyn Syscall, target: &OwnedFd, m: &PlannedMount) -> Result<(), Detail> {
     let magic = sys.fs_magic(target).map_err(|errno| Detail::Call { call: "fstatfs", path: m.destination.clone(), errno })?;
-    if magic != nix::sys::statfs::PROC_SUPER_MAGIC.0 as i64 {
+    if magic != nix::sys::statfs::PROC_SUPER_MAGIC.0 {
         return Ok(());
     }
     let allowed = crate::engine::validate::PROC_FILES_LXCFS_EMULATES.iter().any(|f| Path::new(f) == m.destination);
@@ -160,7 +160,7 @@ fn new_fs(fstype: &str, m: &PlannedMount) -> NewFs {
 /// copy, as runc remounts it.
 fn writable_for_copyup(mut fs: NewFs, m: &PlannedMount) -> NewFs {
     if m.copyup {
-        fs.attrs &= !u64::from(libc::MOUNT_ATTR_RDONLY);
+        fs.attrs &= !libc::MOUNT_ATTR_RDONLY;
     }
     fs
 }
