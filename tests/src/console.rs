@@ -32,6 +32,16 @@ impl ConsoleSocket {
     pub fn receive_master(&self) -> OwnedFd {
         let stream = wait::wait_for("the runtime to connect to the console socket", || self.accept());
         stream.set_nonblocking(false).expect("blocking console stream");
+        receive_one_fd(&stream).1
+    }
+
+    /// As `receive_master`, with the bytes the message carried (a seccomp listener gets the
+    /// container's process state with the notify fd).
+    pub fn receive_message(&self) -> (Vec<u8>, OwnedFd) {
+        let stream = wait::wait_for("the runtime to connect to the socket", || self.accept());
+        stream.set_nonblocking(false).expect("blocking stream");
+        // Bounded: a runtime that connects and never sends fails the test, not hangs it.
+        stream.set_read_timeout(Some(wait::DEADLINE)).expect("a read timeout");
         receive_one_fd(&stream)
     }
 
@@ -50,7 +60,7 @@ impl Default for ConsoleSocket {
     }
 }
 
-fn receive_one_fd(stream: &UnixStream) -> OwnedFd {
+fn receive_one_fd(stream: &UnixStream) -> (Vec<u8>, OwnedFd) {
     let mut buf = [0u8; 4096];
     let mut iov = [IoSliceMut::new(&mut buf)];
     let mut cmsg = cmsg_space!([std::os::fd::RawFd; 4]);
@@ -64,8 +74,10 @@ fn receive_one_fd(stream: &UnixStream) -> OwnedFd {
         })
         .collect();
     assert_eq!(fds.len(), 1, "the console message must carry exactly one fd, got {fds:?}");
+    let bytes = msg.bytes;
     // SAFETY: the kernel just installed this fd in our table and nothing else owns it.
-    unsafe { OwnedFd::from_raw_fd(fds[0]) }
+    let fd = unsafe { OwnedFd::from_raw_fd(fds[0]) };
+    (buf[..bytes].to_vec(), fd)
 }
 
 /// Reads the pty master until every `needle` was seen, the terminal closed, or the deadline.

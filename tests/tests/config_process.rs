@@ -5,7 +5,7 @@
 use rustpod_tests::assertions::assert_one_line_error;
 use rustpod_tests::checker::{self, report_with, strings, Report};
 use rustpod_tests::console::ConsoleSocket;
-use rustpod_tests::{conform, json, needs, skip, skip_if, Bundle, Runtime, Value};
+use rustpod_tests::{conform, env, json, needs, skip, skip_if, Bundle, Runtime, Value};
 use std::collections::BTreeSet;
 
 fn set_of(names: &[&str]) -> BTreeSet<String> {
@@ -149,6 +149,7 @@ fn home_comes_from_the_containers_passwd_unless_set() {
 const EOPNOTSUPP: i64 = 95;
 const EACCES: i64 = 13;
 const ENOSYS: i64 = 38;
+const EPERM: i64 = 1;
 
 fn seccomp(rules: Value) -> Value {
     json!({"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_X86_64"],
@@ -193,6 +194,121 @@ fn seccomp_with_no_new_privileges_false_is_loaded_and_leaves_no_new_privs_off() 
         let lines: Vec<&str> = out.stdout.lines().map(str::trim_end).collect();
         assert_eq!(lines, ["NoNewPrivs:\t0", "Seccomp:\t2"], "{}", rt.bin().display());
     }
+}
+
+/// What a seccomp listener gets, next to runc: one message on a new connection, runtime-spec's
+/// containerProcessState (`fds` ["seccompFd"], the listenerMetadata, the init's pid, and the
+/// container `creating` with its id and bundle) and the filter's fd. The fd is live: the
+/// container's mkdir arrives on it as a notification from the named pid, and the listener's
+/// answer (EPERM) is what the process sees. rustpod's init sends it to `create` (no
+/// intermediate process), which sends it on.
+#[test]
+fn the_seccomp_listener_gets_the_containers_state_and_a_live_fd_as_from_runc() {
+    skip_if!(needs::containers());
+    for rt in Runtime::runc_and_under_test() {
+        let name = rt.bin().display().to_string();
+        if !rt.cmd(&["features"]).stdout.contains("SCMP_ACT_NOTIFY") {
+            eprintln!("{name} does not list SCMP_ACT_NOTIFY in `features`: not run");
+            continue;
+        }
+        let listener = ConsoleSocket::new();
+        let mut bundle = checker::bundle(&["--mkdir", "/tmp/notified"]);
+        bundle.set("/root/readonly", json!(false));
+        bundle.set("/annotations", json!({"org.example.listener": "yes"}));
+        let mut filter = seccomp(json!([{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_NOTIFY"}]));
+        filter["listenerPath"] = json!(listener.path());
+        filter["listenerMetadata"] = json!("rustpod-test");
+        bundle.set("/linux/seccomp", filter);
+        let id = rt.new_id("listener");
+        let running = rt.spawn_run(&id, &bundle, &[], b"");
+        let (message, fd) = listener.receive_message();
+        let state: Value = serde_json::from_slice(&message).unwrap_or_else(|e| panic!("{name}: the state is JSON ({e}): {message:?}"));
+        assert_eq!(state["fds"], json!(["seccompFd"]), "{name}: {state}");
+        assert_eq!(state["metadata"], "rustpod-test", "{name}: {state}");
+        assert_eq!(state["state"]["id"], id.as_str(), "{name}: {state}");
+        assert_eq!(state["state"]["status"], "creating", "{name}: {state}");
+        assert_eq!(state["state"]["bundle"], bundle.path(), "{name}: {state}");
+        assert_eq!(state["state"]["annotations"]["org.example.listener"], "yes", "{name}: {state}");
+        let pid = state["pid"].as_i64().unwrap_or_else(|| panic!("{name}: a pid: {state}"));
+        assert_eq!(state["state"]["pid"].as_i64(), Some(pid), "{name}: {state}");
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        assert!(status.contains("Seccomp:\t2"), "{name}: pid {pid} is the filtered init: {status}");
+        let caller = answer_one(&fd, libc::EPERM);
+        drop(fd);
+        let report = Report::from_output(running.wait());
+        assert_eq!(report.at("/mkdir/~1tmp~1notified"), EPERM, "{name}: the listener's answer");
+        assert_eq!(i64::from(caller), pid, "{name}: the notification came from the container's init (its exec'd program)");
+    }
+}
+
+/// An exec'd process under the container's notify filter loads a filter of its own and sends its
+/// fd too: the state names the container `running` with its init's pid, and the exec'd process's
+/// pid beside it; the listener's answer is what the exec'd process sees. Next to runc; rustpod
+/// execs it without an intermediate process.
+#[test]
+fn an_exec_sends_its_own_notify_fd_with_the_container_running_as_from_runc() {
+    skip_if!(needs::containers());
+    for rt in Runtime::runc_and_under_test() {
+        let name = rt.bin().display().to_string();
+        if !rt.cmd(&["features"]).stdout.contains("SCMP_ACT_NOTIFY") {
+            eprintln!("{name} does not list SCMP_ACT_NOTIFY in `features`: not run");
+            continue;
+        }
+        let listener = ConsoleSocket::new();
+        let mut bundle = Bundle::new(&["sleep", "100"]);
+        bundle.set("/root/readonly", json!(false));
+        let mut filter = seccomp(json!([{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_NOTIFY"}]));
+        filter["listenerPath"] = json!(listener.path());
+        bundle.set("/linux/seccomp", filter);
+        let id = rt.new_id("exec-notify");
+        // The init's listener fd, held until the end: the container's own mkdir would wait on it.
+        // runc and rustpod send it during `create`, crun 1.28 once `start` lets its init load the
+        // filter.
+        let (_, init_fd) = std::thread::scope(|scope| {
+            let received = scope.spawn(|| listener.receive_message());
+            rt.create(&id, &bundle);
+            rt.start(&id);
+            received.join().expect("the init's message")
+        });
+        let execing = rt.spawn_stdin(&["exec", &id, "mkdir", "/tmp/by-exec"], b"");
+        let (message, fd) = listener.receive_message();
+        let state: Value = serde_json::from_slice(&message).unwrap_or_else(|e| panic!("{name}: the state is JSON ({e}): {message:?}"));
+        assert_eq!(state["fds"], json!(["seccompFd"]), "{name}: {state}");
+        assert_eq!(state["state"]["id"], id.as_str(), "{name}: {state}");
+        assert_eq!(state["state"]["status"], "running", "{name}: {state}");
+        let caller = answer_one(&fd, libc::EPERM);
+        drop(fd);
+        if env::is_crun(rt.bin()) {
+            // crun 1.28 names pid 0 for both and bundle "." (tests/RUNC_DIFFERENCES.md).
+            eprintln!("{name}: an exec's state, for the record: {state}");
+        } else {
+            assert_eq!(state["state"]["pid"].as_i64(), Some(i64::from(rt.pid(&id))), "{name}: the init's pid: {state}");
+            assert_eq!(state["state"]["bundle"], bundle.path(), "{name}: {state}");
+            let pid = state["pid"].as_i64().unwrap_or_else(|| panic!("{name}: a pid: {state}"));
+            assert_ne!(pid, i64::from(rt.pid(&id)), "{name}: the exec'd process's own pid: {state}");
+            assert_eq!(i64::from(caller), pid, "{name}: the notification came from the exec'd process");
+        }
+        let out = execing.wait();
+        assert!(!out.success() && out.stderr.contains("Operation not permitted"), "{name}: the listener's answer: {}", out.describe());
+        drop(init_fd);
+    }
+}
+
+/// Waits (bounded) for one notification on the seccomp listener `fd`, answers it with `errno`,
+/// and returns the pid it came from.
+fn answer_one(fd: &std::os::fd::OwnedFd, errno: i32) -> u32 {
+    use std::os::fd::{AsFd, AsRawFd};
+    let mut poll = [nix::poll::PollFd::new(fd.as_fd(), nix::poll::PollFlags::POLLIN)];
+    let ready = nix::poll::poll(&mut poll, nix::poll::PollTimeout::from(10_000u16)).expect("poll the seccomp listener");
+    assert_eq!(ready, 1, "no notification within 10 s");
+    // SAFETY: plain C structs the ioctls fill and read.
+    let mut req: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_RECV, &mut req) };
+    assert_eq!(rc, 0, "SECCOMP_IOCTL_NOTIF_RECV: {}", std::io::Error::last_os_error());
+    let resp = libc::seccomp_notif_resp { id: req.id, val: 0, error: -errno, flags: 0 };
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND, &resp) };
+    assert_eq!(rc, 0, "SECCOMP_IOCTL_NOTIF_SEND: {}", std::io::Error::last_os_error());
+    req.pid
 }
 
 /// SCMP_ACT_NOTIFY with listenerPath: the runtime sends the notify fd to the listener; when the

@@ -53,12 +53,13 @@ pub fn run_own_rootfs<E: std::fmt::Display>(
 pub fn run_exec<E: std::fmt::Display>(
     args: &ContainerArgs,
     namespaces: &exec_steps::Namespaces,
+    notify: Option<BorrowedFd>,
     main_sender: &mut MainSender,
     before: impl FnOnce() -> Result<(), E>,
 ) -> ! {
     let failed = match before() {
         Err(e) => e.to_string(),
-        Ok(()) => match exec_steps::run(args, namespaces, main_sender) {
+        Ok(()) => match exec_steps::run(args, namespaces, notify, main_sender) {
             Err(e) => e.to_string(),
             Ok(never) => match never {},
         },

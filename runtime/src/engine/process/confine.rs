@@ -9,6 +9,7 @@
 //! `noNewPrivileges` is given as false.
 
 use std::convert::Infallible;
+use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd};
 
 use caps::CapSet;
 use libcontainer::capabilities::CapabilityExt;
@@ -87,11 +88,14 @@ pub enum AtStart {
 
 /// The process's confinement, in runc's order, then the wait for `start`
 /// and the exec; returns only on failure.
+/// `notify`: where a seccomp notify filter's fd goes (the init's socket to
+/// `create`); without one such a filter is refused.
 pub fn to_exec(
     args: &ContainerArgs,
     engine: &dyn EngineSyscall,
     main_sender: &mut MainSender,
     at_start: AtStart,
+    notify: Option<BorrowedFd>,
 ) -> Result<Infallible, InitError> {
     let spec = args.spec.as_ref();
     let (process, linux) = sections(spec)?;
@@ -132,7 +136,7 @@ pub fn to_exec(
     // Without no_new_privs, loading a filter needs CAP_SYS_ADMIN: before
     // the capabilities go. With it, as late as may be.
     if !nnp {
-        load_seccomp(linux)?;
+        load_seccomp(linux, notify)?;
     }
     confine_capabilities(process, engine)?;
     if chdir_as_user {
@@ -140,7 +144,7 @@ pub fn to_exec(
     }
     verify_cwd()?;
     if nnp {
-        load_seccomp(linux)?;
+        load_seccomp(linux, notify)?;
     }
 
     // HOME is in the spec's env already: create and exec set it (`home_env`).
@@ -254,16 +258,17 @@ fn listen_fds(value: Option<&str>) -> i32 {
     value.and_then(|v| v.parse::<i32>().ok()).filter(|n| *n > 0).unwrap_or(0)
 }
 
-fn load_seccomp(linux: &oci_spec::runtime::Linux) -> Result<(), InitError> {
+fn load_seccomp(linux: &oci_spec::runtime::Linux, notify: Option<BorrowedFd>) -> Result<(), InitError> {
     let Some(seccomp) = linux.seccomp() else { return Ok(()) };
-    match libcontainer::seccomp::initialize_seccomp(seccomp).map_err(step("linux.seccomp"))? {
-        None => Ok(()),
-        // The routes send a notify filter through the engine's intermediate.
-        Some(fd) => {
-            let _ = nix::unistd::close(fd);
-            Err(InitError::Said("linux.seccomp: a notify filter on the direct route".into()))
-        }
-    }
+    let Some(fd) = libcontainer::seccomp::initialize_seccomp(seccomp).map_err(step("linux.seccomp"))? else {
+        return Ok(());
+    };
+    // SAFETY: the filter's listener, just made for us.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // The routes keep a notify filter off a path with no socket for it.
+    let socket = notify.ok_or(InitError::Said("linux.seccomp: a notify filter with nowhere to send its fd".into()))?;
+    crate::engine::process::seccomp_notify::hand_over(socket, fd)
+        .map_err(call("linux.seccomp.listenerPath", "sending the notify fd to the runtime"))
 }
 
 /// One of the spec's capability sets.

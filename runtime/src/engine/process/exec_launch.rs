@@ -9,12 +9,12 @@
 //!
 //! Where the kernel or the engine needs the intermediate, [`route`] says so
 //! and the engine's path runs: a time namespace (setns(2) of one needs a
-//! single-threaded caller, and reaches only its children), a seccomp
-//! notify filter (its fd goes to the listener through the engine's main
-//! process), and systemd's cgroups where the caller found no scope's
-//! directory to join (on v1, or an init outside its scope).
+//! single-threaded caller, and reaches only its children), and systemd's
+//! cgroups where the caller found no scope's directory to join (on v1, or
+//! an init outside its scope). A seccomp notify filter's fd comes to us on
+//! a socket pair of the process's own (`seccomp_notify`).
 
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use libcontainer::process::args::ContainerArgs;
@@ -23,10 +23,10 @@ use nix::fcntl::{open, OFlag};
 use nix::sched::CloneFlags;
 use nix::sys::stat::Mode;
 use nix::unistd::Pid;
-use oci_spec::runtime::{LinuxNamespaceType, Spec};
+use oci_spec::runtime::{ContainerState, LinuxNamespaceType, Spec};
 
 use crate::engine::cgroup::fs::{self as cgroup_fs, Hierarchy};
-use crate::engine::process::{child_init, exec_steps};
+use crate::engine::process::{child_init, exec_steps, seccomp_notify};
 use crate::error::{Error, Result};
 use crate::sys::children_pid_ns;
 use crate::sys::clone3::{self, Forked};
@@ -60,10 +60,6 @@ pub fn route(spec: &Spec, systemd: bool, cgroups: &[Hierarchy], cgroup_path: &Pa
     let listed = |typ| linux.namespaces().iter().flatten().any(|ns| ns.typ() == typ);
     if listed(LinuxNamespaceType::Time) {
         return Route::Engine("a time namespace is joined by a single-threaded intermediate");
-    }
-    // The engine's own test for serving the listener.
-    if linux.seccomp().as_ref().is_some_and(libcontainer::seccomp::is_notify) {
-        return Route::Engine("a seccomp notify fd goes to the listener through the engine");
     }
     let relative = cgroup_path.to_string_lossy();
     if let Some(unified) = cgroups.iter().find(|h| h.unified && h.mount_point == Path::new("/sys/fs/cgroup")) {
@@ -122,6 +118,11 @@ pub fn spawn(args: &ContainerArgs, join: &CgroupJoin, id: &str, init: &PidFd) ->
         reason: format!("unable to start container process: {e}"),
     })?;
     init_still_holds_its_pid(init, id)?;
+    // Our exec steps send a notify filter's fd on it; `exec`'s end first.
+    let notify = match seccomp_notify::filter(&args.spec) {
+        Some(_) => Some(seccomp_notify::pair().map_err(|e| Error::Invalid(format!("exec in {id}: {e}")))?),
+        None => None,
+    };
     let forked = match &cgroup {
         // SAFETY: the child only runs our exec steps and exits or
         // execs, as the engine's own forked children do.
@@ -146,7 +147,11 @@ pub fn spawn(args: &ContainerArgs, join: &CgroupJoin, id: &str, init: &PidFd) ->
             };
             // Our exec steps need nothing from the parent before the exec.
             let _ = init_receiver.close();
-            child(args, &namespaces, &procs, &inherited, &mut main_sender)
+            if let Some((ours, _)) = &notify {
+                inherited.push(ours.as_raw_fd());
+            }
+            let notify = notify.as_ref().map(|(_, theirs)| theirs.as_fd());
+            child(args, &namespaces, &procs, &inherited, notify, &mut main_sender)
         }
         Ok(Forked::Parent(pid)) => {
             drop(namespaces);
@@ -155,6 +160,13 @@ pub fn spawn(args: &ContainerArgs, join: &CgroupJoin, id: &str, init: &PidFd) ->
             let _ = main_sender.close();
             let _ = init_receiver.close();
             let _ = init_sender.close();
+            if let Some((ours, theirs)) = notify {
+                drop(theirs);
+                if let Err(e) = seccomp_notify::serve(args, id, ContainerState::Running, pid.as_raw(), &ours) {
+                    child_init::kill_and_reap(pid);
+                    return Err(Error::Invalid(format!("exec in {id}: {e}")));
+                }
+            }
             let ready = main_receiver.wait_for_init_ready();
             let _ = main_receiver.close();
             if let Err(err) = ready {
@@ -181,12 +193,13 @@ fn child(
     namespaces: &exec_steps::Namespaces,
     procs: &[RawFd],
     inherited: &[RawFd],
+    notify: Option<BorrowedFd>,
     main_sender: &mut MainSender,
 ) -> ! {
     for fd in inherited {
         let _ = nix::unistd::close(*fd);
     }
-    child_init::run_exec(args, namespaces, main_sender, || join_cgroups(args, procs))
+    child_init::run_exec(args, namespaces, notify, main_sender, || join_cgroups(args, procs))
 }
 
 /// Refuses the exec when the init was reaped after its start time was
@@ -286,13 +299,20 @@ mod tests {
         assert_eq!(got, Route::Direct(CgroupJoin::Unified(PathBuf::from("/sys/fs/cgroup/pods/c1/probe"))));
     }
 
+    /// The exec'd process sends a notify filter's fd to us (`seccomp_notify`).
+    #[test]
+    fn a_seccomp_notify_filter_needs_no_intermediate() {
+        let cgroups = cgroup_fs::parse_mountinfo(UNIFIED);
+        let got = route(&spec(&[], true), false, &cgroups, Path::new("/pods/c1"));
+        assert_eq!(got, Route::Direct(CgroupJoin::Unified(PathBuf::from("/sys/fs/cgroup/pods/c1"))));
+    }
+
     #[test]
     fn keeps_the_engines_intermediate_where_it_is_needed() {
         let cgroups = cgroup_fs::parse_mountinfo(UNIFIED);
         let path = Path::new("/pods/c1");
         let engine = |r: Route| matches!(r, Route::Engine(_));
         assert!(engine(route(&spec(&[LinuxNamespaceType::Time], false), false, &cgroups, path)));
-        assert!(engine(route(&spec(&[], true), false, &cgroups, path)));
         assert!(engine(route(&spec(&[], false), true, &cgroups, path)));
         assert!(engine(route(&spec(&[], false), false, &cgroups, Path::new("system.slice:rp:c1"))));
         assert!(engine(route(&spec(&[], false), false, &[], path)));

@@ -14,6 +14,7 @@
 
 use std::convert::Infallible;
 use std::fs::File;
+use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
 
 use libcontainer::process::args::ContainerArgs;
@@ -29,7 +30,13 @@ use crate::engine::process::init_launch::clone_flag;
 /// failure. The caller has put it in the container's cgroups; the parent
 /// joined the pid namespace for its children and opened the others
 /// (`Namespaces::open`).
-pub fn run(args: &ContainerArgs, namespaces: &Namespaces, main_sender: &mut MainSender) -> Result<Infallible, InitError> {
+/// `notify`: its end of the socket a seccomp notify filter's fd goes to `exec` on.
+pub fn run(
+    args: &ContainerArgs,
+    namespaces: &Namespaces,
+    notify: Option<BorrowedFd>,
+    main_sender: &mut MainSender,
+) -> Result<Infallible, InitError> {
     let engine = args.syscall.create_syscall();
     let engine = engine.as_ref();
     let (process, _) = confine::sections(&args.spec)?;
@@ -48,7 +55,7 @@ pub fn run(args: &ContainerArgs, namespaces: &Namespaces, main_sender: &mut Main
     if let Some(socket) = args.console_socket {
         libcontainer::tty::setup_console(engine, socket, false).map_err(step("the console"))?;
     }
-    confine::to_exec(args, engine, main_sender, AtStart::Nothing)
+    confine::to_exec(args, engine, main_sender, AtStart::Nothing, notify)
 }
 
 fn join(ns: &Join) -> Result<(), InitError> {

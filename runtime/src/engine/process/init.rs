@@ -70,7 +70,13 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
         crate::sys::process_setup::make_undumpable()?;
     }
     // Kept open until the engine's init has joined them.
-    let route = init_launch::route(&spec, cgroup_config.systemd_cgroup, opts.cgroups);
+    let route = match init_launch::route(&spec, cgroup_config.systemd_cgroup, opts.cgroups) {
+        // Our init steps send the notify fd to us; the engine's send it to its main process.
+        Route::Direct if opts.rootfs.is_none() && crate::engine::process::seccomp_notify::filter(&spec).is_some() => {
+            Route::Engine("a seccomp notify filter where the engine makes the rootfs")
+        }
+        route => route,
+    };
     let (spec, _joined) = match route {
         Route::Engine(_) => match crate::engine::process::namespace_fds::hold(&spec, opts.io.preserve_fds)? {
             Some((engine_spec, fds)) => (engine_spec, fds),

@@ -13,8 +13,10 @@
 //! [`route`] keeps the engine's intermediate where its steps are needed: a
 //! new user namespace (mapped by the parent between the intermediate's
 //! unshare and its fork), a time namespace (its offsets are written before
-//! any process is in it), a seccomp notify filter and network devices (the
-//! engine's main process serves them), and systemd on a v1 host.
+//! any process is in it), network devices (the engine's main process moves
+//! them), and systemd on a v1 host. On our rootfs route a seccomp notify
+//! filter's fd comes to us from the init on a socket pair of its own
+//! (`seccomp_notify`); the engine's init would send it to the engine.
 //!
 //! Where systemd places the cgroup (its driver on v2) the scope does not
 //! exist before its first process: the init is cloned where we are, and
@@ -33,12 +35,13 @@ use libcontainer::process::channel::{self, ChannelError};
 use libcontainer::syscall::SyscallError;
 use nix::sched::CloneFlags;
 use nix::unistd::Pid;
-use oci_spec::runtime::{LinuxNamespaceType, Spec};
+use oci_spec::runtime::{ContainerState, LinuxNamespaceType, Spec};
 
 use crate::engine::cgroup::fs::Hierarchy;
 use crate::engine::cgroup::{manager, v1_setup, v2_setup};
 use crate::engine::process::child_init;
 use crate::engine::process::init_steps::Init;
+use crate::engine::process::seccomp_notify;
 use crate::engine::rootfs::prepare::Rootfs;
 use crate::error::{Error, Result};
 use crate::sys::children_pid_ns;
@@ -67,10 +70,6 @@ pub fn route(spec: &Spec, systemd: bool, cgroups: &[Hierarchy]) -> Route {
     }
     if listed(LinuxNamespaceType::Time) {
         return Route::Engine("a time namespace's offsets are written before a process is in it");
-    }
-    // The engine's own test for serving the listener.
-    if linux.seccomp().as_ref().is_some_and(libcontainer::seccomp::is_notify) {
-        return Route::Engine("a seccomp notify fd goes to the listener through the engine");
     }
     if linux.net_devices().as_ref().is_some_and(|d| !d.is_empty()) {
         return Route::Engine("network devices are moved by the engine's main process");
@@ -108,6 +107,11 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<
         Some(_) => None,
         None => (!born.is_empty()).then(|| without(&args.spec, born)),
     };
+    // Our init steps send a notify filter's fd on it; `create`'s end first.
+    let notify = match (own, seccomp_notify::filter(&args.spec)) {
+        (Some(_), Some(_)) => Some(seccomp_notify::pair().map_err(|e| Error::Invalid(format!("create {id}: {e}")))?),
+        _ => None,
+    };
     // SAFETY: the child only runs the engine's init steps and exits or
     // execs, as the engine's own forked children do.
     let forked = unsafe { clone3::fork(flags | born, born_in.as_ref().map(|fd| fd.as_fd())) };
@@ -127,9 +131,13 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<
             let _ = init_sender.close();
             drop(go_write);
             let before = || before_init(args, go_read);
+            if let Some((ours, _)) = &notify {
+                let _ = nix::unistd::close(ours.as_raw_fd());
+            }
+            let seccomp_notify = notify.as_ref().map(|(_, theirs)| theirs.as_fd());
             match own {
                 Some(rootfs) => {
-                    let init = Init { args, rootfs, unshare: unshared };
+                    let init = Init { args, rootfs, unshare: unshared, seccomp_notify };
                     child_init::run_own_rootfs(&init, &mut main_sender, &mut init_receiver, before)
                 }
                 None => child_init::run(args, &mut main_sender, &mut init_receiver, before),
@@ -141,7 +149,8 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<
             drop(go_read);
             let _ = main_sender.close();
             let _ = init_receiver.close();
-            let result = serve(args, cgroups, id, pid, go_write, &mut main_receiver, &mut init_sender);
+            let notify = notify.map(|(ours, _)| ours);
+            let result = serve(args, cgroups, id, pid, go_write, notify, &mut main_receiver, &mut init_sender);
             let _ = init_sender.close();
             let _ = main_receiver.close();
             if result.is_err() {
@@ -241,14 +250,16 @@ fn pid_namespace(args: &ContainerArgs) -> PidNs<'_> {
 
 /// The parent's part, what the engine's main process does for an init:
 /// the cgroup (before the init may go on; `cgroups` None when it was born
-/// in it), the prestart and createRuntime hooks when it asks, then its
-/// readiness.
+/// in it), the prestart and createRuntime hooks when it asks, a seccomp
+/// notify filter's fd to its listener (on `notify`), then its readiness.
+#[allow(clippy::too_many_arguments)]
 fn serve(
     args: &ContainerArgs,
     cgroups: Option<&[Hierarchy]>,
     id: &str,
     pid: Pid,
     go: OwnedFd,
+    notify: Option<OwnedFd>,
     main_receiver: &mut channel::MainReceiver,
     init_sender: &mut channel::InitSender,
 ) -> Result<()> {
@@ -265,6 +276,10 @@ fn serve(
             libcontainer::hooks::run_hooks(list.as_ref(), state, None, Some(pid), None).map_err(|e| engine_err(&e))?;
         }
         init_sender.hook_done().map_err(|e| engine_err(&e))?;
+    }
+    if let Some(socket) = notify {
+        seccomp_notify::serve(args, id, ContainerState::Creating, pid.as_raw(), &socket)
+            .map_err(|e| Error::Invalid(format!("create {id}: {e}")))?;
     }
     main_receiver.wait_for_init_ready().map_err(|e| engine_err(&e))
 }
@@ -390,5 +405,25 @@ mod tests {
         }
         assert!(engine(route(&spec(&[Pid], "/pods/c1"), true, &v1)));
         assert!(engine(route(&spec(&[Pid], "system.slice:rp:c1"), false, &v1)));
+    }
+
+    /// The init sends a notify filter's fd to us (`seccomp_notify`), so the
+    /// filter takes the direct route; `init::spawn` still sends it the
+    /// engine's way where the engine makes the rootfs.
+    #[test]
+    fn a_seccomp_notify_filter_needs_no_intermediate() {
+        let mut notify = spec(&[LinuxNamespaceType::Pid], "/pods/c1");
+        let seccomp = serde_json::from_value(serde_json::json!({
+            "defaultAction": "SCMP_ACT_ALLOW", "listenerPath": "/run/agent.sock",
+            "syscalls": [{"names": ["mkdir"], "action": "SCMP_ACT_NOTIFY"}]
+        }))
+        .unwrap();
+        if let Some(linux) = notify.linux_mut() {
+            linux.set_seccomp(Some(seccomp));
+        }
+        assert!(seccomp_notify::filter(&notify).is_some());
+        let (v2, v1) = hosts();
+        assert_eq!(route(&notify, false, &v2), Route::Direct);
+        assert_eq!(route(&notify, false, &v1), Route::Direct);
     }
 }

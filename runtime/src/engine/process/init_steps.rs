@@ -6,6 +6,7 @@
 //! hooks only for a rootfs of its own (docs/rootfs-plan.md, step 9).
 
 use std::convert::Infallible;
+use std::os::fd::BorrowedFd;
 
 use libcontainer::process::args::ContainerArgs;
 use libcontainer::process::channel::{InitReceiver, MainSender};
@@ -28,6 +29,8 @@ pub struct Init<'a> {
     /// The namespaces the init makes itself once in its cgroup (mount, and
     /// cgroup and UTS when new).
     pub unshare: CloneFlags,
+    /// Its end of the socket a seccomp notify filter's fd goes to `create` on.
+    pub seccomp_notify: Option<BorrowedFd<'a>>,
 }
 
 /// Runs the init's steps and execs its program; returns only on failure.
@@ -42,7 +45,7 @@ pub fn run(init: &Init, main_sender: &mut MainSender, init_receiver: &mut InitRe
         set_host_names(&args.spec, engine)?;
     }
     make_rootfs(init, engine, main_sender, init_receiver)?;
-    confine::to_exec(args, engine, main_sender, AtStart::StartContainerHooks)
+    confine::to_exec(args, engine, main_sender, AtStart::StartContainerHooks, init.seccomp_notify)
 }
 
 /// setns(2) into each namespace the spec gives by path that the init

@@ -22,5 +22,6 @@ pub mod notify;
 pub mod process_io;
 pub mod rootfs_failure;
 pub mod sealed_exe;
+pub mod seccomp_notify;
 pub mod tenant;
 pub mod wait;
