@@ -207,18 +207,10 @@ fn the_seccomp_listener_gets_the_containers_state_and_a_live_fd_as_from_runc() {
     skip_if!(needs::containers());
     for rt in Runtime::runc_and_under_test() {
         let name = rt.bin().display().to_string();
-        if !rt.cmd(&["features"]).stdout.contains("SCMP_ACT_NOTIFY") {
-            eprintln!("{name} does not list SCMP_ACT_NOTIFY in `features`: not run");
-            continue;
-        }
-        let listener = ConsoleSocket::new();
+        let Some(listener) = notify_listener(&rt) else { continue };
         let mut bundle = checker::bundle(&["--mkdir", "/tmp/notified"]);
-        bundle.set("/root/readonly", json!(false));
         bundle.set("/annotations", json!({"org.example.listener": "yes"}));
-        let mut filter = seccomp(json!([{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_NOTIFY"}]));
-        filter["listenerPath"] = json!(listener.path());
-        filter["listenerMetadata"] = json!("rustpod-test");
-        bundle.set("/linux/seccomp", filter);
+        notified_mkdir(&mut bundle, &listener);
         let id = rt.new_id("listener");
         let running = rt.spawn_run(&id, &bundle, &[], b"");
         let (message, fd) = listener.receive_message();
@@ -250,16 +242,9 @@ fn an_exec_sends_its_own_notify_fd_with_the_container_running_as_from_runc() {
     skip_if!(needs::containers());
     for rt in Runtime::runc_and_under_test() {
         let name = rt.bin().display().to_string();
-        if !rt.cmd(&["features"]).stdout.contains("SCMP_ACT_NOTIFY") {
-            eprintln!("{name} does not list SCMP_ACT_NOTIFY in `features`: not run");
-            continue;
-        }
-        let listener = ConsoleSocket::new();
+        let Some(listener) = notify_listener(&rt) else { continue };
         let mut bundle = Bundle::new(&["sleep", "100"]);
-        bundle.set("/root/readonly", json!(false));
-        let mut filter = seccomp(json!([{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_NOTIFY"}]));
-        filter["listenerPath"] = json!(listener.path());
-        bundle.set("/linux/seccomp", filter);
+        notified_mkdir(&mut bundle, &listener);
         let id = rt.new_id("exec-notify");
         // The init's listener fd, held until the end: the container's own mkdir would wait on it.
         // runc and rustpod send it during `create`, crun 1.28 once `start` lets its init load the
@@ -292,6 +277,24 @@ fn an_exec_sends_its_own_notify_fd_with_the_container_running_as_from_runc() {
         assert!(!out.success() && out.stderr.contains("Operation not permitted"), "{name}: the listener's answer: {}", out.describe());
         drop(init_fd);
     }
+}
+
+/// A seccomp agent's socket, where `rt` lists SCMP_ACT_NOTIFY in `features` (else said, and None).
+fn notify_listener(rt: &Runtime) -> Option<ConsoleSocket> {
+    let listed = rt.cmd(&["features"]).stdout.contains("SCMP_ACT_NOTIFY");
+    if !listed {
+        eprintln!("{} does not list SCMP_ACT_NOTIFY in `features`: not run", rt.bin().display());
+    }
+    listed.then(ConsoleSocket::new)
+}
+
+/// `bundle`'s mkdir and mkdirat notified to `listener` (metadata "rustpod-test"), its root writable.
+fn notified_mkdir(bundle: &mut Bundle, listener: &ConsoleSocket) {
+    bundle.set("/root/readonly", json!(false));
+    let mut filter = seccomp(json!([{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_NOTIFY"}]));
+    filter["listenerPath"] = json!(listener.path());
+    filter["listenerMetadata"] = json!("rustpod-test");
+    bundle.set("/linux/seccomp", filter);
 }
 
 /// Waits (bounded) for one notification on the seccomp listener `fd`, answers it with `errno`,
