@@ -472,7 +472,9 @@ fn ip(args: &[&str]) -> rustpod_tests::Output {
 }
 
 /// linux.netDevices (runtime-spec 1.3): the host link is moved into the container's network
-/// namespace under its new name. As with runc 1.5 (which has no step moving it back), on
+/// namespace under its new name, with its permanent global address (a documentation address,
+/// TEST-NET-1: nothing is sent) and up, as runc moves it. As with runc 1.5 (which has no step
+/// moving it back), on
 /// delete the kernel returns a physical device to the host and destroys a virtual one with the
 /// namespace: a veth's peer goes with it.
 #[test]
@@ -482,12 +484,23 @@ fn net_devices_move_in_and_go_with_the_namespace() {
         skip!("runc 1.1.5 predates linux.netDevices (RUNC_DIFFERENCES.md)");
     }
     let link = HostLink::new();
+    ip(&["addr", "add", "192.0.2.7/24", "dev", &link.0]).ok();
     let fx = running_with(&[("/linux/netDevices", json!({ &link.0: {"name": "eth7"} }))]);
     let features = fx.rt.cmd(&["features"]).ok().stdout_json();
     assert_eq!(features["linux"]["netDevices"]["enabled"], true, "{features}");
     let pid = fx.rt.pid(&fx.id).to_string();
     let nsenter = std::path::Path::new("/usr/bin/nsenter");
-    rustpod_tests::process::run(nsenter, &["-t", &pid, "-n", "ip", "link", "show", "eth7"], b"").ok();
+    let inside = rustpod_tests::process::run(nsenter, &["-t", &pid, "-n", "ip", "-j", "addr", "show", "dev", "eth7"], b"").ok();
+    let links: Value = serde_json::from_str(&inside.stdout).unwrap_or_else(|e| panic!("ip -j ({e}): {}", inside.stdout));
+    let eth7 = &links[0];
+    assert!(eth7["flags"].as_array().is_some_and(|f| f.contains(&json!("UP"))), "eth7 is up: {eth7}");
+    let addrs: Vec<String> = eth7["addr_info"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|a| format!("{}/{}", a["local"].as_str().unwrap_or(""), a["prefixlen"]))
+        .collect();
+    assert!(addrs.contains(&"192.0.2.7/24".to_string()), "the address came along: {eth7}");
     assert!(!ip(&["link", "show", &link.0]).success(), "{} is still on the host", link.0);
     fx.rt.cmd(&["delete", "--force", &fx.id]).ok();
     fx.assert_nothing_left();

@@ -71,9 +71,13 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
     }
     // Kept open until the engine's init has joined them.
     let route = match init_launch::route(&spec, cgroup_config.systemd_cgroup, opts.cgroups) {
-        // Our init steps send the notify fd to us; the engine's send it to its main process.
+        // Our init steps send the notify fd to us and take the network devices from us; the
+        // engine's ask its main process.
         Route::Direct if opts.rootfs.is_none() && crate::engine::process::seccomp_notify::filter(&spec).is_some() => {
             Route::Engine("a seccomp notify filter where the engine makes the rootfs")
+        }
+        Route::Direct if opts.rootfs.is_none() && crate::engine::process::net_devices::listed(&spec).is_some() => {
+            Route::Engine("network devices where the engine makes the rootfs")
         }
         route => route,
     };

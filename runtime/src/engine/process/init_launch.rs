@@ -13,10 +13,11 @@
 //! [`route`] keeps the engine's intermediate where its steps are needed: a
 //! new user namespace (mapped by the parent between the intermediate's
 //! unshare and its fork), a time namespace (its offsets are written before
-//! any process is in it), network devices (the engine's main process moves
-//! them), and systemd on a v1 host. On our rootfs route a seccomp notify
-//! filter's fd comes to us from the init on a socket pair of its own
-//! (`seccomp_notify`); the engine's init would send it to the engine.
+//! any process is in it), and systemd on a v1 host. On our rootfs route a
+//! seccomp notify filter's fd comes to us from the init on a socket pair of
+//! its own (`seccomp_notify`), and we move network devices into its
+//! namespace before it goes on (`net_devices`); the engine's init would
+//! ask the engine's main process for both.
 //!
 //! Where systemd places the cgroup (its driver on v2) the scope does not
 //! exist before its first process: the init is cloned where we are, and
@@ -41,7 +42,7 @@ use crate::engine::cgroup::fs::Hierarchy;
 use crate::engine::cgroup::{manager, v1_setup, v2_setup};
 use crate::engine::process::child_init;
 use crate::engine::process::init_steps::Init;
-use crate::engine::process::seccomp_notify;
+use crate::engine::process::{net_devices, seccomp_notify};
 use crate::engine::rootfs::prepare::Rootfs;
 use crate::error::{Error, Result};
 use crate::sys::children_pid_ns;
@@ -70,9 +71,6 @@ pub fn route(spec: &Spec, systemd: bool, cgroups: &[Hierarchy]) -> Route {
     }
     if listed(LinuxNamespaceType::Time) {
         return Route::Engine("a time namespace's offsets are written before a process is in it");
-    }
-    if linux.net_devices().as_ref().is_some_and(|d| !d.is_empty()) {
-        return Route::Engine("network devices are moved by the engine's main process");
     }
     Route::Direct
 }
@@ -267,6 +265,10 @@ fn serve(
     if let Some(cgroups) = cgroups {
         join_cgroup(args, cgroups, pid)?;
     }
+    if let Some(devices) = net_devices::listed(&args.spec) {
+        let addrs = net_devices::move_in(&args.spec, devices, pid.as_raw()).map_err(|e| Error::Invalid(format!("create {id}: {e}")))?;
+        init_sender.move_network_device(addrs).map_err(|e| engine_err(&e))?;
+    }
     nix::unistd::write(&go, b"g").map_err(|e| Error::sys("write to the init's start pipe", e))?;
     drop(go);
     if let Some(hooks) = args.spec.hooks() {
@@ -425,5 +427,19 @@ mod tests {
         let (v2, v1) = hosts();
         assert_eq!(route(&notify, false, &v2), Route::Direct);
         assert_eq!(route(&notify, false, &v1), Route::Direct);
+    }
+
+    /// We move network devices in before the init goes on (`net_devices`).
+    #[test]
+    fn network_devices_need_no_intermediate() {
+        let mut devices = spec(&[LinuxNamespaceType::Pid, LinuxNamespaceType::Network], "/pods/c1");
+        let listed = serde_json::from_value(serde_json::json!({"dummy0": {"name": "eth7"}})).unwrap();
+        if let Some(linux) = devices.linux_mut() {
+            linux.set_net_devices(Some(listed));
+        }
+        assert!(net_devices::listed(&devices).is_some());
+        let (v2, v1) = hosts();
+        assert_eq!(route(&devices, false, &v2), Route::Direct);
+        assert_eq!(route(&devices, false, &v1), Route::Direct);
     }
 }

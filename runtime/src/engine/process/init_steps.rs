@@ -40,6 +40,10 @@ pub fn run(init: &Init, main_sender: &mut MainSender, init_receiver: &mut InitRe
     let engine = engine.as_ref();
 
     enter_namespaces(init)?;
+    if let Some(devices) = crate::engine::process::net_devices::listed(&args.spec) {
+        let addrs = init_receiver.wait_for_move_network_device().map_err(step("waiting for linux.netDevices"))?;
+        crate::engine::process::net_devices::set_up(devices, &addrs).map_err(said)?;
+    }
     confine::begin(args, engine)?;
     if init.unshare.contains(CloneFlags::CLONE_NEWUTS) {
         set_host_names(&args.spec, engine)?;

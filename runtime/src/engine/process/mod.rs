@@ -18,6 +18,7 @@ pub mod init;
 pub mod init_launch;
 pub mod init_steps;
 pub mod namespace_fds;
+pub mod net_devices;
 pub mod notify;
 pub mod process_io;
 pub mod rootfs_failure;
