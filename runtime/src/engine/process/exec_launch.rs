@@ -8,10 +8,10 @@
 //! our exec steps (`exec_steps`), from the namespaces to the exec.
 //!
 //! Where the kernel or the engine needs the intermediate, [`route`] says so
-//! and the engine's path runs: a time namespace (setns(2) of one needs a
-//! single-threaded caller, and reaches only its children), and systemd's
-//! cgroups where the caller found no scope's directory to join (on v1, or
-//! an init outside its scope). A seccomp notify filter's fd comes to us on
+//! and the engine's path runs: systemd's cgroups where the caller found no
+//! scope's directory to join (on v1, or an init outside its scope). The
+//! container's time namespace the child joins itself (setns(2) of one needs
+//! a single-threaded caller, which a forked child is). A seccomp notify filter's fd comes to us on
 //! a socket pair of the process's own (`seccomp_notify`).
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -53,13 +53,11 @@ pub enum Route {
 /// is `cgroup_path` (relative to each hierarchy's root), among the host's
 /// `cgroups`; `systemd` is the container's cgroup driver.
 pub fn route(spec: &Spec, systemd: bool, cgroups: &[Hierarchy], cgroup_path: &Path) -> Route {
-    let Some(linux) = spec.linux().as_ref() else { return Route::Engine("no linux section") };
+    if spec.linux().is_none() {
+        return Route::Engine("no linux section");
+    }
     if systemd || crate::engine::cgroup::manager::is_systemd_form(cgroup_path) {
         return Route::Engine("systemd places the cgroup");
-    }
-    let listed = |typ| linux.namespaces().iter().flatten().any(|ns| ns.typ() == typ);
-    if listed(LinuxNamespaceType::Time) {
-        return Route::Engine("a time namespace is joined by a single-threaded intermediate");
     }
     let relative = cgroup_path.to_string_lossy();
     if let Some(unified) = cgroups.iter().find(|h| h.unified && h.mount_point == Path::new("/sys/fs/cgroup")) {
@@ -312,7 +310,7 @@ mod tests {
         let cgroups = cgroup_fs::parse_mountinfo(UNIFIED);
         let path = Path::new("/pods/c1");
         let engine = |r: Route| matches!(r, Route::Engine(_));
-        assert!(engine(route(&spec(&[LinuxNamespaceType::Time], false), false, &cgroups, path)));
+        assert!(matches!(route(&spec(&[LinuxNamespaceType::Time], false), false, &cgroups, path), Route::Direct(_)), "the child joins it");
         assert!(engine(route(&spec(&[], false), true, &cgroups, path)));
         assert!(engine(route(&spec(&[], false), false, &cgroups, Path::new("system.slice:rp:c1"))));
         assert!(engine(route(&spec(&[], false), false, &[], path)));

@@ -12,12 +12,12 @@
 //!
 //! [`route`] keeps the engine's intermediate where its steps are needed: a
 //! new user namespace (mapped by the parent between the intermediate's
-//! unshare and its fork), a time namespace (its offsets are written before
-//! any process is in it), and systemd on a v1 host. On our rootfs route a
-//! seccomp notify filter's fd comes to us from the init on a socket pair of
-//! its own (`seccomp_notify`), and we move network devices into its
-//! namespace before it goes on (`net_devices`); the engine's init would
-//! ask the engine's main process for both.
+//! unshare and its fork) and systemd on a v1 host. On our rootfs route the
+//! init makes a new time namespace itself (`time_ns`), sends a seccomp
+//! notify filter's fd to us on a socket pair of its own (`seccomp_notify`),
+//! and finds the network devices we moved into its namespace before it
+//! went on (`net_devices`); the engine's init would need the engine's
+//! intermediate or main process for each.
 //!
 //! Where systemd places the cgroup (its driver on v2) the scope does not
 //! exist before its first process: the init is cloned where we are, and
@@ -68,9 +68,6 @@ pub fn route(spec: &Spec, systemd: bool, cgroups: &[Hierarchy]) -> Route {
     let listed = |typ| linux.namespaces().iter().flatten().any(|ns| ns.typ() == typ);
     if listed(LinuxNamespaceType::User) {
         return Route::Engine("a new user namespace is mapped between the intermediate's unshare and its fork");
-    }
-    if listed(LinuxNamespaceType::Time) {
-        return Route::Engine("a time namespace's offsets are written before a process is in it");
     }
     Route::Direct
 }
@@ -191,8 +188,7 @@ fn new_namespaces(spec: &Spec) -> CloneFlags {
         .fold(CloneFlags::empty(), |flags, flag| flags | flag)
 }
 
-/// The clone flag of a namespace type (none for time: nix 0.29 has no
-/// flag for it, and `route` keeps it off this path).
+/// The clone flag of a namespace type.
 pub fn clone_flag(typ: LinuxNamespaceType) -> Option<CloneFlags> {
     match typ {
         LinuxNamespaceType::Network => Some(CloneFlags::CLONE_NEWNET),
@@ -202,7 +198,7 @@ pub fn clone_flag(typ: LinuxNamespaceType) -> Option<CloneFlags> {
         LinuxNamespaceType::Mount => Some(CloneFlags::CLONE_NEWNS),
         LinuxNamespaceType::Pid => Some(CloneFlags::CLONE_NEWPID),
         LinuxNamespaceType::User => Some(CloneFlags::CLONE_NEWUSER),
-        LinuxNamespaceType::Time => None,
+        LinuxNamespaceType::Time => Some(crate::engine::process::time_ns::flag()),
     }
 }
 
@@ -219,10 +215,14 @@ fn without(spec: &Spec, made_by_us: CloneFlags) -> Spec {
 }
 
 /// The setns(2) type of a namespace the init joins by path on the rootfs
-/// route: all but pid, which our children enter, and user, mount and time,
-/// which that route does not take.
+/// route: all but pid, which our children enter, and user and mount, which
+/// that route does not take.
 pub fn joined_by_init(typ: LinuxNamespaceType) -> Option<CloneFlags> {
-    let joined = CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS | CloneFlags::CLONE_NEWCGROUP;
+    let joined = CloneFlags::CLONE_NEWNET
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWUTS
+        | CloneFlags::CLONE_NEWCGROUP
+        | crate::engine::process::time_ns::flag();
     clone_flag(typ).filter(|flag| joined.contains(*flag))
 }
 
@@ -403,7 +403,7 @@ mod tests {
         let (v2, v1) = hosts();
         for host in [&v2, &v1] {
             assert!(engine(route(&spec(&[Pid, User], "/pods/c1"), false, host)));
-            assert!(engine(route(&spec(&[Pid, Time], "/pods/c1"), false, host)));
+            assert_eq!(route(&spec(&[Pid, Time], "/pods/c1"), false, host), Route::Direct, "the init makes it (time_ns)");
         }
         assert!(engine(route(&spec(&[Pid], "/pods/c1"), true, &v1)));
         assert!(engine(route(&spec(&[Pid], "system.slice:rp:c1"), false, &v1)));

@@ -12,7 +12,7 @@ use libcontainer::process::args::ContainerArgs;
 use libcontainer::process::channel::{InitReceiver, MainSender};
 use libcontainer::syscall::Syscall as EngineSyscall;
 use nix::sched::CloneFlags;
-use oci_spec::runtime::Spec;
+use oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 pub use crate::engine::process::confine::InitError;
 use crate::engine::process::confine::{self, call, io_errno, said, step, AtStart};
@@ -63,6 +63,10 @@ fn enter_namespaces(init: &Init) -> Result<(), InitError> {
         };
         let file = std::fs::File::open(path).map_err(|e| call("joining a namespace", format!("open {}", path.display()))(io_errno(&e)))?;
         nix::sched::setns(file, flag).map_err(call("joining a namespace", format!("setns {}", path.display())))?;
+    }
+    let linux = init.args.spec.linux().as_ref();
+    if listed.into_iter().flatten().any(|ns| ns.typ() == LinuxNamespaceType::Time && ns.path().is_none()) {
+        crate::engine::process::time_ns::make_and_enter(linux.and_then(|l| l.time_offsets().as_ref())).map_err(said)?;
     }
     nix::sched::unshare(init.unshare).map_err(call("new namespaces", format!("unshare({:?})", init.unshare)))
 }

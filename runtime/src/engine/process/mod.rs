@@ -25,4 +25,5 @@ pub mod rootfs_failure;
 pub mod sealed_exe;
 pub mod seccomp_notify;
 pub mod tenant;
+pub mod time_ns;
 pub mod wait;
