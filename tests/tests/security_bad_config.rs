@@ -133,6 +133,32 @@ const CASES: &[Case] = &[
         names: &["hooks.createRuntime[0].path"],
     },
     Case {
+        name: "timeOffsets without a time namespace (runc 1.3's words)",
+        breaks: |fx| set(fx, "/linux/timeOffsets", json!({"monotonic": {"secs": 10}})),
+        names: &["linux.timeOffsets: time namespace offsets specified, but time namespace isn't enabled"],
+    },
+    Case {
+        name: "timeOffsets for a time namespace joined by path (fixed since its first process)",
+        breaks: |fx| {
+            let mut namespaces = fx.bundle.config()["linux"]["namespaces"].clone();
+            // The runtime's own: a time namespace file it may open, so only the offsets are wrong.
+            namespaces.as_array_mut().expect("namespaces").push(json!({"type": "time", "path": "/proc/self/ns/time"}));
+            set(fx, "/linux/namespaces", namespaces);
+            set(fx, "/linux/timeOffsets", json!({"monotonic": {"secs": 10}}));
+        },
+        names: &["linux.timeOffsets: the time namespace /proc/self/ns/time is joined"],
+    },
+    Case {
+        name: "timeOffsets for a clock a time namespace does not offset",
+        breaks: |fx| {
+            let mut namespaces = fx.bundle.config()["linux"]["namespaces"].clone();
+            namespaces.as_array_mut().expect("namespaces").push(json!({"type": "time"}));
+            set(fx, "/linux/namespaces", namespaces);
+            set(fx, "/linux/timeOffsets", json!({"realtime": {"secs": 10}}));
+        },
+        names: &["is no clock a time namespace offsets"],
+    },
+    Case {
         name: "cgroupsPath escaping the cgroup root with \"..\"",
         breaks: |fx| set(fx, "/linux/cgroupsPath", json!("/../../escape")),
         names: &["linux.cgroupsPath"],

@@ -28,6 +28,7 @@ pub fn check(config: &Path, spec: &Spec) -> Result<()> {
         user_mapped(linux, process.user()).map_err(bad)?;
     }
     namespaces(linux).map_err(bad)?;
+    time_offsets(linux).map_err(bad)?;
     devices(linux).map_err(bad)?;
     intel_rdt(linux).map_err(bad)?;
     seccomp_flags(linux).map_err(bad)?;
@@ -209,6 +210,22 @@ fn namespaces(linux: &oci_spec::runtime::Linux) -> Check {
         namespace_file(path, ns.typ()).map_err(|reason| format!("{field}: {reason}"))?;
     }
     Ok(())
+}
+
+/// `linux.timeOffsets` go into a new time namespace: refused without one
+/// (runc's words), for one joined by path (its offsets were fixed when its
+/// first process entered), and for a clock the kernel does not offset.
+fn time_offsets(linux: &oci_spec::runtime::Linux) -> Check {
+    let Some(offsets) = linux.time_offsets().as_ref() else { return Ok(()) };
+    let time = linux.namespaces().iter().flatten().find(|ns| ns.typ() == LinuxNamespaceType::Time);
+    match time.map(|ns| ns.path().as_deref()) {
+        None => return Err("linux.timeOffsets: time namespace offsets specified, but time namespace isn't enabled in the config".into()),
+        Some(Some(path)) => {
+            return Err(format!("linux.timeOffsets: the time namespace {} is joined, and its offsets are fixed", path.display()))
+        }
+        Some(None) => {}
+    }
+    crate::engine::process::time_ns::offset_lines(offsets).map(drop).map_err(|e| e.to_string())
 }
 
 const NSFS_MAGIC: i64 = 0x6e73_6673;
@@ -515,6 +532,21 @@ mod tests {
             let err = hugepage_limits(&linux(serde_json::json!({"hugepageLimits": [{"pageSize": bad, "limit": 1}]}))).unwrap_err();
             assert!(err.starts_with("linux.resources.hugepageLimits[0].pageSize"), "{err}");
         }
+    }
+
+    #[test]
+    fn time_offsets_need_a_new_time_namespace_and_known_clocks() {
+        let linux = |namespaces: serde_json::Value, offsets: serde_json::Value| -> oci_spec::runtime::Linux {
+            serde_json::from_value(serde_json::json!({"namespaces": namespaces, "timeOffsets": offsets})).unwrap()
+        };
+        let monotonic = serde_json::json!({"monotonic": {"secs": 10}});
+        assert_eq!(time_offsets(&linux(serde_json::json!([{"type": "time"}]), monotonic.clone())), Ok(()));
+        let err = time_offsets(&linux(serde_json::json!([{"type": "pid"}]), monotonic.clone())).unwrap_err();
+        assert!(err.contains("time namespace isn't enabled in the config"), "{err}");
+        let err = time_offsets(&linux(serde_json::json!([{"type": "time", "path": "/proc/1/ns/time"}]), monotonic)).unwrap_err();
+        assert!(err.contains("/proc/1/ns/time is joined"), "{err}");
+        let err = time_offsets(&linux(serde_json::json!([{"type": "time"}]), serde_json::json!({"realtime": {"secs": 1}}))).unwrap_err();
+        assert!(err.contains("\"realtime\" is no clock"), "{err}");
     }
 
     #[test]
