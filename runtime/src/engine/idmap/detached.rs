@@ -8,6 +8,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
+use nix::mount::MsFlags;
 use oci_spec::runtime::Spec;
 
 use crate::engine::idmap::hook::{ensure_destination, hook, HookError};
@@ -74,7 +75,7 @@ pub fn install(
             !planned.iter().any(|p| p.index == index - 1)
         });
     }
-    let mounts = make_all(planned, receiving(&bundle.spec), min_fd).map_err(config_error)?;
+    let mounts = make_all(planned, receiving(&bundle.spec), min_fd, Inherit::Yes).map_err(config_error)?;
     let (errors, errors_w) = error_pipe(min_fd).map_err(config_error)?;
     let hook = hook(&bundle.rootfs, errors_w.as_raw_fd(), &mounts);
     crate::engine::engine_bundle::prepend_create_container(spec, hook);
@@ -92,7 +93,7 @@ pub fn install_for_init(
     min_fd: RawFd,
 ) -> crate::error::Result<Vec<Detached>> {
     let config_error = |err: DetachedError| crate::error::Error::Config { path: bundle.path.join("config.json"), reason: err.to_string() };
-    let mounts = make_for_init(planned, receiving(&bundle.spec), min_fd).map_err(config_error)?;
+    let mounts = make_all(planned, receiving(&bundle.spec), min_fd, Inherit::No).map_err(config_error)?;
     for m in &mounts {
         if !rootfs.attach_detached(m.index, m.fd.as_raw_fd()) {
             return Err(crate::error::Error::Invalid(format!(
@@ -168,18 +169,6 @@ pub struct Detached {
     pub is_dir: bool,
 }
 
-/// Makes every planned mount, in order; the first failure names the mount,
-/// the syscall and the errno. `min_fd` keeps the fds above `--preserve-fds`.
-pub fn make_all(planned: &[Planned], propagation: u64, min_fd: RawFd) -> Result<Vec<Detached>, DetachedError> {
-    make_each(planned, propagation, min_fd, Inherit::Yes)
-}
-
-/// `make_all` for the init's own rootfs steps: the same mounts, each fd
-/// close-on-exec, so that no hook and no program of the container gets one.
-pub fn make_for_init(planned: &[Planned], propagation: u64, min_fd: RawFd) -> Result<Vec<Detached>, DetachedError> {
-    make_each(planned, propagation, min_fd, Inherit::No)
-}
-
 /// The propagation a detached mount gets before it leaves the host's side:
 /// what the container's other mounts get from `rootfsPropagation` once
 /// its mount namespace is made (slave by default; 0 for shared: left a
@@ -187,22 +176,30 @@ pub fn make_for_init(planned: &[Planned], propagation: u64, min_fd: RawFd) -> Re
 /// a mount the container makes beneath the volume would appear on the
 /// host (kubelet's `/var/lib/kubelet` is rshared).
 pub fn receiving(spec: &Spec) -> u64 {
-    let root = spec.linux().as_ref().and_then(|l| l.rootfs_propagation().as_deref()).unwrap_or("");
-    match root.trim_start_matches('r') {
-        "shared" => 0,
-        "private" => libc::MS_PRIVATE,
-        _ => libc::MS_SLAVE,
+    let root = spec.linux().as_ref().and_then(|l| l.rootfs_propagation().as_deref()).filter(|r| !r.is_empty());
+    let flags = root.and_then(crate::engine::mount::propagation::propagation_flags).unwrap_or(MsFlags::MS_SLAVE);
+    if flags.contains(MsFlags::MS_SHARED) {
+        0
+    } else if flags.contains(MsFlags::MS_PRIVATE) {
+        libc::MS_PRIVATE
+    } else {
+        libc::MS_SLAVE
     }
 }
 
-/// Whether a detached mount's fd survives an exec.
+/// Whether a detached mount's fd survives an exec: yes for the engine's
+/// route (our createContainer step runs in a child of the init), no for
+/// our own rootfs steps (the init itself moves it in; no hook and no
+/// program of the container gets one).
 #[derive(Clone, Copy)]
 enum Inherit {
     Yes,
     No,
 }
 
-fn make_each(planned: &[Planned], propagation: u64, min_fd: RawFd, inherit: Inherit) -> Result<Vec<Detached>, DetachedError> {
+/// Makes every planned mount, in order; the first failure names the mount,
+/// the syscall and the errno. `min_fd` keeps the fds above `--preserve-fds`.
+fn make_all(planned: &[Planned], propagation: u64, min_fd: RawFd, inherit: Inherit) -> Result<Vec<Detached>, DetachedError> {
     planned.iter().map(|p| make(p, propagation, min_fd, inherit).map_err(|e| e.of(p.index, &p.destination))).collect()
 }
 

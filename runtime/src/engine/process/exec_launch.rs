@@ -10,9 +10,9 @@
 //! Where the kernel or the engine needs the intermediate, [`route`] says so
 //! and the engine's path runs: systemd's cgroups where the caller found no
 //! scope's directory to join (on v1, or an init outside its scope). The
-//! container's time namespace the child joins itself (setns(2) of one needs
-//! a single-threaded caller, which a forked child is). A seccomp notify filter's fd comes to us on
-//! a socket pair of the process's own (`seccomp_notify`).
+//! child joins the container's time namespace itself (setns(2) of one needs
+//! a single-threaded caller, which a forked child is), and sends a seccomp
+//! notify filter's fd to us on a socket pair of its own (`seccomp_notify`).
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};

@@ -71,17 +71,7 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
     }
     // Kept open until the engine's init has joined them.
     let route = match init_launch::route(&spec, cgroup_config.systemd_cgroup, opts.cgroups) {
-        // Our init steps send the notify fd to us, take the network devices from us and make a
-        // time namespace; the engine's need its intermediate or main process.
-        Route::Direct if opts.rootfs.is_none() && crate::engine::process::seccomp_notify::filter(&spec).is_some() => {
-            Route::Engine("a seccomp notify filter where the engine makes the rootfs")
-        }
-        Route::Direct if opts.rootfs.is_none() && crate::engine::process::net_devices::listed(&spec).is_some() => {
-            Route::Engine("network devices where the engine makes the rootfs")
-        }
-        Route::Direct if opts.rootfs.is_none() && lists_time_namespace(&spec) => {
-            Route::Engine("a time namespace where the engine makes the rootfs")
-        }
+        Route::Direct if opts.rootfs.is_none() => init_launch::needs_our_init(&spec).map_or(Route::Direct, Route::Engine),
         route => route,
     };
     let (spec, _joined) = match route {
@@ -146,11 +136,6 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
         .save()
         .map_err(|e| engine_err("record the state of")(&e))?;
     Ok(container)
-}
-
-fn lists_time_namespace(spec: &Spec) -> bool {
-    let listed = spec.linux().as_ref().and_then(|l| l.namespaces().as_ref());
-    listed.into_iter().flatten().any(|ns| ns.typ() == oci_spec::runtime::LinuxNamespaceType::Time)
 }
 
 /// The engine's bare "failed to prepare rootfs", completed with what the

@@ -72,6 +72,24 @@ pub fn route(spec: &Spec, systemd: bool, cgroups: &[Hierarchy]) -> Route {
     Route::Direct
 }
 
+/// What of `spec` only our own init steps serve without the engine's
+/// intermediate or main process: a seccomp notify filter (its fd comes to
+/// us on a socket pair), network devices (moved in before the init goes
+/// on) and a time namespace (the init makes or joins it). Where the engine
+/// makes the rootfs its init runs instead, so such a spec takes the
+/// engine's route there; this names why.
+pub fn needs_our_init(spec: &Spec) -> Option<&'static str> {
+    let linux = spec.linux().as_ref()?;
+    if seccomp_notify::filter(spec).is_some() {
+        return Some("a seccomp notify filter where the engine makes the rootfs");
+    }
+    if net_devices::listed(spec).is_some() {
+        return Some("network devices where the engine makes the rootfs");
+    }
+    let time = linux.namespaces().iter().flatten().any(|ns| ns.typ() == LinuxNamespaceType::Time);
+    time.then_some("a time namespace where the engine makes the rootfs")
+}
+
 /// Clones the init `args` describes and returns its pid once the engine's
 /// init steps are done and it waits for `start`.
 /// With `own`, our rootfs steps make the rootfs (`engine::rootfs::own`).
@@ -409,37 +427,31 @@ mod tests {
         assert!(engine(route(&spec(&[Pid], "system.slice:rp:c1"), false, &v1)));
     }
 
-    /// The init sends a notify filter's fd to us (`seccomp_notify`), so the
-    /// filter takes the direct route; `init::spawn` still sends it the
-    /// engine's way where the engine makes the rootfs.
+    /// A seccomp notify filter, network devices and a time namespace take
+    /// the direct route: our init steps serve them (`seccomp_notify`,
+    /// `net_devices`, `time_ns`); `needs_our_init` names each, for
+    /// `init::spawn` to send the spec the engine's way where the engine
+    /// makes the rootfs.
     #[test]
-    fn a_seccomp_notify_filter_needs_no_intermediate() {
-        let mut notify = spec(&[LinuxNamespaceType::Pid], "/pods/c1");
-        let seccomp = serde_json::from_value(serde_json::json!({
-            "defaultAction": "SCMP_ACT_ALLOW", "listenerPath": "/run/agent.sock",
-            "syscalls": [{"names": ["mkdir"], "action": "SCMP_ACT_NOTIFY"}]
-        }))
-        .unwrap();
-        if let Some(linux) = notify.linux_mut() {
-            linux.set_seccomp(Some(seccomp));
-        }
-        assert!(seccomp_notify::filter(&notify).is_some());
+    fn what_our_init_serves_needs_no_intermediate() {
+        let with = |field: &str, value: serde_json::Value| {
+            let mut linux = serde_json::json!({"namespaces": [{"type": "pid"}, {"type": "network"}], "cgroupsPath": "/pods/c1"});
+            linux[field] = value;
+            serde_json::from_value::<Spec>(serde_json::json!({"ociVersion": "1.3.0", "linux": linux})).unwrap()
+        };
+        let notify = serde_json::json!({"defaultAction": "SCMP_ACT_ALLOW", "listenerPath": "/run/agent.sock",
+            "syscalls": [{"names": ["mkdir"], "action": "SCMP_ACT_NOTIFY"}]});
+        let cases = [
+            (with("seccomp", notify), "seccomp notify"),
+            (with("netDevices", serde_json::json!({"dummy0": {"name": "eth7"}})), "network devices"),
+            (with("namespaces", serde_json::json!([{"type": "pid"}, {"type": "time"}])), "time namespace"),
+        ];
         let (v2, v1) = hosts();
-        assert_eq!(route(&notify, false, &v2), Route::Direct);
-        assert_eq!(route(&notify, false, &v1), Route::Direct);
-    }
-
-    /// We move network devices in before the init goes on (`net_devices`).
-    #[test]
-    fn network_devices_need_no_intermediate() {
-        let mut devices = spec(&[LinuxNamespaceType::Pid, LinuxNamespaceType::Network], "/pods/c1");
-        let listed = serde_json::from_value(serde_json::json!({"dummy0": {"name": "eth7"}})).unwrap();
-        if let Some(linux) = devices.linux_mut() {
-            linux.set_net_devices(Some(listed));
+        for (spec, what) in &cases {
+            assert_eq!(route(spec, false, &v2), Route::Direct, "{what}");
+            assert_eq!(route(spec, false, &v1), Route::Direct, "{what}");
+            assert!(needs_our_init(spec).is_some_and(|why| why.contains(what)), "{what}");
         }
-        assert!(net_devices::listed(&devices).is_some());
-        let (v2, v1) = hosts();
-        assert_eq!(route(&devices, false, &v2), Route::Direct);
-        assert_eq!(route(&devices, false, &v1), Route::Direct);
+        assert_eq!(needs_our_init(&with("sysctl", serde_json::json!({}))), None);
     }
 }

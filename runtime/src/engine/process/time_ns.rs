@@ -13,6 +13,8 @@ use nix::errno::Errno;
 use nix::sched::CloneFlags;
 use oci_spec::runtime::LinuxTimeOffset;
 
+use crate::sys::io_errno::errno_of;
+
 /// The clocks a time namespace offsets.
 const CLOCKS: [&str; 2] = ["monotonic", "boottime"];
 
@@ -49,7 +51,7 @@ pub fn make_and_enter(offsets: Option<&HashMap<String, LinuxTimeOffset>>) -> Res
     let lines = offsets.map(offset_lines).transpose()?.unwrap_or_default();
     nix::sched::unshare(flag()).map_err(|errno| TimeNsError::Call { call: "unshare(CLONE_NEWTIME)", errno })?;
     if !lines.is_empty() {
-        let errno = |e: std::io::Error| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO));
+        let errno = |e: std::io::Error| errno_of(&e);
         let mut file = File::options()
             .write(true)
             .open("/proc/self/timens_offsets")
@@ -58,10 +60,8 @@ pub fn make_and_enter(offsets: Option<&HashMap<String, LinuxTimeOffset>>) -> Res
             file.write_all(line.as_bytes()).map_err(|e| TimeNsError::Call { call: "write /proc/self/timens_offsets", errno: errno(e) })?;
         }
     }
-    let ns = File::open("/proc/self/ns/time_for_children").map_err(|e| TimeNsError::Call {
-        call: "open /proc/self/ns/time_for_children",
-        errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-    })?;
+    let ns = File::open("/proc/self/ns/time_for_children")
+        .map_err(|e| TimeNsError::Call { call: "open /proc/self/ns/time_for_children", errno: errno_of(&e) })?;
     nix::sched::setns(ns, flag()).map_err(|errno| TimeNsError::Call { call: "setns(time_for_children)", errno })
 }
 
