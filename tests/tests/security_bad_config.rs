@@ -159,6 +159,24 @@ const CASES: &[Case] = &[
         names: &["is no clock a time namespace offsets"],
     },
     Case {
+        name: "a seccomp notify filter whose listenerPath no agent listens on (the fd goes nowhere)",
+        breaks: |fx| {
+            seccomp_with_rule(fx, json!({"names": ["mkdir"], "action": "SCMP_ACT_NOTIFY"}));
+            set(fx, "/linux/seccomp/listenerPath", json!("/nonexistent/rustpod-agent.sock"));
+        },
+        names: &["linux.seccomp.listenerPath /nonexistent/rustpod-agent.sock: connect"],
+    },
+    Case {
+        name: "a seccomp notify filter without a listenerPath",
+        breaks: |fx| seccomp_with_rule(fx, json!({"names": ["mkdir"], "action": "SCMP_ACT_NOTIFY"})),
+        names: &["listenerPath"],
+    },
+    Case {
+        name: "a netDevices link the host does not have",
+        breaks: |fx| set(fx, "/linux/netDevices", json!({"rustpod-nolink0": {"name": "eth7"}})),
+        names: &["linux.netDevices[\"rustpod-nolink0\"]", "rustpod-nolink0"],
+    },
+    Case {
         name: "cgroupsPath escaping the cgroup root with \"..\"",
         breaks: |fx| set(fx, "/linux/cgroupsPath", json!("/../../escape")),
         names: &["linux.cgroupsPath"],

@@ -32,6 +32,8 @@ pub fn check(config: &Path, spec: &Spec) -> Result<()> {
     devices(linux).map_err(bad)?;
     intel_rdt(linux).map_err(bad)?;
     seccomp_flags(linux).map_err(bad)?;
+    seccomp_listener(linux).map_err(bad)?;
+    net_devices(linux).map_err(bad)?;
     seccomp_archs(linux).map_err(bad)?;
     memory(linux).map_err(bad)?;
     hugepage_limits(linux).map_err(bad)?;
@@ -283,6 +285,51 @@ fn seccomp_flags(linux: &oci_spec::runtime::Linux) -> Check {
         ));
     }
     Ok(())
+}
+
+/// A notify action's fd goes to the listener: without one, the init would
+/// load the filter and only then fail, so it is refused before anything
+/// is made.
+fn seccomp_listener(linux: &oci_spec::runtime::Linux) -> Check {
+    let Some(seccomp) = linux.seccomp() else { return Ok(()) };
+    let listener = seccomp.listener_path().as_deref().filter(|p| !p.as_os_str().is_empty());
+    if libcontainer::seccomp::is_notify(seccomp) && listener.is_none() {
+        return Err("linux.seccomp.listenerPath: an SCMP_ACT_NOTIFY action needs a listener to send the filter's fd to".into());
+    }
+    Ok(())
+}
+
+/// `linux.netDevices`, before anything is made: the container has a
+/// network namespace to move them into, each is a link of ours, and each
+/// new name is one the kernel takes (`dev_valid_name`).
+fn net_devices(linux: &oci_spec::runtime::Linux) -> Check {
+    let Some(devices) = linux.net_devices().as_ref().filter(|d| !d.is_empty()) else { return Ok(()) };
+    if !linux.namespaces().iter().flatten().any(|ns| ns.typ() == LinuxNamespaceType::Network) {
+        return Err("linux.netDevices: unable to move network devices without a private NET namespace".into());
+    }
+    let mut names: Vec<_> = devices.iter().collect();
+    names.sort_by(|a, b| a.0.cmp(b.0));
+    for (name, device) in names {
+        let index = std::ffi::CString::new(name.as_str())
+            // SAFETY: a NUL-terminated name; if_nametoindex only reads it.
+            .map(|c| unsafe { libc::if_nametoindex(c.as_ptr()) })
+            .unwrap_or(0);
+        if index == 0 {
+            return Err(format!("linux.netDevices[{name:?}]: if_nametoindex: {}", nix::errno::Errno::last()));
+        }
+        let new = device.name().as_deref().filter(|n| !n.is_empty()).unwrap_or(name);
+        if !is_link_name(new) {
+            return Err(format!(
+                "linux.netDevices[{name:?}].name {new:?}: not a name the kernel gives a link (1 to 15 bytes, not . or .., no '/', ':' or white space)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The kernel's `dev_valid_name`.
+fn is_link_name(name: &str) -> bool {
+    !name.is_empty() && name.len() < 16 && name != "." && name != ".." && !name.chars().any(|c| c == '/' || c == ':' || c.is_whitespace())
 }
 
 /// Only the architectures `features` lists: libseccomp fails the others
@@ -547,6 +594,32 @@ mod tests {
         assert!(err.contains("/proc/1/ns/time is joined"), "{err}");
         let err = time_offsets(&linux(serde_json::json!([{"type": "time"}]), serde_json::json!({"realtime": {"secs": 1}}))).unwrap_err();
         assert!(err.contains("\"realtime\" is no clock"), "{err}");
+    }
+
+    #[test]
+    fn a_notify_filter_needs_a_listener_and_net_devices_a_namespace_a_link_and_a_name() {
+        let linux = |value: serde_json::Value| -> oci_spec::runtime::Linux { serde_json::from_value(value).unwrap() };
+        let notify = |listener: serde_json::Value| {
+            linux(serde_json::json!({"seccomp": {"defaultAction": "SCMP_ACT_ALLOW", "listenerPath": listener,
+                "syscalls": [{"names": ["mkdir"], "action": "SCMP_ACT_NOTIFY"}]}}))
+        };
+        assert_eq!(seccomp_listener(&notify(serde_json::json!("/run/agent.sock"))), Ok(()));
+        assert!(seccomp_listener(&notify(serde_json::json!(""))).unwrap_err().starts_with("linux.seccomp.listenerPath: "));
+        let net = |namespaces: serde_json::Value, devices: serde_json::Value| {
+            linux(serde_json::json!({"namespaces": namespaces, "netDevices": devices}))
+        };
+        let own = serde_json::json!([{"type": "network"}]);
+        assert_eq!(net(own.clone(), serde_json::json!({"lo": {"name": "eth7"}})).net_devices().as_ref().map(|d| d.len()), Some(1));
+        assert_eq!(net_devices(&net(own.clone(), serde_json::json!({"lo": {"name": "eth7"}}))), Ok(()));
+        let err = net_devices(&net(serde_json::json!([]), serde_json::json!({"lo": {}}))).unwrap_err();
+        assert!(err.contains("without a private NET namespace"), "{err}");
+        let err = net_devices(&net(own.clone(), serde_json::json!({"rustpod-nolink0": {}}))).unwrap_err();
+        assert_eq!(err, "linux.netDevices[\"rustpod-nolink0\"]: if_nametoindex: ENODEV: No such device");
+        // An empty name keeps the link's own (runtime-spec), so it is no bad name.
+        for bad in ["a/b", "a b", "..", "sixteen-bytes-xx"] {
+            let err = net_devices(&net(own.clone(), serde_json::json!({"lo": {"name": bad}}))).unwrap_err();
+            assert!(err.contains(".name"), "{bad:?}: {err}");
+        }
     }
 
     #[test]
