@@ -195,12 +195,14 @@ impl ShimContainerd {
     /// `ctr run MODE --config FILE flags… name` (MODE `-d` or `--rm`), FILE being `spec` written
     /// in `dir`.
     pub fn run_spec(&self, dir: &ScratchDir, name: &str, spec: &serde_json::Value, mode: &str, flags: &[String]) -> Output {
-        let file = dir.join_str(&format!("{name}.json"));
-        std::fs::write(&file, spec.to_string()).unwrap_or_else(|e| panic!("write {file}: {e}"));
-        let mut args = vec!["run", mode, "--config", file.as_str()];
-        args.extend(flags.iter().map(String::as_str));
-        args.push(name);
-        self.ctr(&args)
+        let file = write_spec(dir, name, spec);
+        self.ctr(&run_spec_args(&file, name, mode, flags))
+    }
+
+    /// `run_spec` in the background.
+    pub fn spawn_run_spec(&self, dir: &ScratchDir, name: &str, spec: &serde_json::Value, mode: &str, flags: &[String]) -> Spawned {
+        let file = write_spec(dir, name, spec);
+        self.spawn_ctr(&run_spec_args(&file, name, mode, flags))
     }
 
     /// `ctr run -d --config CONFIG flags… id`: a container from a full spec file.
@@ -299,6 +301,14 @@ pub fn write_spec(dir: &ScratchDir, name: &str, spec: &serde_json::Value) -> Str
     let path = dir.join_str(&format!("{name}.json"));
     std::fs::write(&path, spec.to_string()).expect("write spec");
     path
+}
+
+/// `run MODE --config FILE flags… name`.
+fn run_spec_args<'a>(file: &'a str, name: &'a str, mode: &'a str, flags: &'a [String]) -> Vec<&'a str> {
+    let mut args = vec!["run", mode, "--config", file];
+    args.extend(flags.iter().map(String::as_str));
+    args.push(name);
+    args
 }
 
 fn shell_quote(arg: &str) -> String {

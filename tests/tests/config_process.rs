@@ -5,6 +5,9 @@
 use rustpod_tests::assertions::assert_one_line_error;
 use rustpod_tests::checker::{self, report_with, strings, Report};
 use rustpod_tests::console::ConsoleSocket;
+use rustpod_tests::containerd::lingering;
+use rustpod_tests::scratch::ScratchDir;
+use rustpod_tests::shim::{self, ShimContainerd};
 use rustpod_tests::{conform, env, json, needs, skip, skip_if, Bundle, Runtime, Value};
 use std::collections::BTreeSet;
 
@@ -276,6 +279,38 @@ fn an_exec_sends_its_own_notify_fd_with_the_container_running_as_from_runc() {
         let out = execing.wait();
         assert!(!out.success() && out.stderr.contains("Operation not permitted"), "{name}: the listener's answer: {}", out.describe());
         drop(init_fd);
+    }
+}
+
+/// The same agent through containerd: its runc shim driving runc (the reference) and rustpod, and
+/// our shim (whose create helper runs our init steps). Each listener gets the init's fd with the
+/// container `creating` under its containerd name, and its EPERM is what the container's mkdir
+/// sees.
+#[test]
+fn the_seccomp_listener_gets_the_fd_through_containerd_runc_shim_and_our_shim() {
+    skip_if!(shim::blocker());
+    let ctd = ShimContainerd::start();
+    let rootfs = Bundle::new(&["true"]);
+    let dir = ScratchDir::new("notify-ctr");
+    for (path, flags) in shim::paths() {
+        let listener = ConsoleSocket::new();
+        let name = format!("notify-{path}");
+        let mut spec = ctd.oci_spec(&name, &rootfs.rootfs());
+        spec["root"]["readonly"] = json!(false);
+        spec["process"]["args"] = json!(["sh", "-c", lingering("mkdir /tmp/by-shim 2>&1; true")]);
+        let mut filter = seccomp(json!([{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_NOTIFY"}]));
+        filter["listenerPath"] = json!(listener.path());
+        spec["linux"]["seccomp"] = filter;
+        let running = ctd.spawn_run_spec(&dir, &name, &spec, "--rm", &flags);
+        let (message, fd) = listener.receive_message();
+        let state: Value = serde_json::from_slice(&message).unwrap_or_else(|e| panic!("{path}: the state is JSON ({e}): {message:?}"));
+        assert_eq!(state["fds"], json!(["seccompFd"]), "{path}: {state}");
+        assert_eq!(state["state"]["id"], name.as_str(), "{path}: {state}");
+        assert_eq!(state["state"]["status"], "creating", "{path}: {state}");
+        answer_one(&fd, libc::EPERM);
+        drop(fd);
+        let out = running.wait();
+        assert!(out.success() && out.stdout.contains("Operation not permitted"), "{path}: the listener's answer: {}", out.describe());
     }
 }
 

@@ -351,6 +351,43 @@ fn a_mount_made_beneath_an_idmapped_volume_never_reaches_the_host() {
     }
 }
 
+/// The same attack through containerd, in a user namespace (0 → 100000): its runc shim driving
+/// runc (the reference, recorded where it predates idmapped mounts) and rustpod, and our shim.
+#[test]
+fn a_mount_made_beneath_an_idmapped_volume_never_reaches_the_host_through_containerd() {
+    skip_if!(shim::blocker());
+    skip_if!(kernel_lacks(5, 12));
+    let ctd = ShimContainerd::start();
+    let host = HostMounts::new("idmap-leak-ctr");
+    let vol = host.shared_dir("vol");
+    fs::create_dir(vol.join("sub")).expect("mkdir");
+    let bundle = Bundle::new(&["true"]);
+    make_dirs(&bundle, &["/vol"]);
+    let dir = ScratchDir::new("idmap-leak-spec");
+    for (path, flags) in shim::paths() {
+        let name = format!("leak-{path}");
+        let mut spec = userns_ctr_spec(&ctd, &name, &bundle, idmapped(&vol, "/vol", &["rbind", "idmap"], None));
+        spec["process"]["args"] = json!(["sh", "-c", "mount -t tmpfs leak /vol/sub && touch /vol/sub/new"]);
+        for set in ["bounding", "effective", "permitted"] {
+            spec["process"]["capabilities"][set] = json!(["CAP_SYS_ADMIN"]);
+        }
+        let out = ctd.run_spec(&dir, &name, &spec, "--rm", &flags);
+        let leaked = is_mount_point(&vol.join("sub"));
+        if leaked {
+            // What the next path finds must be its own doing.
+            let _ = nix::mount::umount2(&vol.join("sub"), nix::mount::MntFlags::MNT_DETACH);
+        }
+        let reference = path == "runc-shim-runc" || env::testing_runc_itself();
+        if reference && (env::runc_before(&env::runc_bin(), (1, 2, 0)) || env::is_crun(&env::runc_bin())) {
+            eprintln!("{path}, for the record: leaked {leaked}; {}", out.describe());
+            continue;
+        }
+        assert!(out.success(), "{path}: {}", out.describe());
+        assert!(!leaked, "{path}: the container's tmpfs reached the host's {}", vol.display());
+        assert!(!vol.join("sub/new").exists(), "{path}: the write stayed in the tmpfs");
+    }
+}
+
 /// Configs we refuse before anything is made: one line naming the mount and the field,
 /// nothing left behind.
 #[test]
