@@ -52,6 +52,50 @@ fn the_container_sees_only_its_own_name_systemd_cgroup() {
     }
 }
 
+/// A user namespace, the container's own or a pod sandbox's joined by path (a `hostUsers: false`
+/// pod's containers), confines name=systemd alike: the container is in its own cgroup there.
+/// Until 2026-12-07 rustpod left a user-namespaced container in the host's root cgroup of
+/// name=systemd, whose mount then showed every host PID, `release_agent` and the other
+/// containers' cgroups by name. Next to runc.
+#[test]
+fn a_user_namespaced_container_sees_only_its_own_name_systemd_cgroup() {
+    skip_if!(blocker());
+    let mappings = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
+    let userns = |bundle: &mut Bundle, namespaces: Value| {
+        bundle.set("/linux/namespaces", namespaces);
+        bundle.set("/linux/uidMappings", mappings.clone());
+        bundle.set("/linux/gidMappings", mappings.clone());
+    };
+    let own = ["pid", "network", "ipc", "uts", "mount", "user"].map(|t| json!({"type": t}));
+    for rt in Runtime::runc_and_under_test() {
+        let who = rt.bin().display().to_string();
+        let mut sandbox = Bundle::new(SLEEP);
+        userns(&mut sandbox, json!(own));
+        let sandbox_id = rt.new_id("sdsand");
+        rt.start_container(&sandbox_id, &sandbox);
+        let pid = rt.pid(&sandbox_id);
+
+        let mut alone = Bundle::new(&["sh", "-c", ATTACK]);
+        userns(&mut alone, json!(own));
+        let mut member = Bundle::new(&["sh", "-c", ATTACK]);
+        let joined = [("user", "user"), ("network", "net"), ("ipc", "ipc"), ("uts", "uts")]
+            .map(|(t, link)| json!({"type": t, "path": format!("/proc/{pid}/ns/{link}")}));
+        let mut list = joined.to_vec();
+        list.extend([json!({"type": "pid"}), json!({"type": "mount"})]);
+        userns(&mut member, json!(list));
+        member.remove("/hostname");
+        for (what, bundle) in [("its own user namespace", &alone), ("the sandbox's user namespace", &member)] {
+            let id = rt.new_id("sduser");
+            let out = rt.run(&id, bundle, &[], b"");
+            assert!(out.success(), "{who}, {what}: {}", out.describe());
+            assert_confined(&format!("{who}, {what}"), &out.stdout, &cgroup::cgroups_path(&id));
+            rt.assert_nothing_left(&id, bundle.path());
+        }
+        rt.cmd(&["delete", "--force", &sandbox_id]).ok();
+        rt.assert_nothing_left(&sandbox_id, sandbox.path());
+    }
+}
+
 /// What an exec'd process reports: its name=systemd cgroup.
 const EXEC_ATTACK: &[&str] = &["sh", "-c", "grep :name=systemd: /proc/self/cgroup | cut -d: -f3"];
 

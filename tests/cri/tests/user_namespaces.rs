@@ -158,6 +158,13 @@ fn check_userns_pod(cri: &Cri, handler: &str, base: u32) {
     let made = std::fs::metadata(vols.empty_dir.join("by-pod")).expect("stat the pod's file on the host");
     assert_eq!(made.uid(), base, "a volume file the pod's root made (handler {handler})");
 
+    // On a v1 host: the container's name=systemd cgroup is its own, never the host's root
+    // (which would show every host PID, release_agent and the other pods' cgroups).
+    if std::path::Path::new("/sys/fs/cgroup/systemd/tasks").exists() {
+        let named = sh("grep :name=systemd: /proc/self/cgroup | cut -d: -f3");
+        assert!(named.len() > 1, "the container is in the host's root name=systemd cgroup (handler {handler}): {named:?}");
+        assert_eq!(sh("ls /sys/fs/cgroup/systemd/release_agent 2>&1 >/dev/null | wc -l"), "1", "release_agent shows (handler {handler})");
+    }
     // Unprivileged on the host: every uid of the container's init is the mapped one.
     assert_eq!(host_uids(pid), format!("{base} {base} {base} {base}"), "handler {handler}");
     // The sandbox made the user namespace; the container joined it.

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use oci_spec::runtime::{LinuxNamespaceType, Spec};
+use oci_spec::runtime::Spec;
 
 use crate::engine::cgroup::fs::{self as cgroup_fs, Hierarchy, ThreadCgroups};
 use crate::error::{Error, Result};
@@ -22,13 +22,14 @@ pub struct Joined {
 }
 
 /// [`join`] for the container `id` of `spec` (its engine spec), when its
-/// cgroups are ours to make: with the systemd driver (also the engine's
-/// choice for a user namespace), systemd places the processes.
+/// cgroups are ours to make: with `--systemd-cgroup`, systemd places the
+/// processes. A user namespace changes nothing here: the engine takes one
+/// for systemd's driver, but libcgroups makes v1 cgroups itself whatever
+/// the driver, and named hierarchies exist only on v1.
 pub fn join_for(cgroups: &[Hierarchy], own: &ThreadCgroups, id: &str, spec: &Spec, systemd: bool) -> Result<Option<Joined>> {
     let Some(linux) = spec.linux().as_ref() else { return Ok(None) };
-    let user_ns = linux.namespaces().as_ref().is_some_and(|ns| ns.iter().any(|n| n.typ() == LinuxNamespaceType::User));
     let path = libcontainer::utils::get_cgroup_path(linux.cgroups_path(), id);
-    if systemd || user_ns || crate::engine::cgroup::manager::is_systemd_form(&path) || crate::engine::cgroup::manager::is_root(&path) {
+    if systemd || crate::engine::cgroup::manager::is_systemd_form(&path) || crate::engine::cgroup::manager::is_root(&path) {
         return Ok(None);
     }
     join(cgroups, own, &path).map(Some)
