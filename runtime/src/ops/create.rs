@@ -113,10 +113,16 @@ fn build(
             None
         }
     };
-    if own_rootfs.is_none() {
-        crate::engine::idmap::plan::refuse_out_of_order(&bundle.spec, idmapped)
-            .map_err(|e| Error::Config { path: bundle.path.join("config.json"), reason: e.to_string() })?;
-    }
+    let engine_order;
+    let idmapped = match own_rootfs {
+        Some(_) => idmapped,
+        None => {
+            engine_order = crate::engine::idmap::plan::keep_engine_order(&bundle.spec, idmapped.to_vec());
+            crate::engine::idmap::plan::refuse_out_of_order(&bundle.spec, &engine_order)
+                .map_err(|e| Error::Config { path: bundle.path.join("config.json"), reason: e.to_string() })?;
+            &engine_order
+        }
+    };
     let engine_opts = EngineOptions { systemd_cgroup: opts.systemd_cgroup, cgroups, own_rootfs: own_rootfs.is_some() };
     let mut spec = engine_bundle::engine_spec(&dir.id, bundle, &engine_opts)?;
     // Made here, moved in by the init at their place in the spec's order on

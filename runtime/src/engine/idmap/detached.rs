@@ -93,6 +93,10 @@ pub fn install_for_init(
     min_fd: RawFd,
 ) -> crate::error::Result<Vec<Detached>> {
     let config_error = |err: DetachedError| crate::error::Error::Config { path: bundle.path.join("config.json"), reason: err.to_string() };
+    if rootfs.in_userns {
+        // The container's root may not write a root-owned image.
+        make_destinations_on_rootfs(&bundle.spec, &bundle.rootfs, planned).map_err(config_error)?;
+    }
     let mounts = make_all(planned, receiving(&bundle.spec), min_fd, Inherit::No).map_err(config_error)?;
     for m in &mounts {
         if !rootfs.attach_detached(m.index, m.fd.as_raw_fd()) {

@@ -109,16 +109,23 @@ pub fn plan(spec: &Spec) -> Result<Vec<Planned>, PlanError> {
             planned.extend(plan_one(spec, index, mount, &bad).ok());
         }
     }
-    // A plain bind that a later engine mount overlaps stays the engine's (so keeps its order).
+    if let Some(p) = planned.iter().find(|p| p.mapping != Mapping::Unmapped).filter(|_| !nix::unistd::geteuid().is_root()) {
+        return Err(PlanError::Rootless { index: p.index, destination: p.destination.clone() });
+    }
+    Ok(planned)
+}
+
+/// Where the engine makes the rootfs: `planned` less each plain bind that a
+/// later engine mount overlaps, which stays the engine's to keep its order.
+/// Our own rootfs steps move every detached tree in at its place.
+pub fn keep_engine_order(spec: &Spec, mut planned: Vec<Planned>) -> Vec<Planned> {
+    let mounts = spec.mounts().as_deref().unwrap_or_default();
     while let Some(i) =
         planned.iter().position(|p| p.mapping == Mapping::Unmapped && check_order(mounts, p.index, &routed(&planned)).is_err())
     {
         planned.remove(i);
     }
-    if let Some(p) = planned.iter().find(|p| p.mapping != Mapping::Unmapped).filter(|_| !nix::unistd::geteuid().is_root()) {
-        return Err(PlanError::Rootless { index: p.index, destination: p.destination.clone() });
-    }
-    Ok(planned)
+    planned
 }
 
 /// Where the engine makes the rootfs, our mounts go on after all of its own
@@ -292,6 +299,24 @@ mod tests {
         assert!(matches!(&err, PlanError::Field { index: 0, field: "destination", .. }), "{err}");
         let err = err.to_string();
         assert!(err.contains("mounts[1] (/d/sub) comes later"), "{err}");
+    }
+
+    /// In a user namespace every plain bind is made on the host's side (as root). Where the
+    /// engine makes the rest, one that a later mount overlaps stays the engine's, in its place.
+    #[test]
+    fn plain_binds_of_a_userns_container_are_host_side_until_the_engine_needs_their_order() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: host-side binds are planned for root only");
+            return;
+        }
+        let m = json!([{"destination": "/a", "type": "bind", "source": "/tmp", "options": ["rbind"]},
+                       {"destination": "/b", "type": "bind", "source": "/tmp", "options": ["rbind"]},
+                       {"destination": "/b/sub", "type": "tmpfs", "source": "tmpfs"}]);
+        let spec = spec(m, userns());
+        let planned = plan(&spec).unwrap();
+        assert_eq!(routed(&planned), [0, 1], "our rootfs steps move each in at its place");
+        assert!(planned.iter().all(|p| p.mapping == Mapping::Unmapped));
+        assert_eq!(routed(&keep_engine_order(&spec, planned)), [0]);
     }
 
     #[test]

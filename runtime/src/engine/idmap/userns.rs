@@ -70,7 +70,7 @@ fn write_maps_and_open(pid: i32, uid: &[LinuxIdMapping], gid: &[LinuxIdMapping])
 }
 
 /// The kernel takes a map in one write(2).
-fn write_map(pid: i32, file: &str, mappings: &[LinuxIdMapping]) -> Result<(), UsernsError> {
+pub(crate) fn write_map(pid: i32, file: &str, mappings: &[LinuxIdMapping]) -> Result<(), UsernsError> {
     let text = map_text(mappings);
     let path = format!("/proc/{pid}/{file}");
     let mut f = match File::options().write(true).open(&path) {

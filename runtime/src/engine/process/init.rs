@@ -63,7 +63,7 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
     let linux = spec.linux().as_ref().ok_or_else(|| Error::Invalid("the spec has no linux section".into()))?;
     let cgroup_config = libcgroups::common::CgroupConfig {
         cgroup_path: libcontainer::utils::get_cgroup_path(linux.cgroups_path(), &dir.id),
-        systemd_cgroup: opts.systemd_cgroup || user_ns_config.is_some(),
+        systemd_cgroup: systemd_driver(&spec, opts.systemd_cgroup, opts.rootfs.is_some()),
         container_name: dir.id.clone(),
     };
     if linux.namespaces().is_some() {
@@ -136,6 +136,16 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
         .save()
         .map_err(|e| engine_err("record the state of")(&e))?;
     Ok(container)
+}
+
+/// Whether systemd places the container's cgroup. The engine's builder
+/// takes any user namespace for a rootless container under systemd (where
+/// the engine makes the rootfs, as it always has here); on our rootfs route
+/// only `--systemd-cgroup` does.
+fn systemd_driver(spec: &Spec, systemd_cgroup: bool, own_rootfs: bool) -> bool {
+    let listed = spec.linux().as_ref().and_then(|l| l.namespaces().as_ref());
+    let user_ns = listed.into_iter().flatten().any(|ns| ns.typ() == oci_spec::runtime::LinuxNamespaceType::User);
+    systemd_cgroup || (user_ns && !own_rootfs)
 }
 
 /// The engine's bare "failed to prepare rootfs", completed with what the

@@ -11,8 +11,11 @@
 //! [`born_namespaces`]).
 //!
 //! [`route`] keeps the engine's intermediate where its steps are needed: a
-//! new user namespace (mapped by the parent between the intermediate's
-//! unshare and its fork) and systemd on a v1 host. On our rootfs route the
+//! user namespace joined by path (the namespaces made after it must be its
+//! own, the pid one too, so something must join it before the init's
+//! clone) and systemd on a v1 host. A new user namespace is made by the
+//! init's clone with the others, mapped by us while the init waits
+//! (`user_ns`). On our rootfs route the
 //! init makes a new time namespace itself (`time_ns`), sends a seccomp
 //! notify filter's fd to us on a socket pair of its own (`seccomp_notify`),
 //! and finds the network devices we moved into its namespace before it
@@ -42,7 +45,7 @@ use crate::engine::cgroup::fs::Hierarchy;
 use crate::engine::cgroup::{manager, v1_setup, v2_setup};
 use crate::engine::process::child_init;
 use crate::engine::process::init_steps::Init;
-use crate::engine::process::{net_devices, seccomp_notify};
+use crate::engine::process::{net_devices, seccomp_notify, user_ns};
 use crate::engine::rootfs::prepare::Rootfs;
 use crate::error::{Error, Result};
 use crate::sys::children_pid_ns;
@@ -65,9 +68,9 @@ pub fn route(spec: &Spec, systemd: bool, cgroups: &[Hierarchy]) -> Route {
     if systemd && !crate::engine::cgroup::fs::is_unified(cgroups) {
         return Route::Engine("systemd's driver on a cgroup v1 host is the engine's");
     }
-    let listed = |typ| linux.namespaces().iter().flatten().any(|ns| ns.typ() == typ);
-    if listed(LinuxNamespaceType::User) {
-        return Route::Engine("a new user namespace is mapped between the intermediate's unshare and its fork");
+    if user_ns::is_joined(spec) {
+        // What the clone or the init makes must be owned by the joined one.
+        return Route::Engine("a joined user namespace must own the namespaces made after it: the engine's intermediate joins it first");
     }
     Route::Direct
 }
@@ -80,6 +83,9 @@ pub fn route(spec: &Spec, systemd: bool, cgroups: &[Hierarchy]) -> Route {
 /// engine's route there; this names why.
 pub fn needs_our_init(spec: &Spec) -> Option<&'static str> {
     let linux = spec.linux().as_ref()?;
+    if user_ns::is_new(spec) {
+        return Some("a new user namespace where the engine makes the rootfs");
+    }
     if seccomp_notify::filter(spec).is_some() {
         return Some("a seccomp notify filter where the engine makes the rootfs");
     }
@@ -110,7 +116,8 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<
         Some(root) if !by_systemd => Some(v2_setup::prepare(root, config, resources(args))?),
         _ => None,
     };
-    let born = born_namespaces(&args.spec);
+    // A new user namespace comes first in the clone and owns the others.
+    let born = born_namespaces(&args.spec) | own.map_or(CloneFlags::empty(), |_| user_ns::new_flag(&args.spec));
     // The mount, cgroup and UTS namespaces our init steps make: unshared by
     // the init itself once it is in its cgroup.
     let unshared = own.map_or(CloneFlags::empty(), |_| own_namespaces(&args.spec));
@@ -143,7 +150,7 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<
             let _ = main_receiver.close();
             let _ = init_sender.close();
             drop(go_write);
-            let before = || before_init(args, go_read);
+            let before = || before_init(args, go_read, born.contains(CloneFlags::CLONE_NEWUSER));
             if let Some((ours, _)) = &notify {
                 let _ = nix::unistd::close(ours.as_raw_fd());
             }
@@ -163,7 +170,8 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<
             let _ = main_sender.close();
             let _ = init_receiver.close();
             let notify = notify.map(|(ours, _)| ours);
-            let result = serve(args, cgroups, id, pid, go_write, notify, &mut main_receiver, &mut init_sender);
+            let mapped = born.contains(CloneFlags::CLONE_NEWUSER);
+            let result = serve(args, cgroups, mapped, id, pid, go_write, notify, &mut main_receiver, &mut init_sender);
             let _ = init_sender.close();
             let _ = main_receiver.close();
             if result.is_err() {
@@ -266,12 +274,13 @@ fn pid_namespace(args: &ContainerArgs) -> PidNs<'_> {
 
 /// The parent's part, what the engine's main process does for an init:
 /// the cgroup (before the init may go on; `cgroups` None when it was born
-/// in it), the prestart and createRuntime hooks when it asks, a seccomp
+/// in it), the maps of its new user namespace (`mapped`), the prestart and createRuntime hooks when it asks, a seccomp
 /// notify filter's fd to its listener (on `notify`), then its readiness.
 #[allow(clippy::too_many_arguments)]
 fn serve(
     args: &ContainerArgs,
     cgroups: Option<&[Hierarchy]>,
+    mapped: bool,
     id: &str,
     pid: Pid,
     go: OwnedFd,
@@ -282,6 +291,9 @@ fn serve(
     let engine_err = |e: &(dyn std::error::Error + 'static)| Error::engine("create", id, e);
     if let Some(cgroups) = cgroups {
         join_cgroup(args, cgroups, pid)?;
+    }
+    if mapped {
+        user_ns::write_maps(&args.spec, pid).map_err(|e| Error::Invalid(format!("create {id}: user namespace: {e}")))?;
     }
     if let Some(devices) = net_devices::listed(&args.spec) {
         let addrs = net_devices::move_in(&args.spec, devices, pid.as_raw()).map_err(|e| Error::Invalid(format!("create {id}: {e}")))?;
@@ -330,9 +342,10 @@ fn resources(args: &ContainerArgs) -> Option<&oci_spec::runtime::LinuxResources>
     args.spec.linux().as_ref().and_then(|l| l.resources().as_ref())
 }
 
-/// The child's steps before the engine's: wait until it is in its cgroup,
+/// The child's steps before the engine's: wait until it is in its cgroup
+/// (and its new user namespace mapped: `mapped`, where it becomes root),
 /// then the rlimits (the intermediate's last step).
-fn before_init(args: &ContainerArgs, go: OwnedFd) -> std::result::Result<(), SyscallError> {
+fn before_init(args: &ContainerArgs, go: OwnedFd, mapped: bool) -> std::result::Result<(), SyscallError> {
     let mut byte = [0u8; 1];
     match nix::unistd::read(go.as_fd().as_raw_fd(), &mut byte) {
         Ok(1) => {}
@@ -341,6 +354,9 @@ fn before_init(args: &ContainerArgs, go: OwnedFd) -> std::result::Result<(), Sys
     }
     drop(go);
     let syscall = args.syscall.create_syscall();
+    if mapped {
+        syscall.set_id(nix::unistd::Uid::from_raw(0), nix::unistd::Gid::from_raw(0))?;
+    }
     let rlimits = args.spec.process().as_ref().and_then(|p| p.rlimits().clone()).unwrap_or_default();
     for rlimit in &rlimits {
         syscall.set_rlimit(rlimit)?;
@@ -420,7 +436,11 @@ mod tests {
         let engine = |r: Route| matches!(r, Route::Engine(_));
         let (v2, v1) = hosts();
         for host in [&v2, &v1] {
-            assert!(engine(route(&spec(&[Pid, User], "/pods/c1"), false, host)));
+            assert_eq!(route(&spec(&[Pid, User], "/pods/c1"), false, host), Route::Direct, "the init's clone makes it");
+            let mut joined = spec(&[Pid], "/pods/c1");
+            let user = LinuxNamespaceBuilder::default().typ(User).path("/proc/7/ns/user").build().unwrap();
+            joined.linux_mut().as_mut().unwrap().namespaces_mut().as_mut().unwrap().push(user);
+            assert!(engine(route(&joined, false, host)));
             assert_eq!(route(&spec(&[Pid, Time], "/pods/c1"), false, host), Route::Direct, "the init makes it (time_ns)");
         }
         assert!(engine(route(&spec(&[Pid], "/pods/c1"), true, &v1)));
@@ -445,6 +465,7 @@ mod tests {
             (with("seccomp", notify), "seccomp notify"),
             (with("netDevices", serde_json::json!({"dummy0": {"name": "eth7"}})), "network devices"),
             (with("namespaces", serde_json::json!([{"type": "pid"}, {"type": "time"}])), "time namespace"),
+            (with("namespaces", serde_json::json!([{"type": "pid"}, {"type": "user"}])), "user namespace"),
         ];
         let (v2, v1) = hosts();
         for (spec, what) in &cases {

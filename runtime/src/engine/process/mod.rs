@@ -26,4 +26,5 @@ pub mod sealed_exe;
 pub mod seccomp_notify;
 pub mod tenant;
 pub mod time_ns;
+pub mod user_ns;
 pub mod wait;

@@ -50,7 +50,8 @@ pub fn decide(bundle: &Bundle, req: &Request) -> Result<Rootfs, &'static str> {
         !crate::engine::cgroup::fs::is_unified(req.cgroups) && spec.mounts().iter().flatten().any(|m| m.typ().as_deref() == Some("cgroup"));
     let own = if needs_own { req.thread_cgroups.text().map_err(|_| "no /proc/thread-self/cgroup")? } else { "" };
     let placed = placed(req.cgroups, &container_cgroup(linux, req.id), own);
-    let mut rootfs = Rootfs::from_spec(&spec, &bundle.rootfs, false, &placed, cgroupns)?;
+    let in_userns = crate::engine::process::user_ns::is_new(&spec);
+    let mut rootfs = Rootfs::from_spec(&spec, &bundle.rootfs, in_userns, &placed, cgroupns)?;
     rootfs.no_pivot = req.no_pivot;
     Ok(rootfs)
 }

@@ -105,15 +105,25 @@ impl Rootfs {
         })
     }
 
-    /// Hands over the detached tree of the idmapped mount `mounts[index]`:
-    /// `fd` must stay open in this process until the init is cloned.
-    /// False when no such mount is planned.
+    /// Hands over the detached tree of `mounts[index]`, an idmapped mount
+    /// or, in a user namespace, a bind made on the host's side (the
+    /// container's root may not reach its source): `fd` must stay open in
+    /// this process until the init is cloned. False when no such mount is
+    /// planned.
     pub fn attach_detached(&mut self, index: usize, fd: RawFd) -> bool {
-        let step = self.mounts.iter_mut().find_map(|step| match step {
-            Step::Detached { mount, fd } if mount.index == index => Some(fd),
-            _ => None,
-        });
-        step.map(|slot| *slot = Some(fd)).is_some()
+        let Some(step) = self.mounts.iter_mut().find(|step| match step {
+            Step::Detached { mount, .. } => mount.index == index,
+            Step::Mount(m) => self.in_userns && m.index == index && matches!(m.kind, Kind::Bind { .. }),
+            _ => false,
+        }) else {
+            return false;
+        };
+        let mount = match step {
+            Step::Detached { mount, .. } | Step::Mount(mount) => mount.clone(),
+            _ => return false,
+        };
+        *step = Step::Detached { mount, fd: Some(fd) };
+        true
     }
 
     /// Before the createContainer hooks, in the container's mount
@@ -537,5 +547,24 @@ mod tests {
                 "move fs:tmpfs /a/d/sub".into(),
             ]
         );
+    }
+
+    /// In a user namespace a plain bind's tree may come from the host's side (its source may
+    /// be out of the container root's reach); without one only idmapped mounts do.
+    #[test]
+    fn in_a_user_namespace_a_plain_bind_takes_a_detached_tree() {
+        use std::os::fd::AsRawFd;
+        let mounts = serde_json::json!({"mounts": [
+            {"destination": "/t", "type": "tmpfs", "source": "tmpfs"},
+            {"destination": "/v", "type": "bind", "source": "/host/vol", "options": ["rbind"]}
+        ]});
+        let sys = Recording::default();
+        let tree = sys.open_tree(Path::new("/host/vol"), true).unwrap();
+        let mut plain = Rootfs::from_spec(&spec(mounts.clone()), Path::new("/b/rootfs"), false, &[], false).unwrap();
+        assert!(!plain.attach_detached(1, tree.as_raw_fd()), "no user namespace: bound by the init");
+        let mut userns = Rootfs::from_spec(&spec(mounts), Path::new("/b/rootfs"), true, &[], false).unwrap();
+        assert!(!userns.attach_detached(0, tree.as_raw_fd()), "a tmpfs is made inside");
+        assert!(userns.attach_detached(1, tree.as_raw_fd()));
+        assert!(matches!(&userns.mounts[1], Step::Detached { mount, fd: Some(_) } if mount.destination == Path::new("/v")));
     }
 }
