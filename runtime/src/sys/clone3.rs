@@ -34,9 +34,10 @@ pub enum Forked {
     Child,
 }
 
-/// Forks a child in new namespaces of `namespaces` (`CLONE_NEW*` flags)
-/// that starts in the cgroup `cgroup` is open on (a directory fd of a
-/// cgroup2 filesystem), if given.
+/// Forks a child in new namespaces of `namespaces` (`CLONE_NEW*` flags,
+/// and `CLONE_PARENT` for a child of our own parent, which signals it as
+/// it would us) that starts in the cgroup `cgroup` is open on (a directory
+/// fd of a cgroup2 filesystem), if given.
 ///
 /// # Safety
 /// As for fork(2) in a process that may have threads: until it execs or
@@ -44,7 +45,8 @@ pub enum Forked {
 pub unsafe fn fork(namespaces: nix::sched::CloneFlags, cgroup: Option<BorrowedFd<'_>>) -> nix::Result<Forked> {
     let mut args = CloneArgs {
         flags: namespaces.bits() as u64 | cgroup.map_or(0, |_| CLONE_INTO_CGROUP),
-        exit_signal: libc::SIGCHLD as u64,
+        // clone3 wants none with CLONE_PARENT: the child takes ours.
+        exit_signal: if namespaces.contains(nix::sched::CloneFlags::CLONE_PARENT) { 0 } else { libc::SIGCHLD as u64 },
         cgroup: cgroup.map_or(0, |fd| fd.as_raw_fd() as u64),
         ..Default::default()
     };

@@ -43,6 +43,26 @@ pub fn systemd_unit(path: &Path) -> Option<String> {
     Some(if name.ends_with(".slice") { name.to_string() } else { format!("{prefix}-{name}.scope") })
 }
 
+/// Where systemd puts the unit of `slice:prefix:name`, below the v2 root,
+/// known before the unit exists: the slice nested by its dashes as systemd
+/// nests slices (`a-b.slice` is in `a.slice`; none given is
+/// `system.slice`, `-.slice` the root), then the unit; a unit that is a
+/// slice itself is nested by its own name.
+pub fn systemd_path(path: &Path) -> Option<PathBuf> {
+    let slice = path.to_str()?.split(':').next().filter(|s| !s.is_empty()).unwrap_or("system.slice");
+    let unit = systemd_unit(path)?;
+    let (nested, leaf) = if unit.ends_with(".slice") { (unit.as_str(), None) } else { (slice, Some(unit.as_str())) };
+    let mut out = PathBuf::from("/");
+    if nested != "-.slice" {
+        let stem = nested.strip_suffix(".slice")?;
+        for (end, _) in stem.match_indices('-').chain([(stem.len(), "")]) {
+            out.push(format!("{}.slice", &stem[..end]));
+        }
+    }
+    out.extend(leaf);
+    Some(out)
+}
+
 /// The cgroup (below the v2 root) of the scope systemd made for `path`,
 /// found where the container's `init` is: the ancestor of its cgroup named
 /// as the unit (a container may have moved its init into a cgroup below).
@@ -294,6 +314,15 @@ mod systemd_form_tests {
         assert_eq!(unit("kubepods-pod1.slice:cri-containerd:abc").as_deref(), Some("cri-containerd-abc.scope"));
         assert_eq!(unit(":rustpod:abc").as_deref(), Some("rustpod-abc.scope"));
         assert_eq!(unit("system.slice:rp:pods.slice").as_deref(), Some("pods.slice"));
+        let path = |p: &str| systemd_path(Path::new(p)).unwrap().display().to_string();
+        assert_eq!(
+            path("kubepods-besteffort-pod1.slice:cri-containerd:abc"),
+            "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice/cri-containerd-abc.scope"
+        );
+        assert_eq!(path("system.slice:rp:c1"), "/system.slice/rp-c1.scope");
+        assert_eq!(path(":rp:c1"), "/system.slice/rp-c1.scope");
+        assert_eq!(path("-.slice:rp:c1"), "/rp-c1.scope");
+        assert_eq!(path("system.slice:rp:pods-a.slice"), "/pods.slice/pods-a.slice");
         assert_eq!(unit("/a/b"), None);
     }
 

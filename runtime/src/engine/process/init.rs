@@ -69,17 +69,14 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
     if linux.namespaces().is_some() {
         crate::sys::process_setup::make_undumpable()?;
     }
-    // Kept open until the engine's init has joined them.
     let route = match init_launch::route(&spec, cgroup_config.systemd_cgroup, opts.cgroups) {
         Route::Direct if opts.rootfs.is_none() => init_launch::needs_our_init(&spec).map_or(Route::Direct, Route::Engine),
         route => route,
     };
-    let (spec, _joined) = match route {
-        Route::Engine(_) => match crate::engine::process::namespace_fds::hold(&spec, opts.io.preserve_fds)? {
-            Some((engine_spec, fds)) => (engine_spec, fds),
-            None => (spec, Vec::new()),
-        },
-        Route::Direct => (spec, Vec::new()),
+    // Kept open until the init has joined them.
+    let (spec, _joined) = match crate::engine::process::namespace_fds::hold(&spec, opts.io.preserve_fds)? {
+        Some((held_spec, fds)) => (held_spec, fds),
+        None => (spec, Vec::new()),
     };
     let raw = |fd: &Option<std::os::fd::OwnedFd>| fd.as_ref().map(|f| f.as_raw_fd());
     let args = ContainerArgs {

@@ -10,12 +10,12 @@
 //! network and IPC namespaces are made by the same clone (see
 //! [`born_namespaces`]).
 //!
-//! [`route`] keeps the engine's intermediate where its steps are needed: a
-//! user namespace joined by path (the namespaces made after it must be its
-//! own, the pid one too, so something must join it before the init's
-//! clone) and systemd on a v1 host. A new user namespace is made by the
-//! init's clone with the others, mapped by us while the init waits
-//! (`user_ns`). On our rootfs route the
+//! [`route`] keeps the engine's intermediate where its steps are needed:
+//! systemd on a v1 host, and a new user namespace with others given by
+//! path (joined before it is made). A new user namespace is made by the
+//! init's clone with the others, mapped by us while the init waits; one
+//! joined by path is joined by a first child, which clones the init as our
+//! child (`user_ns`). On our rootfs route the
 //! init makes a new time namespace itself (`time_ns`), sends a seccomp
 //! notify filter's fd to us on a socket pair of its own (`seccomp_notify`),
 //! and finds the network devices we moved into its namespace before it
@@ -36,7 +36,6 @@ use std::rc::Rc;
 use libcgroups::common::{CgroupManager, ControllerOpt};
 use libcontainer::process::args::ContainerArgs;
 use libcontainer::process::channel::{self, ChannelError};
-use libcontainer::syscall::SyscallError;
 use nix::sched::CloneFlags;
 use nix::unistd::Pid;
 use oci_spec::runtime::{ContainerState, LinuxNamespaceType, Spec};
@@ -44,6 +43,7 @@ use oci_spec::runtime::{ContainerState, LinuxNamespaceType, Spec};
 use crate::engine::cgroup::fs::Hierarchy;
 use crate::engine::cgroup::{manager, v1_setup, v2_setup};
 use crate::engine::process::child_init;
+use crate::engine::process::confine::{step, InitError};
 use crate::engine::process::init_steps::Init;
 use crate::engine::process::{net_devices, seccomp_notify, user_ns};
 use crate::engine::rootfs::prepare::Rootfs;
@@ -68,9 +68,10 @@ pub fn route(spec: &Spec, systemd: bool, cgroups: &[Hierarchy]) -> Route {
     if systemd && !crate::engine::cgroup::fs::is_unified(cgroups) {
         return Route::Engine("systemd's driver on a cgroup v1 host is the engine's");
     }
-    if user_ns::is_joined(spec) {
-        // What the clone or the init makes must be owned by the joined one.
-        return Route::Engine("a joined user namespace must own the namespaces made after it: the engine's intermediate joins it first");
+    if user_ns::is_new(spec) && linux.namespaces().iter().flatten().any(|ns| ns.path().is_some() && joined_by_init(ns.typ()).is_some()) {
+        // Those must be joined before the user namespace is made (runc's
+        // order), which the init's clone cannot do.
+        return Route::Engine("a new user namespace with namespaces given by path");
     }
     Route::Direct
 }
@@ -83,8 +84,8 @@ pub fn route(spec: &Spec, systemd: bool, cgroups: &[Hierarchy]) -> Route {
 /// engine's route there; this names why.
 pub fn needs_our_init(spec: &Spec) -> Option<&'static str> {
     let linux = spec.linux().as_ref()?;
-    if user_ns::is_new(spec) {
-        return Some("a new user namespace where the engine makes the rootfs");
+    if user_ns::Plan::of(spec) != user_ns::Plan::None {
+        return Some("a user namespace where the engine makes the rootfs");
     }
     if seccomp_notify::filter(spec).is_some() {
         return Some("a seccomp notify filter where the engine makes the rootfs");
@@ -116,8 +117,24 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<
         Some(root) if !by_systemd => Some(v2_setup::prepare(root, config, resources(args))?),
         _ => None,
     };
+    let user = match own {
+        Some(_) => user_ns::Plan::of(&args.spec),
+        None => user_ns::Plan::None,
+    };
     // A new user namespace comes first in the clone and owns the others.
-    let born = born_namespaces(&args.spec) | own.map_or(CloneFlags::empty(), |_| user_ns::new_flag(&args.spec));
+    let born = born_namespaces(&args.spec) | if user == user_ns::Plan::New { CloneFlags::CLONE_NEWUSER } else { CloneFlags::empty() };
+    // A joined one owns only what is made after the join: the first child
+    // joins it, then clones the init in these and hands its pid over.
+    let (first, then) = match user {
+        user_ns::Plan::Join(_) => (CloneFlags::empty(), flags | born),
+        _ => (flags | born, CloneFlags::empty()),
+    };
+    let handoff = match user {
+        user_ns::Plan::Join(_) => {
+            Some(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| Error::sys("pipe2 for the init's pid", e))?)
+        }
+        _ => None,
+    };
     // The mount, cgroup and UTS namespaces our init steps make: unshared by
     // the init itself once it is in its cgroup.
     let unshared = own.map_or(CloneFlags::empty(), |_| own_namespaces(&args.spec));
@@ -134,7 +151,7 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<
     };
     // SAFETY: the child only runs the engine's init steps and exits or
     // execs, as the engine's own forked children do.
-    let forked = unsafe { clone3::fork(flags | born, born_in.as_ref().map(|fd| fd.as_fd())) };
+    let forked = unsafe { clone3::fork(first, born_in.as_ref().map(|fd| fd.as_fd())) };
     match forked {
         Ok(Forked::Child) => {
             // Never dropped (the child execs or exits): a cloned
@@ -150,7 +167,15 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<
             let _ = main_receiver.close();
             let _ = init_sender.close();
             drop(go_write);
-            let before = || before_init(args, go_read, born.contains(CloneFlags::CLONE_NEWUSER));
+            if let Some((read, _)) = &handoff {
+                let _ = nix::unistd::close(read.as_raw_fd());
+            }
+            let user = match (&user, &handoff) {
+                (user_ns::Plan::New, _) => UserStep::BecomeRoot,
+                (user_ns::Plan::Join(path), Some((_, handoff))) => UserStep::Join { path, then, handoff },
+                _ => UserStep::None,
+            };
+            let before = || before_init(args, go_read, user);
             if let Some((ours, _)) = &notify {
                 let _ = nix::unistd::close(ours.as_raw_fd());
             }
@@ -170,14 +195,15 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<
             let _ = main_sender.close();
             let _ = init_receiver.close();
             let notify = notify.map(|(ours, _)| ours);
-            let mapped = born.contains(CloneFlags::CLONE_NEWUSER);
-            let result = serve(args, cgroups, mapped, id, pid, go_write, notify, &mut main_receiver, &mut init_sender);
+            let start = Start { go: go_write, mapped: user == user_ns::Plan::New, handoff: handoff.map(|(read, _)| read) };
+            let mut init = pid;
+            let result = serve(args, cgroups, id, &mut init, start, notify, &mut main_receiver, &mut init_sender);
             let _ = init_sender.close();
             let _ = main_receiver.close();
             if result.is_err() {
-                child_init::kill_and_reap(pid);
+                child_init::kill_and_reap(init);
             }
-            result.map(|()| pid)
+            result.map(|()| init)
         }
         Err(err) => Err(Error::sys("clone3 of the container's init", err)),
     }
@@ -272,35 +298,57 @@ fn pid_namespace(args: &ContainerArgs) -> PidNs<'_> {
     }
 }
 
+/// How the child we cloned is let go.
+struct Start {
+    /// Its go signal, once it is in its cgroup.
+    go: OwnedFd,
+    /// Its new user namespace is mapped first.
+    mapped: bool,
+    /// It joins a user namespace and hands over the init's pid on this.
+    handoff: Option<OwnedFd>,
+}
+
 /// The parent's part, what the engine's main process does for an init:
-/// the cgroup (before the init may go on; `cgroups` None when it was born
-/// in it), the maps of its new user namespace (`mapped`), the prestart and createRuntime hooks when it asks, a seccomp
-/// notify filter's fd to its listener (on `notify`), then its readiness.
+/// the cgroup (before the child may go on; `cgroups` None when it was born
+/// in it), the maps of its new user namespace, the init's pid where the
+/// child clones it (`init` is then the init's), network devices, the
+/// prestart and createRuntime hooks when it asks, a seccomp notify
+/// filter's fd to its listener (on `notify`), then its readiness.
 #[allow(clippy::too_many_arguments)]
 fn serve(
     args: &ContainerArgs,
     cgroups: Option<&[Hierarchy]>,
-    mapped: bool,
     id: &str,
-    pid: Pid,
-    go: OwnedFd,
+    init: &mut Pid,
+    start: Start,
     notify: Option<OwnedFd>,
     main_receiver: &mut channel::MainReceiver,
     init_sender: &mut channel::InitSender,
 ) -> Result<()> {
     let engine_err = |e: &(dyn std::error::Error + 'static)| Error::engine("create", id, e);
     if let Some(cgroups) = cgroups {
-        join_cgroup(args, cgroups, pid)?;
+        join_cgroup(args, cgroups, *init)?;
     }
-    if mapped {
-        user_ns::write_maps(&args.spec, pid).map_err(|e| Error::Invalid(format!("create {id}: user namespace: {e}")))?;
+    if start.mapped {
+        user_ns::write_maps(&args.spec, *init).map_err(|e| Error::Invalid(format!("create {id}: user namespace: {e}")))?;
     }
+    nix::unistd::write(&start.go, b"g").map_err(|e| Error::sys("write to the init's start pipe", e))?;
+    drop(start.go);
+    if let Some(handoff) = start.handoff {
+        let first = *init;
+        let Some(pid) = user_ns::receive_init(&handoff) else {
+            // It said why on the channel, as a failed init does.
+            main_receiver.wait_for_init_ready().map_err(|e| engine_err(&e))?;
+            return Err(Error::Invalid(format!("create {id}: the init's first child left without starting it")));
+        };
+        *init = pid;
+        let _ = nix::sys::wait::waitpid(first, None);
+    }
+    let pid = *init;
     if let Some(devices) = net_devices::listed(&args.spec) {
         let addrs = net_devices::move_in(&args.spec, devices, pid.as_raw()).map_err(|e| Error::Invalid(format!("create {id}: {e}")))?;
         init_sender.move_network_device(addrs).map_err(|e| engine_err(&e))?;
     }
-    nix::unistd::write(&go, b"g").map_err(|e| Error::sys("write to the init's start pipe", e))?;
-    drop(go);
     if let Some(hooks) = args.spec.hooks() {
         main_receiver.wait_for_hook_request().map_err(|e| engine_err(&e))?;
         let state = args.container.as_ref().map(|c| &c.state);
@@ -342,10 +390,24 @@ fn resources(args: &ContainerArgs) -> Option<&oci_spec::runtime::LinuxResources>
     args.spec.linux().as_ref().and_then(|l| l.resources().as_ref())
 }
 
-/// The child's steps before the engine's: wait until it is in its cgroup
-/// (and its new user namespace mapped: `mapped`, where it becomes root),
-/// then the rlimits (the intermediate's last step).
-fn before_init(args: &ContainerArgs, go: OwnedFd, mapped: bool) -> std::result::Result<(), SyscallError> {
+/// What the child does about its user namespace once it may go on.
+enum UserStep<'a> {
+    None,
+    /// Its new one is mapped: it becomes root there.
+    BecomeRoot,
+    /// It joins the one at `path`, becomes root there, and clones the init
+    /// in `then`, handing its pid over on `handoff` (`user_ns::clone_init`).
+    Join {
+        path: &'a Path,
+        then: CloneFlags,
+        handoff: &'a OwnedFd,
+    },
+}
+
+/// The child's steps before the init's: wait until it is in its cgroup,
+/// its user namespace (`user`), then the rlimits (the intermediate's last
+/// step).
+fn before_init(args: &ContainerArgs, go: OwnedFd, user: UserStep) -> std::result::Result<(), InitError> {
     let mut byte = [0u8; 1];
     match nix::unistd::read(go.as_fd().as_raw_fd(), &mut byte) {
         Ok(1) => {}
@@ -354,12 +416,21 @@ fn before_init(args: &ContainerArgs, go: OwnedFd, mapped: bool) -> std::result::
     }
     drop(go);
     let syscall = args.syscall.create_syscall();
-    if mapped {
-        syscall.set_id(nix::unistd::Uid::from_raw(0), nix::unistd::Gid::from_raw(0))?;
+    let root = |syscall: &dyn libcontainer::syscall::Syscall| {
+        syscall.set_id(nix::unistd::Uid::from_raw(0), nix::unistd::Gid::from_raw(0)).map_err(step("setresuid(0) in the user namespace"))
+    };
+    match user {
+        UserStep::None => {}
+        UserStep::BecomeRoot => root(syscall.as_ref())?,
+        UserStep::Join { path, then, handoff } => {
+            user_ns::join(path)?;
+            root(syscall.as_ref())?;
+            user_ns::clone_init(then, handoff)?;
+        }
     }
     let rlimits = args.spec.process().as_ref().and_then(|p| p.rlimits().clone()).unwrap_or_default();
     for rlimit in &rlimits {
-        syscall.set_rlimit(rlimit)?;
+        syscall.set_rlimit(rlimit).map_err(step("process.rlimits"))?;
     }
     Ok(())
 }
@@ -437,10 +508,14 @@ mod tests {
         let (v2, v1) = hosts();
         for host in [&v2, &v1] {
             assert_eq!(route(&spec(&[Pid, User], "/pods/c1"), false, host), Route::Direct, "the init's clone makes it");
-            let mut joined = spec(&[Pid], "/pods/c1");
-            let user = LinuxNamespaceBuilder::default().typ(User).path("/proc/7/ns/user").build().unwrap();
-            joined.linux_mut().as_mut().unwrap().namespaces_mut().as_mut().unwrap().push(user);
-            assert!(engine(route(&joined, false, host)));
+            let by_path = |mut spec: Spec, typ| {
+                let ns = LinuxNamespaceBuilder::default().typ(typ).path("/proc/7/ns/x").build().unwrap();
+                spec.linux_mut().as_mut().unwrap().namespaces_mut().as_mut().unwrap().push(ns);
+                spec
+            };
+            let joined = by_path(by_path(spec(&[Pid, Mount], "/pods/c1"), User), Network);
+            assert_eq!(route(&joined, false, host), Route::Direct, "a first child joins it, then clones the init");
+            assert!(engine(route(&by_path(spec(&[Pid, User], "/pods/c1"), Network), false, host)), "joined before a new one is made");
             assert_eq!(route(&spec(&[Pid, Time], "/pods/c1"), false, host), Route::Direct, "the init makes it (time_ns)");
         }
         assert!(engine(route(&spec(&[Pid], "/pods/c1"), true, &v1)));

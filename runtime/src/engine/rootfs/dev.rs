@@ -42,11 +42,14 @@ const STEP_LINKS: &str = "creating /dev symlinks";
 
 /// The nodes to make for the spec's `devices`: those, then the defaults
 /// they do not replace. A mode not given is 0666, an owner not given root.
-/// (The defaults are runc's six, as libcontainer lists them.)
+/// (The defaults are runc's six, as libcontainer lists them.) A listed
+/// `/dev/ptmx` (containerd lists every host node for a privileged
+/// container) is left to the link to `pts/ptmx` that replaces it: in a user
+/// namespace it would be a bind the link cannot replace (EBUSY).
 pub fn nodes(devices: &[LinuxDevice]) -> Vec<Node> {
     let defaults = libcontainer::rootfs::utils::default_devices();
     let unlisted = defaults.iter().filter(|d| !devices.iter().any(|listed| listed.path() == d.path()));
-    devices.iter().chain(unlisted).map(node).collect()
+    devices.iter().chain(unlisted).filter(|d| d.path() != Path::new("/dev/ptmx")).map(node).collect()
 }
 
 fn node(d: &LinuxDevice) -> Node {
@@ -169,9 +172,10 @@ mod tests {
     }
 
     #[test]
-    fn the_spec_devices_come_first_then_the_defaults_they_do_not_replace() {
+    fn the_spec_devices_come_first_then_the_defaults_they_do_not_replace_and_ptmx_is_a_link() {
         let null = LinuxDeviceBuilder::default().path("/dev/null").typ(LinuxDeviceType::C).major(1).minor(3).build().unwrap();
-        let made = nodes(&[fuse(), null]);
+        let ptmx = LinuxDeviceBuilder::default().path("/dev/ptmx").typ(LinuxDeviceType::C).major(5).minor(2).build().unwrap();
+        let made = nodes(&[fuse(), null, ptmx]);
         let paths: Vec<_> = made.iter().map(|n| n.path.to_str().unwrap()).collect();
         assert_eq!(paths, ["/dev/fuse", "/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/urandom", "/dev/random"]);
         assert_eq!(made[0], Node { path: "/dev/fuse".into(), mode: libc::S_IFCHR | 0o600, major: 10, minor: 229, uid: 5, gid: 0 });

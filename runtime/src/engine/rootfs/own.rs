@@ -50,15 +50,21 @@ pub fn decide(bundle: &Bundle, req: &Request) -> Result<Rootfs, &'static str> {
         !crate::engine::cgroup::fs::is_unified(req.cgroups) && spec.mounts().iter().flatten().any(|m| m.typ().as_deref() == Some("cgroup"));
     let own = if needs_own { req.thread_cgroups.text().map_err(|_| "no /proc/thread-self/cgroup")? } else { "" };
     let placed = placed(req.cgroups, &container_cgroup(linux, req.id), own);
-    let in_userns = crate::engine::process::user_ns::is_new(&spec);
+    let in_userns = crate::engine::process::user_ns::Plan::of(&spec) != crate::engine::process::user_ns::Plan::None;
     let mut rootfs = Rootfs::from_spec(&spec, &bundle.rootfs, in_userns, &placed, cgroupns)?;
     rootfs.no_pivot = req.no_pivot;
     Ok(rootfs)
 }
 
-/// The container's cgroup path, as the engine names it.
+/// The container's cgroup path, as the engine names it; where systemd
+/// places it, the path its unit will have (a bind of it is the cgroup
+/// mount of a user-namespaced container without a cgroup namespace).
 fn container_cgroup(linux: &oci_spec::runtime::Linux, id: &str) -> PathBuf {
-    libcontainer::utils::get_cgroup_path(linux.cgroups_path(), id)
+    let path = libcontainer::utils::get_cgroup_path(linux.cgroups_path(), id);
+    match crate::engine::cgroup::manager::is_systemd_form(&path) {
+        true => crate::engine::cgroup::manager::systemd_path(&path).unwrap_or(path),
+        false => path,
+    }
 }
 
 /// Each hierarchy with where the init will be in it: the container's cgroup
