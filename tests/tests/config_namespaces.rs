@@ -200,3 +200,65 @@ fn a_userns_container_joining_a_missing_namespace_fails_cleanly() {
         rt.assert_nothing_left(&id, bundle.path());
     }
 }
+
+/// The user namespace that owns namespace file `path` (ioctl NS_GET_USERNS), as its link text.
+fn owner_of(path: &str) -> String {
+    let ns = std::fs::File::open(path).unwrap_or_else(|e| panic!("open {path}: {e}"));
+    // SAFETY: NS_GET_USERNS takes no argument and returns a new fd, which is closed below.
+    let owner = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&ns), 0xb701) };
+    assert!(owner >= 0, "ioctl(NS_GET_USERNS) of {path}: {}", std::io::Error::last_os_error());
+    let link = std::fs::read_link(format!("/proc/self/fd/{owner}")).expect("readlink the owner");
+    // SAFETY: the fd the ioctl returned, ours to close.
+    unsafe { libc::close(owner) };
+    link.to_string_lossy().into_owned()
+}
+
+/// A `hostUsers: false` pod's container joins the sandbox's user namespace by path and gets new
+/// pid, network, IPC, mount and UTS namespaces: each must be owned by the joined user namespace,
+/// never the host's (a pid namespace of the host's would keep its root from mounting its procfs;
+/// a network one from configuring it), and the container's program must hold no descriptor of
+/// the runtime's (the sandbox's namespace fds the parent opened, the pipe its init's pid came
+/// on). rustpod makes them with a first child that joins and then clones the init; next to runc.
+#[test]
+fn a_joined_user_namespace_owns_the_containers_new_namespaces_and_leaks_no_fd() {
+    skip_if!(needs::containers());
+    for rt in Runtime::runc_and_under_test() {
+        let who = rt.bin().display().to_string();
+        let mut sandbox = checker::bundle_running(SLEEP);
+        sandbox.set("/linux/namespaces", namespaces(&["pid", "ipc", "uts", "mount", "user", "network"]));
+        sandbox.set("/linux/uidMappings", mappings());
+        sandbox.set("/linux/gidMappings", mappings());
+        let sandbox_id = rt.new_id("ownsand");
+        rt.start_container(&sandbox_id, &sandbox);
+        let pid = rt.pid(&sandbox_id);
+        let userns = ns_of(pid, "user");
+
+        let mut member = checker::bundle_running(SLEEP);
+        let mut list = vec![json!({"type": "user", "path": format!("/proc/{pid}/ns/user")})];
+        list.extend(["pid", "network", "ipc", "uts", "mount"].map(|t| json!({"type": t})));
+        member.set("/linux/namespaces", json!(list));
+        member.set("/linux/uidMappings", mappings());
+        member.set("/linux/gidMappings", mappings());
+        let id = rt.new_id("ownmember");
+        rt.start_container(&id, &member);
+        let init = rt.pid(&id);
+        assert_eq!(ns_of(init, "user"), userns, "{who}: the sandbox's user namespace");
+        for ns in ["pid", "net", "ipc", "uts", "mnt"] {
+            assert_ne!(ns_of(init, ns), ns_of(pid, ns), "{who}: a new {ns} namespace");
+            assert_eq!(owner_of(&format!("/proc/{init}/ns/{ns}")), userns, "{who}: the owner of the container's {ns} namespace");
+        }
+        let fds: Vec<String> = std::fs::read_dir(format!("/proc/{init}/fd"))
+            .expect("list the init's fds")
+            .map(|e| {
+                let e = e.expect("an fd entry");
+                let target = std::fs::read_link(e.path()).map(|l| l.display().to_string()).unwrap_or_default();
+                format!("{}:{target}", e.file_name().to_string_lossy())
+            })
+            .collect();
+        assert!(fds.iter().all(|fd| ["0:", "1:", "2:"].iter().any(|std| fd.starts_with(std))), "{who}: the program holds {fds:?}");
+        rt.cmd(&["delete", "--force", &id]).ok();
+        rt.cmd(&["delete", "--force", &sandbox_id]).ok();
+        rt.assert_nothing_left(&id, member.path());
+        rt.assert_nothing_left(&sandbox_id, sandbox.path());
+    }
+}
