@@ -385,7 +385,7 @@ KERNEL_STEPS = {"copy_namespaces": "making the namespaces", "cgroup_mkdir": "mak
                 "exit_mmap": "freeing an address space", "asm_exc_page_fault": "page faults"}
 
 
-def make_bundle(path, rootfs, args, hostname=None, cgroups_path=None, memory=None, env=None):
+def make_bundle(path, rootfs, args, hostname=None, cgroups_path=None, memory=None, env=None, userns=False):
     os.makedirs(path, exist_ok=True)
     rc, out, err = capture(["runc", "spec", "--bundle", path]) if not os.path.exists(f"{path}/config.json") else (0, "", "")
     with open(f"{path}/config.json") as f:
@@ -403,6 +403,10 @@ def make_bundle(path, rootfs, args, hostname=None, cgroups_path=None, memory=Non
         spec["linux"]["cgroupsPath"] = cgroups_path
     if memory is not None:
         spec["linux"].setdefault("resources", {})["memory"] = {"limit": memory}
+    if userns:
+        # As a hostUsers: false pod's: its own 65536 ids from 100000 (the rootfs stays root's).
+        spec["linux"]["namespaces"].append({"type": "user"})
+        spec["linux"]["uidMappings"] = spec["linux"]["gidMappings"] = [{"containerID": 0, "hostID": 100000, "size": 65536}]
     with open(f"{path}/config.json", "w") as f:
         json.dump(spec, f, indent=1)
     return path
@@ -603,6 +607,8 @@ class Bench:
         # As containerd, docker and podman always set it: a cgroup of its own, no parent to make.
         self.b_true_cg = make_bundle(f"{self.work}/b-true-cg", self.rootfs, ["/bin/true"], cgroups_path="/rpb-run-cg")
         self.b_true_sd = make_bundle(f"{self.work}/b-true-sd", self.rootfs, ["/bin/true"])
+        self.b_true_userns = make_bundle(f"{self.work}/b-true-userns", self.rootfs, ["/bin/true"], cgroups_path="/rpb-run-userns",
+                                         userns=True)
         m = self.res
         m["machine"] = {
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -832,6 +838,8 @@ class Bench:
         self.collect("run", n, self.run_once, floor=True)
         log(f"== figure 1c: run of /bin/true with a linux.cgroupsPath, {n} rounds")
         self.collect("run_cg", n, self.run_once, extra={name: (self.b_true_cg,) for name in self.order})
+        log(f"== figure 1e: run of /bin/true in a user namespace of its own, with a cgroupsPath, {n} rounds")
+        self.collect("run_userns", n, self.run_once, extra={name: (self.b_true_userns,) for name in self.order})
         if os.path.isdir("/run/systemd/system"):
             log(f"== figure 1d: run of /bin/true under systemd's cgroup driver, {n} rounds")
             self.collect("run_sd", n, self.run_systemd_once)
@@ -909,6 +917,8 @@ class Bench:
             res["run"] = self.strace(r.cmd("run", "--bundle", self.b_true, self.cid("st")), f"{name}-run")
             reap_ready()
             res["run_by_process"] = self.strace_ff(r, r.cmd("run", "--bundle", self.b_true, self.cid("st")), f"{name}-run")
+            reap_ready()
+            res["run_userns"] = self.strace(r.cmd("run", "--bundle", self.b_true_userns, self.cid("st")), f"{name}-run-userns")
             reap_ready()
             # delete alone, of a container whose /bin/true has exited
             cid = self.cid("st")

@@ -289,6 +289,8 @@ def table(res):
     trio("run_cg", "1c. run with a cgroupsPath, CPU", "cpu_ms", "cpu")
     trio("run_sd", "1d. run under systemd's cgroup driver, wall", "wall_ms", "wall")
     trio("run_sd", "1d. run under systemd's cgroup driver, CPU", "cpu_ms", "cpu")
+    trio("run_userns", "1e. run in a user namespace, wall", "wall_ms", "wall")
+    trio("run_userns", "1e. run in a user namespace, CPU", "cpu_ms", "cpu")
     trio("exec", "2. exec /bin/true, wall", "wall_ms", "wall")
     trio("exec", "2. exec /bin/true, CPU", "cpu_ms", "cpu")
     sc = F.get("scale_concurrent")
@@ -351,7 +353,8 @@ def syscall_table(res, top=5):
     names = [n for n in RUNTIMES + ("floor",) if n in sc]
     hdr = ["syscalls (strace -f -c)"] + names
     rows = []
-    for op, label in (("run", "`run` of /bin/true (deletes on exit)"), ("delete", "`delete` alone"), ("exec", "`exec` /bin/true")):
+    for op, label in (("run", "`run` of /bin/true (deletes on exit)"), ("run_userns", "`run` in a user namespace"),
+                      ("delete", "`delete` alone"), ("exec", "`exec` /bin/true")):
         rows.append([label] + [str(sc[n][op]["calls"]) if op in sc[n] else "–" for n in names])
     rows.append([f"most frequent in `run`"] + ["<br>".join(f"{k} {v}" for k, v in list(sc[n]["run"]["by_syscall"].items())[:top]) for n in names])
     return hdr, rows
