@@ -151,3 +151,31 @@ fn podman_rlimit_above_the_hard_limit_fails_like_runc() {
         rustpod.describe()
     );
 }
+
+/// A container in a user namespace of its own (`--uidmap`/`--gidmap`, what podman's
+/// `--userns=auto` hands the runtime): the maps and root inside, the file root makes owned by
+/// root there, the init's ids seen from the host (the mapped 100000), and an exec that joins the
+/// same user namespace; as with runc. rustpod's init makes the user namespace in its own clone.
+#[test]
+fn podman_user_namespace_like_runc() {
+    let podman = podman_or_skip!();
+    let maps = ["--uidmap", "0:100000:65536", "--gidmap", "0:100000:65536"];
+    let inside = "cat /proc/self/uid_map /proc/self/gid_map; id -u; id -g; touch /tmp/made && stat -c %u:%g /tmp/made";
+    let outs = OciRuntime::BOTH.map(|rt| podman.run_rm(rt, &maps, &["sh", "-c", inside]).ok().stdout);
+    let squeezed: Vec<String> = outs.iter().map(|o| o.split_whitespace().collect::<Vec<_>>().join(" ")).collect();
+    assert_eq!(squeezed[0], "0 100000 65536 0 100000 65536 0 0 0:0", "runc: {}", outs[0]);
+    assert_eq!(squeezed[1], squeezed[0], "rustpod as runc");
+    for rt in OciRuntime::BOTH {
+        let flags = [&["-d"][..], &maps[..]].concat();
+        let id = podman.run(rt, &flags, &["sleep", "1000"]).ok().stdout.trim().to_string();
+        let pid = podman.podman(rt, &["inspect", "-f", "{{.State.Pid}}", &id]).ok().stdout.trim().to_string();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_else(|e| panic!("{rt:?}: /proc/{pid}/status: {e}"));
+        let uids = status.lines().find(|l| l.starts_with("Uid:")).unwrap_or_default().split_whitespace().skip(1).collect::<Vec<_>>();
+        assert_eq!(uids, ["100000"; 4], "{rt:?}: the init's ids on the host");
+        let user_ns = std::fs::read_link(format!("/proc/{pid}/ns/user")).expect("the init's user namespace");
+        let exec = podman.podman(rt, &["exec", &id, "sh", "-c", "cat /proc/self/uid_map; readlink /proc/self/ns/user"]).ok().stdout;
+        assert!(exec.contains("100000") && exec.contains(&*user_ns.to_string_lossy()), "{rt:?}: the exec is not in it: {exec}");
+        podman.podman(rt, &["rm", "-f", "-t", "0", &id]).ok();
+        assert!(container_cgroups(&podman, &id).is_empty(), "{rt:?}: a cgroup of {id} is left");
+    }
+}
