@@ -79,9 +79,14 @@ pub fn clone_init(namespaces: CloneFlags, handoff: &OwnedFd) -> Result<(), InitE
             Ok(())
         }
         Forked::Parent(init) => {
-            let written = nix::unistd::write(handoff, &init.as_raw().to_ne_bytes());
+            if nix::unistd::write(handoff, &init.as_raw().to_ne_bytes()) != Ok(4) {
+                // The parent would never learn of it: it must not live on.
+                let _ = nix::sys::signal::kill(init, nix::sys::signal::Signal::SIGKILL);
+                // SAFETY: this child leaves without its parent's exit hooks.
+                unsafe { libc::_exit(1) }
+            }
             // SAFETY: this child's work is done; the init is the parent's.
-            unsafe { libc::_exit(if written == Ok(4) { 0 } else { 1 }) }
+            unsafe { libc::_exit(0) }
         }
     }
 }
