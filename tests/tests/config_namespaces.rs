@@ -262,3 +262,45 @@ fn a_joined_user_namespace_owns_the_containers_new_namespaces_and_leaks_no_fd() 
         rt.assert_nothing_left(&sandbox_id, sandbox.path());
     }
 }
+
+/// A new user namespace with a network namespace given by path that the host's user namespace
+/// owns (one made before the container, as a CNI or `ip netns` makes it): runc joins the given
+/// namespaces first, then makes the user namespace, since from inside it the host's network
+/// namespace cannot be joined. rustpod's first child does the same, then clones the init. The
+/// container's root is mapped, its network namespace is the given one, and it is pid 1 of its
+/// own pid namespace. (Nothing under /sys: the kernel lets a user namespace mount a sysfs only
+/// for a network namespace it owns.)
+#[test]
+fn a_new_user_namespace_joins_a_host_network_namespace_first() {
+    skip_if!(needs::containers());
+    for rt in Runtime::runc_and_under_test() {
+        let who = rt.bin().display().to_string();
+        let holder = checker::bundle_running(SLEEP);
+        let holder_id = rt.new_id("hostnet");
+        rt.start_container(&holder_id, &holder);
+        let pid = rt.pid(&holder_id);
+
+        let mut member = checker::bundle(&[]);
+        let mut list: Vec<Value> = ["pid", "ipc", "uts", "mount", "user"].map(|t| json!({"type": t})).to_vec();
+        list.push(json!({"type": "network", "path": format!("/proc/{pid}/ns/net")}));
+        member.set("/linux/namespaces", json!(list));
+        member.set("/linux/uidMappings", mappings());
+        member.set("/linux/gidMappings", mappings());
+        let mounts: Vec<Value> = member.config()["mounts"]
+            .as_array()
+            .expect("mounts")
+            .iter()
+            .filter(|m| !m["destination"].as_str().unwrap_or_default().starts_with("/sys"))
+            .cloned()
+            .collect();
+        member.set("/mounts", json!(mounts));
+        let report = Report::run(&rt, &member);
+        assert_eq!(report.str("/namespaces/net"), ns_of(pid, "net"), "{who}: the given network namespace");
+        assert_ne!(report.str("/namespaces/user"), ns_of(pid, "user"), "{who}: a user namespace of its own");
+        assert_eq!(report.at("/uid_map"), &json!(MAPPING.map(|(c, h, s)| [c, h, s])), "{who}");
+        assert_eq!(report.at("/ids/uid"), 0, "{who}: root inside");
+        assert_eq!(report.at("/pid"), 1, "{who}: pid 1 of its own pid namespace");
+        rt.cmd(&["delete", "--force", &holder_id]).ok();
+        rt.assert_nothing_left(&holder_id, holder.path());
+    }
+}

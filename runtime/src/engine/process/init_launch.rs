@@ -11,10 +11,10 @@
 //! [`born_namespaces`]).
 //!
 //! [`route`] keeps the engine's intermediate where its steps are needed:
-//! systemd on a v1 host, and a new user namespace with others given by
-//! path (joined before it is made). A new user namespace is made by the
-//! init's clone with the others, mapped by us while the init waits; one
-//! joined by path is joined by a first child, which clones the init as our
+//! systemd on a v1 host. A new user namespace is made by the init's clone
+//! with the others, mapped by us while the init waits; one joined by path,
+//! or a new one with other namespaces given by path (joined before it is
+//! made), is joined or made by a first child, which clones the init as our
 //! child (`user_ns`). On our rootfs route the
 //! init makes a new time namespace itself (`time_ns`), sends a seccomp
 //! notify filter's fd to us on a socket pair of its own (`seccomp_notify`),
@@ -68,11 +68,6 @@ pub fn route(spec: &Spec, systemd: bool, cgroups: &[Hierarchy]) -> Route {
     if systemd && !crate::engine::cgroup::fs::is_unified(cgroups) {
         return Route::Engine("systemd's driver on a cgroup v1 host is the engine's");
     }
-    if user_ns::is_new(spec) && linux.namespaces().iter().flatten().any(|ns| ns.path().is_some() && joined_by_init(ns.typ()).is_some()) {
-        // Those must be joined before the user namespace is made (runc's
-        // order), which the init's clone cannot do.
-        return Route::Engine("a new user namespace with namespaces given by path");
-    }
     Route::Direct
 }
 
@@ -125,15 +120,13 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<
     let born = born_namespaces(&args.spec) | if user == user_ns::Plan::New { CloneFlags::CLONE_NEWUSER } else { CloneFlags::empty() };
     // A joined one owns only what is made after the join: the first child
     // joins it, then clones the init in these and hands its pid over.
-    let (first, then) = match user {
-        user_ns::Plan::Join(_) => (CloneFlags::empty(), flags | born),
-        _ => (flags | born, CloneFlags::empty()),
+    let (first, then) = match user.first_child() {
+        true => (CloneFlags::empty(), flags | born),
+        false => (flags | born, CloneFlags::empty()),
     };
-    let handoff = match user {
-        user_ns::Plan::Join(_) => {
-            Some(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| Error::sys("pipe2 for the init's pid", e))?)
-        }
-        _ => None,
+    let handoff = match user.first_child() {
+        true => Some(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| Error::sys("pipe2 for the init's pid", e))?),
+        false => None,
     };
     // The mount, cgroup and UTS namespaces our init steps make: unshared by
     // the init itself once it is in its cgroup.
@@ -170,9 +163,11 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<
             if let Some((read, _)) = &handoff {
                 let _ = nix::unistd::close(read.as_raw_fd());
             }
+            let paths_joined = user == user_ns::Plan::NewAfterJoins;
             let user = match (&user, &handoff) {
                 (user_ns::Plan::New, _) => UserStep::BecomeRoot,
                 (user_ns::Plan::Join(path), Some((_, handoff))) => UserStep::Join { path, then, handoff },
+                (user_ns::Plan::NewAfterJoins, Some((_, handoff))) => UserStep::MakeAfterJoins { then, handoff },
                 _ => UserStep::None,
             };
             let before = || before_init(args, go_read, user);
@@ -182,7 +177,7 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<
             let seccomp_notify = notify.as_ref().map(|(_, theirs)| theirs.as_fd());
             match own {
                 Some(rootfs) => {
-                    let init = Init { args, rootfs, unshare: unshared, seccomp_notify };
+                    let init = Init { args, rootfs, unshare: unshared, paths_joined, seccomp_notify };
                     child_init::run_own_rootfs(&init, &mut main_sender, &mut init_receiver, before)
                 }
                 None => child_init::run(args, &mut main_sender, &mut init_receiver, before),
@@ -195,7 +190,12 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<
             let _ = main_sender.close();
             let _ = init_receiver.close();
             let notify = notify.map(|(ours, _)| ours);
-            let start = Start { go: go_write, mapped: user == user_ns::Plan::New, handoff: handoff.map(|(read, _)| read) };
+            let start = Start {
+                go: go_write,
+                mapped: user == user_ns::Plan::New,
+                map_first_child: user == user_ns::Plan::NewAfterJoins,
+                handoff: handoff.map(|(read, _)| read),
+            };
             let mut init = pid;
             let result = serve(args, cgroups, id, &mut init, start, notify, &mut main_receiver, &mut init_sender);
             let _ = init_sender.close();
@@ -304,6 +304,9 @@ struct Start {
     go: OwnedFd,
     /// Its new user namespace is mapped first.
     mapped: bool,
+    /// It makes a user namespace once let go: mapped when it says so, then
+    /// told on `go` again.
+    map_first_child: bool,
     /// It joins a user namespace and hands over the init's pid on this.
     handoff: Option<OwnedFd>,
 }
@@ -333,17 +336,24 @@ fn serve(
         user_ns::write_maps(&args.spec, *init).map_err(|e| Error::Invalid(format!("create {id}: user namespace: {e}")))?;
     }
     nix::unistd::write(&start.go, b"g").map_err(|e| Error::sys("write to the init's start pipe", e))?;
-    drop(start.go);
-    if let Some(handoff) = start.handoff {
+    // A first child that leaves early said why on the channel, as a failed init does.
+    let left = |main_receiver: &mut channel::MainReceiver| match main_receiver.wait_for_init_ready() {
+        Err(e) => engine_err(&e),
+        Ok(()) => Error::Invalid(format!("create {id}: the init's first child left without starting it")),
+    };
+    if let Some(handoff) = &start.handoff {
         let first = *init;
-        let Some(pid) = user_ns::receive_init(&handoff) else {
-            // It said why on the channel, as a failed init does.
-            main_receiver.wait_for_init_ready().map_err(|e| engine_err(&e))?;
-            return Err(Error::Invalid(format!("create {id}: the init's first child left without starting it")));
-        };
-        *init = pid;
+        if start.map_first_child {
+            if !user_ns::made(handoff) {
+                return Err(left(main_receiver));
+            }
+            user_ns::write_maps(&args.spec, first).map_err(|e| Error::Invalid(format!("create {id}: user namespace: {e}")))?;
+            nix::unistd::write(&start.go, b"m").map_err(|e| Error::sys("write to the init's start pipe", e))?;
+        }
+        *init = user_ns::receive_init(handoff).ok_or_else(|| left(main_receiver))?;
         let _ = nix::sys::wait::waitpid(first, None);
     }
+    drop(start.go);
     let pid = *init;
     if let Some(devices) = net_devices::listed(&args.spec) {
         let addrs = net_devices::move_in(&args.spec, devices, pid.as_raw()).map_err(|e| Error::Invalid(format!("create {id}: {e}")))?;
@@ -402,6 +412,12 @@ enum UserStep<'a> {
         then: CloneFlags,
         handoff: &'a OwnedFd,
     },
+    /// It joins the namespaces given by path, makes a user namespace, and
+    /// once mapped goes on as for `Join`.
+    MakeAfterJoins {
+        then: CloneFlags,
+        handoff: &'a OwnedFd,
+    },
 }
 
 /// The child's steps before the init's: wait until it is in its cgroup,
@@ -414,7 +430,6 @@ fn before_init(args: &ContainerArgs, go: OwnedFd, user: UserStep) -> std::result
         // The parent failed and kills us: nothing to report.
         _ => unsafe { libc::_exit(255) },
     }
-    drop(go);
     let syscall = args.syscall.create_syscall();
     let root = |syscall: &dyn libcontainer::syscall::Syscall| {
         syscall.set_id(nix::unistd::Uid::from_raw(0), nix::unistd::Gid::from_raw(0)).map_err(step("setresuid(0) in the user namespace"))
@@ -427,7 +442,13 @@ fn before_init(args: &ContainerArgs, go: OwnedFd, user: UserStep) -> std::result
             root(syscall.as_ref())?;
             user_ns::clone_init(then, handoff)?;
         }
+        UserStep::MakeAfterJoins { then, handoff } => {
+            user_ns::make_after_joins(&args.spec, handoff, &go)?;
+            root(syscall.as_ref())?;
+            user_ns::clone_init(then, handoff)?;
+        }
     }
+    drop(go);
     let rlimits = args.spec.process().as_ref().and_then(|p| p.rlimits().clone()).unwrap_or_default();
     for rlimit in &rlimits {
         syscall.set_rlimit(rlimit).map_err(step("process.rlimits"))?;
@@ -515,7 +536,8 @@ mod tests {
             };
             let joined = by_path(by_path(spec(&[Pid, Mount], "/pods/c1"), User), Network);
             assert_eq!(route(&joined, false, host), Route::Direct, "a first child joins it, then clones the init");
-            assert!(engine(route(&by_path(spec(&[Pid, User], "/pods/c1"), Network), false, host)), "joined before a new one is made");
+            let after_joins = by_path(spec(&[Pid, User], "/pods/c1"), Network);
+            assert_eq!(route(&after_joins, false, host), Route::Direct, "a first child joins it, then makes the user namespace");
             assert_eq!(route(&spec(&[Pid, Time], "/pods/c1"), false, host), Route::Direct, "the init makes it (time_ns)");
         }
         assert!(engine(route(&spec(&[Pid], "/pods/c1"), true, &v1)));

@@ -29,6 +29,9 @@ pub struct Init<'a> {
     /// The namespaces the init makes itself once in its cgroup (mount, and
     /// cgroup and UTS when new).
     pub unshare: CloneFlags,
+    /// Those given by path were joined before its clone (by the first
+    /// child, before it made the user namespace).
+    pub paths_joined: bool,
     /// Its end of the socket a seccomp notify filter's fd goes to `create` on.
     pub seccomp_notify: Option<BorrowedFd<'a>>,
 }
@@ -56,7 +59,21 @@ pub fn run(init: &Init, main_sender: &mut MainSender, init_receiver: &mut InitRe
 /// joins itself, while the host's /proc still names them; then the new
 /// ones it makes.
 fn enter_namespaces(init: &Init) -> Result<(), InitError> {
+    if !init.paths_joined {
+        join_by_path(&init.args.spec)?;
+    }
     let listed = init.args.spec.linux().as_ref().and_then(|l| l.namespaces().as_ref());
+    let linux = init.args.spec.linux().as_ref();
+    if listed.into_iter().flatten().any(|ns| ns.typ() == LinuxNamespaceType::Time && ns.path().is_none()) {
+        crate::engine::process::time_ns::make_and_enter(linux.and_then(|l| l.time_offsets().as_ref())).map_err(said)?;
+    }
+    nix::sched::unshare(init.unshare).map_err(call("new namespaces", format!("unshare({:?})", init.unshare)))
+}
+
+/// setns(2) into each namespace `spec` gives by path that the init joins
+/// (all but pid, user and mount).
+pub fn join_by_path(spec: &Spec) -> Result<(), InitError> {
+    let listed = spec.linux().as_ref().and_then(|l| l.namespaces().as_ref());
     for ns in listed.into_iter().flatten() {
         let (Some(path), Some(flag)) = (ns.path(), crate::engine::process::init_launch::joined_by_init(ns.typ())) else {
             continue;
@@ -64,11 +81,13 @@ fn enter_namespaces(init: &Init) -> Result<(), InitError> {
         let file = std::fs::File::open(path).map_err(|e| call("joining a namespace", format!("open {}", path.display()))(io_errno(&e)))?;
         nix::sched::setns(file, flag).map_err(call("joining a namespace", format!("setns {}", path.display())))?;
     }
-    let linux = init.args.spec.linux().as_ref();
-    if listed.into_iter().flatten().any(|ns| ns.typ() == LinuxNamespaceType::Time && ns.path().is_none()) {
-        crate::engine::process::time_ns::make_and_enter(linux.and_then(|l| l.time_offsets().as_ref())).map_err(said)?;
-    }
-    nix::sched::unshare(init.unshare).map_err(call("new namespaces", format!("unshare({:?})", init.unshare)))
+    Ok(())
+}
+
+/// Whether `spec` gives a namespace by path that [`join_by_path`] joins.
+pub fn joins_by_path(spec: &Spec) -> bool {
+    let listed = spec.linux().as_ref().and_then(|l| l.namespaces().as_ref());
+    listed.into_iter().flatten().any(|ns| ns.path().is_some() && crate::engine::process::init_launch::joined_by_init(ns.typ()).is_some())
 }
 
 fn set_host_names(spec: &Spec, engine: &dyn EngineSyscall) -> Result<(), InitError> {

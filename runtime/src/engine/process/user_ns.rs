@@ -10,6 +10,10 @@
 //!   it, becomes root there and clones the init as a child of ours
 //!   (`CLONE_PARENT`) in the new pid, network and IPC namespaces, hands
 //!   its pid over and exits. That is the one fork the kernel asks for.
+//! - A new one with other namespaces given by path (the host's, so joined
+//!   before the user namespace exists, in runc's order): the first child
+//!   joins those, unshares the user namespace, is mapped by the parent,
+//!   becomes root and clones the init the same way.
 
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -29,6 +33,9 @@ pub enum Plan {
     None,
     /// Made by the init's clone.
     New,
+    /// Made by the first child after it joined the namespaces given by
+    /// path, which then clones the init.
+    NewAfterJoins,
     /// Joined by the first child at this path, which then clones the init.
     Join(PathBuf),
 }
@@ -38,14 +45,18 @@ impl Plan {
         let listed = spec.linux().as_ref().and_then(|l| l.namespaces().as_ref());
         match listed.into_iter().flatten().find(|ns| ns.typ() == LinuxNamespaceType::User) {
             None => Plan::None,
-            Some(ns) => ns.path().clone().map_or(Plan::New, Plan::Join),
+            Some(ns) => match ns.path() {
+                Some(path) => Plan::Join(path.clone()),
+                None if crate::engine::process::init_steps::joins_by_path(spec) => Plan::NewAfterJoins,
+                None => Plan::New,
+            },
         }
     }
-}
 
-/// Whether `spec` asks for a new user namespace.
-pub fn is_new(spec: &Spec) -> bool {
-    Plan::of(spec) == Plan::New
+    /// A first child starts the init (it joins or makes the user namespace).
+    pub fn first_child(&self) -> bool {
+        matches!(self, Plan::Join(_) | Plan::NewAfterJoins)
+    }
 }
 
 /// The parent's step: `spec`'s uid and gid maps written for `pid`'s new
@@ -65,11 +76,35 @@ pub fn join(path: &Path) -> Result<(), InitError> {
     nix::sched::setns(file.as_fd(), CloneFlags::CLONE_NEWUSER).map_err(call(step, format!("setns {}", path.display())))
 }
 
+/// The first child's steps for [`Plan::NewAfterJoins`]: the namespaces
+/// `spec` gives by path joined, then a new user namespace, announced on
+/// `handoff`; returns once the parent says on `go` that it is mapped.
+pub fn make_after_joins(spec: &Spec, handoff: &OwnedFd, go: &OwnedFd) -> Result<(), InitError> {
+    crate::engine::process::init_steps::join_by_path(spec)?;
+    let step = "making the user namespace";
+    nix::sched::unshare(CloneFlags::CLONE_NEWUSER).map_err(call(step, "unshare(CLONE_NEWUSER)"))?;
+    nix::unistd::write(handoff, b"u").map_err(call(step, "write to the parent"))?;
+    let mut mapped = [0u8; 1];
+    match nix::unistd::read(go.as_raw_fd(), &mut mapped) {
+        Ok(1) if mapped == *b"m" => Ok(()),
+        // The parent failed and kills us: nothing to report.
+        // SAFETY: a forked child leaves without its parent's exit hooks.
+        _ => unsafe { libc::_exit(255) },
+    }
+}
+
+/// The parent's end of [`make_after_joins`]: whether the first child made
+/// its user namespace (else it left, and said why on the engine's channel).
+pub fn made(handoff: &OwnedFd) -> bool {
+    let mut byte = [0u8; 1];
+    matches!(nix::unistd::read(handoff.as_raw_fd(), &mut byte), Ok(1) if byte == *b"u")
+}
+
 /// The first child clones the init in `namespaces` as a child of its own
 /// parent, writes the init's pid to `handoff` and exits; returns in the
 /// init.
 pub fn clone_init(namespaces: CloneFlags, handoff: &OwnedFd) -> Result<(), InitError> {
-    let step = "starting the init in the joined user namespace";
+    let step = "starting the init in the user namespace";
     // SAFETY: this child is single-threaded: its own child runs on as it would.
     let forked = unsafe { clone3::fork(namespaces | CloneFlags::CLONE_PARENT, None) };
     match forked.map_err(call(step, format!("clone3({:?})", namespaces | CloneFlags::CLONE_PARENT)))? {
@@ -116,7 +151,11 @@ mod tests {
         assert_eq!(Plan::of(&spec(serde_json::json!({"type": "user"}))), Plan::New);
         let joined = spec(serde_json::json!({"type": "user", "path": "/proc/7/ns/user"}));
         assert_eq!(Plan::of(&joined), Plan::Join("/proc/7/ns/user".into()));
-        assert!(!is_new(&joined));
+        let with_net: Spec = serde_json::from_value(serde_json::json!({"ociVersion": "1.2.0", "linux": {"namespaces":
+            [{"type": "pid"}, {"type": "user"}, {"type": "network", "path": "/var/run/netns/n"}]}}))
+        .unwrap();
+        assert_eq!(Plan::of(&with_net), Plan::NewAfterJoins, "the host's network namespace is joined first");
+        assert!(Plan::of(&with_net).first_child() && !Plan::of(&spec(serde_json::json!({"type": "user"}))).first_child());
     }
 
     /// A joined user namespace owns what the first child's clone makes: a
