@@ -89,6 +89,25 @@ fn user_namespace_with_mappings() {
     assert_eq!(report.at("/ids/uid"), 0, "root inside the user namespace");
 }
 
+/// Two uid and gid ranges, as root may give: the parent writes both (runc does too, without
+/// newuidmap, which libcontainer asks for when there is more than one range).
+#[test]
+fn a_user_namespace_with_two_ranges_is_mapped_as_runc_maps_it() {
+    skip_if!(needs::containers());
+    let ranges = [(0, 100_000, 1_000), (1_000, 200_000, 1_000)];
+    let maps = json!(ranges.iter().map(|(c, h, s)| json!({"containerID": c, "hostID": h, "size": s})).collect::<Vec<_>>());
+    for rt in Runtime::runc_and_under_test() {
+        let mut bundle = checker::bundle(&[]);
+        bundle.set("/linux/namespaces", namespaces(&["pid", "network", "ipc", "uts", "mount", "user"]));
+        bundle.set("/linux/uidMappings", maps.clone());
+        bundle.set("/linux/gidMappings", maps.clone());
+        let report = Report::run(&rt, &bundle);
+        let expected = json!(ranges.map(|(c, h, s)| [c, h, s]));
+        assert_eq!(report.at("/uid_map"), &expected, "{}", rt.bin().display());
+        assert_eq!(report.at("/gid_map"), &expected, "{}", rt.bin().display());
+    }
+}
+
 #[test]
 fn pod_containers_join_the_sandbox_namespaces_by_path() {
     skip_if!(needs::containers());

@@ -29,6 +29,15 @@ fn replace_namespace(fx: &mut Fixture, typ: &str, entry: Value) {
     set(fx, "/linux/namespaces", namespaces);
 }
 
+/// A user namespace `entry` added, with the container's root mapped to host uid/gid 100000.
+fn with_user_namespace(fx: &mut Fixture, entry: Value, uid_mappings: Value) {
+    let mut namespaces = fx.bundle.config()["linux"]["namespaces"].clone();
+    namespaces.as_array_mut().expect("namespaces array").push(entry);
+    set(fx, "/linux/namespaces", namespaces);
+    set(fx, "/linux/uidMappings", uid_mappings);
+    set(fx, "/linux/gidMappings", json!([{"containerID": 0, "hostID": 100000, "size": 65536}]));
+}
+
 fn seccomp_with_rule(fx: &mut Fixture, rule: Value) {
     set(fx, "/linux/seccomp", json!({"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_X86_64"], "syscalls": [rule]}));
 }
@@ -175,6 +184,33 @@ const CASES: &[Case] = &[
         name: "a netDevices link the host does not have",
         breaks: |fx| set(fx, "/linux/netDevices", json!({"rustpod-nolink0": {"name": "eth7"}})),
         names: &["linux.netDevices[\"rustpod-nolink0\"]", "rustpod-nolink0"],
+    },
+    // The user namespace's own steps: the parent writes the maps (our init's clone), or a first
+    // child joins one given by path (then clones the init).
+    Case {
+        name: "uidMappings the kernel refuses (two ranges for container uid 0)",
+        breaks: |fx| {
+            let overlapping = json!([{"containerID": 0, "hostID": 100000, "size": 65536}, {"containerID": 0, "hostID": 300000, "size": 1}]);
+            with_user_namespace(fx, json!({"type": "user"}), overlapping)
+        },
+        names: &["uid_map", "EINVAL"],
+    },
+    Case {
+        name: "a user namespace path to a network namespace",
+        breaks: |fx| {
+            let mapped = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
+            with_user_namespace(fx, json!({"type": "user", "path": "/proc/self/ns/net"}), mapped)
+        },
+        names: &["linux.namespaces[", "path"],
+    },
+    Case {
+        name: "a new user namespace with a network namespace path that does not exist",
+        breaks: |fx| {
+            replace_namespace(fx, "network", json!({"type": "network", "path": "/proc/no-such/ns/net"}));
+            let mapped = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
+            with_user_namespace(fx, json!({"type": "user"}), mapped)
+        },
+        names: &["/proc/no-such/ns/net"],
     },
     Case {
         name: "cgroupsPath escaping the cgroup root with \"..\"",

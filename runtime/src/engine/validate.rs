@@ -27,6 +27,7 @@ pub fn check(config: &Path, spec: &Spec) -> Result<()> {
     if let Some(process) = spec.process() {
         user_mapped(linux, process.user()).map_err(bad)?;
     }
+    mount_ids_mapped(linux, spec.mounts().as_deref().unwrap_or_default()).map_err(bad)?;
     namespaces(linux).map_err(bad)?;
     time_offsets(linux).map_err(bad)?;
     devices(linux).map_err(bad)?;
@@ -190,16 +191,44 @@ fn user_mapped(linux: &oci_spec::runtime::Linux, user: &User) -> Check {
     if !userns {
         return Ok(());
     }
-    let checks = [
-        ("uid", [0, user.uid()], "linux.uidMappings", linux.uid_mappings()),
-        ("gid", [0, user.gid()], "linux.gidMappings", linux.gid_mappings()),
+    let gids = [0, user.gid()].into_iter().chain(user.additional_gids().iter().flatten().copied());
+    let checks: [(&str, Vec<u32>, &str, _); 2] = [
+        ("uid", vec![0, user.uid()], "linux.uidMappings", linux.uid_mappings()),
+        ("gid", gids.collect(), "linux.gidMappings", linux.gid_mappings()),
     ];
     for (kind, ids, field, maps) in checks {
         let Some(maps) = maps.as_deref().filter(|m| !m.is_empty()) else { continue };
-        let mapped =
-            |id: u32| maps.iter().any(|m| id >= m.container_id() && u64::from(id) < u64::from(m.container_id()) + u64::from(m.size()));
-        if let Some(id) = ids.into_iter().find(|id| !mapped(*id)) {
+        if let Some(id) = ids.into_iter().find(|id| !is_mapped(*id, maps)) {
             return Err(format!("{field}: user namespaces enabled, but no mapping found for {kind} {id}"));
+        }
+    }
+    Ok(())
+}
+
+fn is_mapped(id: u32, maps: &[oci_spec::runtime::LinuxIdMapping]) -> bool {
+    maps.iter().any(|m| id >= m.container_id() && u64::from(id) < u64::from(m.container_id()) + u64::from(m.size()))
+}
+
+/// A mount's `uid=`/`gid=` option in a new user namespace must name a
+/// mapped id: the kernel refuses an unmapped one with a bare EINVAL.
+fn mount_ids_mapped(linux: &oci_spec::runtime::Linux, mounts: &[oci_spec::runtime::Mount]) -> Check {
+    let new_userns = linux.namespaces().iter().flatten().any(|n| n.typ() == LinuxNamespaceType::User && n.path().is_none());
+    if !new_userns {
+        return Ok(());
+    }
+    for (index, mount) in mounts.iter().enumerate() {
+        for option in mount.options().iter().flatten() {
+            let (field, maps) = match option.split_once('=') {
+                Some(("uid", _)) => ("linux.uidMappings", linux.uid_mappings()),
+                Some(("gid", _)) => ("linux.gidMappings", linux.gid_mappings()),
+                _ => continue,
+            };
+            let Some(maps) = maps.as_deref().filter(|m| !m.is_empty()) else { continue };
+            let value = &option[4..];
+            let mapped = value.parse::<u32>().is_ok_and(|id| is_mapped(id, maps));
+            if !mapped {
+                return Err(format!("mounts[{index}].options {option:?}: not an id {field} maps"));
+            }
         }
     }
     Ok(())
@@ -562,6 +591,14 @@ mod tests {
         assert!(user_mapped(&linux(0), &user(0, 65536, &[])).unwrap_err().ends_with("no mapping found for gid 65536"));
         let no_userns: oci_spec::runtime::Linux = serde_json::from_value(serde_json::json!({})).unwrap();
         assert!(user_mapped(&no_userns, &user(5, 5, &[])).is_ok());
+        assert!(user_mapped(&linux(0), &user(0, 0, &[70000])).unwrap_err().ends_with("no mapping found for gid 70000"));
+        let tmpfs = |option: &str| -> Vec<oci_spec::runtime::Mount> {
+            serde_json::from_value(serde_json::json!([{"destination": "/t", "type": "tmpfs", "source": "tmpfs", "options": [option]}]))
+                .unwrap()
+        };
+        assert_eq!(mount_ids_mapped(&linux(0), &tmpfs("gid=5")), Ok(()));
+        let err = mount_ids_mapped(&linux(0), &tmpfs("uid=70000")).unwrap_err();
+        assert_eq!(err, "mounts[0].options \"uid=70000\": not an id linux.uidMappings maps");
     }
 
     #[test]

@@ -55,7 +55,6 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
         ),
         None => None,
     };
-    let user_ns_config = UserNamespaceConfig::new(&spec).map_err(|e| engine_err("create")(&e))?;
     YoukiConfig::from_spec(&spec, &dir.id)
         .and_then(|config| config.save(dir.path()))
         .map_err(|e| engine_err("record the config of")(&e))?;
@@ -72,6 +71,13 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
     let route = match init_launch::route(&spec, cgroup_config.systemd_cgroup, opts.cgroups) {
         Route::Direct if opts.rootfs.is_none() => init_launch::needs_our_init(&spec).map_or(Route::Direct, Route::Engine),
         route => route,
+    };
+    // Only the engine's intermediate maps a new user namespace from this;
+    // our parent writes the maps itself, as runc does, so the engine's
+    // newuidmap requirement for more than one range is not ours.
+    let user_ns_config = match route {
+        Route::Engine(_) => UserNamespaceConfig::new(&spec).map_err(|e| engine_err("create")(&e))?,
+        Route::Direct => None,
     };
     // Kept open until the init has joined them.
     let (spec, _joined) = match crate::engine::process::namespace_fds::hold(&spec, opts.io.preserve_fds)? {
@@ -184,8 +190,9 @@ fn validate(spec: &Spec) -> std::result::Result<(), libcontainer::error::Libcont
     if let Some(mounts) = spec.mounts() {
         libcontainer::utils::validate_mount_options(mounts)?;
     }
-    let syscall = libcontainer::syscall::syscall::create_syscall();
-    libcontainer::utils::validate_spec_for_new_user_ns(spec, &*syscall)?;
+    // A user namespace's mappings are checked by `engine::validate` (ids and
+    // mount options mapped) and, on the engine's route, by its
+    // UserNamespaceConfig; its rootless rules do not apply to root.
     Ok(())
 }
 
