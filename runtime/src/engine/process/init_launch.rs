@@ -164,13 +164,8 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<
                 let _ = nix::unistd::close(read.as_raw_fd());
             }
             let paths_joined = user == user_ns::Plan::NewAfterJoins;
-            let user = match (&user, &handoff) {
-                (user_ns::Plan::New, _) => UserStep::BecomeRoot,
-                (user_ns::Plan::Join(path), Some((_, handoff))) => UserStep::Join { path, then, handoff },
-                (user_ns::Plan::NewAfterJoins, Some((_, handoff))) => UserStep::MakeAfterJoins { then, handoff },
-                _ => UserStep::None,
-            };
-            let before = || before_init(args, go_read, user);
+            let first_child = handoff.as_ref().map(|(_, handoff)| FirstChild { then, handoff });
+            let before = || before_init(args, go_read, &user, first_child);
             if let Some((ours, _)) = &notify {
                 let _ = nix::unistd::close(ours.as_raw_fd());
             }
@@ -190,12 +185,7 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<
             let _ = main_sender.close();
             let _ = init_receiver.close();
             let notify = notify.map(|(ours, _)| ours);
-            let start = Start {
-                go: go_write,
-                mapped: user == user_ns::Plan::New,
-                map_first_child: user == user_ns::Plan::NewAfterJoins,
-                handoff: handoff.map(|(read, _)| read),
-            };
+            let start = Start { go: go_write, user: &user, handoff: handoff.map(|(read, _)| read) };
             let mut init = pid;
             let result = serve(args, cgroups, id, &mut init, start, notify, &mut main_receiver, &mut init_sender);
             let _ = init_sender.close();
@@ -299,15 +289,12 @@ fn pid_namespace(args: &ContainerArgs) -> PidNs<'_> {
 }
 
 /// How the child we cloned is let go.
-struct Start {
-    /// Its go signal, once it is in its cgroup.
+struct Start<'a> {
+    /// Its go signal, once it is in its cgroup; for `Plan::NewAfterJoins`
+    /// a second one once its user namespace is mapped.
     go: OwnedFd,
-    /// Its new user namespace is mapped first.
-    mapped: bool,
-    /// It makes a user namespace once let go: mapped when it says so, then
-    /// told on `go` again.
-    map_first_child: bool,
-    /// It joins a user namespace and hands over the init's pid on this.
+    user: &'a user_ns::Plan,
+    /// Where a first child hands over the init's pid.
     handoff: Option<OwnedFd>,
 }
 
@@ -323,7 +310,7 @@ fn serve(
     cgroups: Option<&[Hierarchy]>,
     id: &str,
     init: &mut Pid,
-    start: Start,
+    start: Start<'_>,
     notify: Option<OwnedFd>,
     main_receiver: &mut channel::MainReceiver,
     init_sender: &mut channel::InitSender,
@@ -332,7 +319,7 @@ fn serve(
     if let Some(cgroups) = cgroups {
         join_cgroup(args, cgroups, *init)?;
     }
-    if start.mapped {
+    if *start.user == user_ns::Plan::New {
         user_ns::write_maps(&args.spec, *init).map_err(|e| Error::Invalid(format!("create {id}: user namespace: {e}")))?;
     }
     nix::unistd::write(&start.go, b"g").map_err(|e| Error::sys("write to the init's start pipe", e))?;
@@ -343,7 +330,7 @@ fn serve(
     };
     if let Some(handoff) = &start.handoff {
         let first = *init;
-        if start.map_first_child {
+        if *start.user == user_ns::Plan::NewAfterJoins {
             if !user_ns::made(handoff) {
                 return Err(left(main_receiver));
             }
@@ -400,30 +387,19 @@ fn resources(args: &ContainerArgs) -> Option<&oci_spec::runtime::LinuxResources>
     args.spec.linux().as_ref().and_then(|l| l.resources().as_ref())
 }
 
-/// What the child does about its user namespace once it may go on.
-enum UserStep<'a> {
-    None,
-    /// Its new one is mapped: it becomes root there.
-    BecomeRoot,
-    /// It joins the one at `path`, becomes root there, and clones the init
-    /// in `then`, handing its pid over on `handoff` (`user_ns::clone_init`).
-    Join {
-        path: &'a Path,
-        then: CloneFlags,
-        handoff: &'a OwnedFd,
-    },
-    /// It joins the namespaces given by path, makes a user namespace, and
-    /// once mapped goes on as for `Join`.
-    MakeAfterJoins {
-        then: CloneFlags,
-        handoff: &'a OwnedFd,
-    },
+/// A first child's clone of the init: in `then`, its pid handed over on
+/// `handoff` (`user_ns::clone_init`).
+#[derive(Clone, Copy)]
+struct FirstChild<'a> {
+    then: CloneFlags,
+    handoff: &'a OwnedFd,
 }
 
 /// The child's steps before the init's: wait until it is in its cgroup,
-/// its user namespace (`user`), then the rlimits (the intermediate's last
-/// step).
-fn before_init(args: &ContainerArgs, go: OwnedFd, user: UserStep) -> std::result::Result<(), InitError> {
+/// its user namespace (`user`: it becomes root in a new or joined one),
+/// the init's clone where it is a first child, then the rlimits (the
+/// intermediate's last step).
+fn before_init(args: &ContainerArgs, go: OwnedFd, user: &user_ns::Plan, first: Option<FirstChild>) -> std::result::Result<(), InitError> {
     let mut byte = [0u8; 1];
     match nix::unistd::read(go.as_fd().as_raw_fd(), &mut byte) {
         Ok(1) => {}
@@ -434,19 +410,21 @@ fn before_init(args: &ContainerArgs, go: OwnedFd, user: UserStep) -> std::result
     let root = |syscall: &dyn libcontainer::syscall::Syscall| {
         syscall.set_id(nix::unistd::Uid::from_raw(0), nix::unistd::Gid::from_raw(0)).map_err(step("setresuid(0) in the user namespace"))
     };
-    match user {
-        UserStep::None => {}
-        UserStep::BecomeRoot => root(syscall.as_ref())?,
-        UserStep::Join { path, then, handoff } => {
+    match (user, first) {
+        (user_ns::Plan::None, _) => {}
+        (user_ns::Plan::New, _) => root(syscall.as_ref())?,
+        (user_ns::Plan::Join(path), _) => {
             user_ns::join(path)?;
             root(syscall.as_ref())?;
-            user_ns::clone_init(then, handoff)?;
         }
-        UserStep::MakeAfterJoins { then, handoff } => {
-            user_ns::make_after_joins(&args.spec, handoff, &go)?;
+        (user_ns::Plan::NewAfterJoins, Some(first)) => {
+            user_ns::make_after_joins(&args.spec, first.handoff, &go)?;
             root(syscall.as_ref())?;
-            user_ns::clone_init(then, handoff)?;
         }
+        (user_ns::Plan::NewAfterJoins, None) => return Err(InitError::Said("a new user namespace after joins needs a first child".into())),
+    }
+    if let Some(first) = first {
+        user_ns::clone_init(first.then, first.handoff)?;
     }
     drop(go);
     let rlimits = args.spec.process().as_ref().and_then(|p| p.rlimits().clone()).unwrap_or_default();

@@ -111,19 +111,13 @@ impl Rootfs {
     /// this process until the init is cloned. False when no such mount is
     /// planned.
     pub fn attach_detached(&mut self, index: usize, fd: RawFd) -> bool {
-        let Some(step) = self.mounts.iter_mut().find(|step| match step {
-            Step::Detached { mount, .. } => mount.index == index,
-            Step::Mount(m) => self.in_userns && m.index == index && matches!(m.kind, Kind::Bind { .. }),
-            _ => false,
-        }) else {
-            return false;
-        };
-        let mount = match step {
-            Step::Detached { mount, .. } | Step::Mount(mount) => mount.clone(),
-            _ => return false,
-        };
-        *step = Step::Detached { mount, fd: Some(fd) };
-        true
+        let in_userns = self.in_userns;
+        let found = self.mounts.iter_mut().find_map(|step| match step {
+            Step::Detached { mount, .. } if mount.index == index => Some((mount.clone(), step)),
+            Step::Mount(m) if in_userns && m.index == index && matches!(m.kind, Kind::Bind { .. }) => Some((m.clone(), step)),
+            _ => None,
+        });
+        found.map(|(mount, step)| *step = Step::Detached { mount, fd: Some(fd) }).is_some()
     }
 
     /// Before the createContainer hooks, in the container's mount
