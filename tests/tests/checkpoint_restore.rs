@@ -834,8 +834,8 @@ fn assert_stdout_is_the_shims_pipe(name: &str, pid: i32) {
 
 /// Through containerd 2.x on each path: `ctr task checkpoint --image-path` (leaving it running;
 /// the runc shim's `checkpoint --image-path --work-path --leave-running`, our shim's
-/// Checkpoint), `ctr containers checkpoint --task` into the content store, `ctr task
-/// checkpoint --exit` (the task stops and is deleted), then `ctr containers restore --live`:
+/// Checkpoint), `ctr containers checkpoint --rw --task` into the content store, `ctr task
+/// checkpoint --exit` (the task stops and is deleted), then `ctr containers restore --rw --live`:
 /// its task Create names the unpacked checkpoint and records it, its Start restores (the runc
 /// shim's `restore --detach --pid-file -no-subreaper`, our shim's restore helper) with the
 /// shim's pipes as the init's stdio: the restored counter goes on, its stdout a pipe of its
@@ -875,7 +875,9 @@ fn containerd_checkpoints_and_restores() {
         let reference = format!("localhost/checkpoint-{id}:1");
         // Its dump too can overrun criu's freeze timeout (CI run 51, one vCPU beside the host's tests).
         let store_dump = images.join_str("store");
-        dump_retrying_criu_freeze_timeouts(&store_dump, || ctd.ctr(&["containers", "checkpoint", "--task", &id, &reference])).ok();
+        // --rw takes the snapshot's changes too: a dump that catches the shell inside `>>`
+        // records an open /tmp/count, which a fresh snapshot lacks (CI run 84, one vCPU).
+        dump_retrying_criu_freeze_timeouts(&store_dump, || ctd.ctr(&["containers", "checkpoint", "--rw", "--task", &id, &reference])).ok();
         // --exit: criu ends the tree, the task stops, containerd's delete works.
         let exit_path = images.join_str("exit");
         dump_retrying_criu_freeze_timeouts(&exit_path, || ctd.ctr(&["task", "checkpoint", "--exit", "--image-path", &exit_path, &id])).ok();
@@ -884,11 +886,12 @@ fn containerd_checkpoints_and_restores() {
         ctd.ctr(&["task", "rm", &id]).ok();
         ctd.ctr(&["containers", "rm", &id]).ok();
         // Named by path: in run 74 one restore failed with runc's bare words, on a path unknown.
-        let restore = ctd.ctr(&["containers", "restore", "--live", &id, &reference]);
-        assert!(restore.success(), "{name}: ctr containers restore --live failed: {}", restore.describe());
+        let restore = ctd.ctr(&["containers", "restore", "--rw", "--live", &id, &reference]);
+        assert!(restore.success(), "{name}: ctr containers restore --rw --live failed: {}", restore.describe());
         ctd.wait_task(&id, "RUNNING");
         let restored = ctd.task_pid(&id);
-        // A fresh snapshot has no /tmp/count: the first value is the restored shell's next.
+        // The restored snapshot holds /tmp/count as it was at the dump (or a little later:
+        // containerd takes the changes after the task's dump); the restored shell counts on.
         let first = wait::wait_for(&format!("{name}: the restored counter to write"), || count_in(restored));
         assert!(first > 20, "{name}: the restored counter restarted: {first}");
         wait::wait_for(&format!("{name}: the restored counter to go on"), || count_in(restored).filter(|c| *c > first));
