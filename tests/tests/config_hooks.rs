@@ -225,3 +225,27 @@ fn failing_poststop_hook_warns_and_delete_goes_on() {
         assert_eq!(rt.try_status(&id), None, "{bin}: the container is still there");
     }
 }
+
+/// No process of the runtime's runs in the container around its startContainer hooks: the
+/// program reads its PID namespace's last pid, which counts every process made there. rustpod's
+/// init is 1 and the one hook 2; the engine's route added its barrier, a process of our binary
+/// run in the container under its confinement (3), and runc 1.1.5 shows 6 (its init's own
+/// children there). Our init tells `start` the hooks passed on a socket in the state directory
+/// instead (runtime/src/engine/start_report.rs); `failing_start_container_hook_…` checks that it
+/// still learns of a failing hook.
+#[test]
+fn no_runtime_process_runs_in_the_container_around_its_start_container_hooks() {
+    skip_if!(needs::containers());
+    for rt in rustpod_tests::Runtime::runc_and_under_test() {
+        let bin = rt.bin().display().to_string();
+        let mut bundle = rustpod_tests::Bundle::new(&["cat", "/proc/sys/kernel/ns_last_pid"]);
+        bundle.set("/hooks/startContainer", json!([{"path": "/bin/true", "args": ["true"]}]));
+        let id = rt.new_id("lastpid");
+        let out = rt.run(&id, &bundle, &[], b"");
+        assert!(out.success(), "{bin}: run failed: {}", out.describe());
+        if rt.bin() == rustpod_tests::env::rustpod_bin() {
+            assert_eq!(out.stdout.trim(), "2", "{bin}: processes made in the container before its program: {}", out.describe());
+        }
+        rt.cmd(&["delete", "--force", &id]);
+    }
+}

@@ -41,6 +41,10 @@ pub struct Metadata {
     /// for `start` (see `start_barrier`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub start_barrier: bool,
+    /// Our own init runs startContainer hooks and answers on the state
+    /// directory's socket once they passed (see `start_report`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub start_report: bool,
     /// The user's process.env has no HOME: the spec we run carries the one
     /// we found for the init's user, and an exec looks up its own instead.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -171,7 +171,7 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
         crate::engine::mount::cgroup_ns::rewrite(&mut spec, opts.cgroups);
     }
     if let Some(hooks) = spec.hooks_mut() {
-        wrap_hooks(hooks, &bundle.path);
+        wrap_hooks(hooks, &bundle.path, opts.own_rootfs);
     }
     // One exec for all: a cgroup mount's flags, superblock flags, symfollow,
     // then propagation.
@@ -209,10 +209,11 @@ pub(crate) fn prepend_create_container(spec: &mut Spec, hook: Hook) {
 }
 
 /// Routes every hook through the wrapper that reports the user's bundle.
-/// startContainer hooks stay in the engine's spec, so its init runs them as
-/// confined as the user's process, and end with our barrier (see
-/// `start_barrier`).
-fn wrap_hooks(hooks: &mut Hooks, bundle: &Path) {
+/// startContainer hooks stay in the engine's spec, so the init runs them as
+/// confined as the user's process. Our own init (`own_rootfs`) gives them
+/// their state and tells `start` they passed (`start_report`); the engine's
+/// needs the wrapper and our barrier at their end (`start_barrier`).
+fn wrap_hooks(hooks: &mut Hooks, bundle: &Path, own_rootfs: bool) {
     let wrap_all = |list: &Option<Vec<Hook>>| list.as_ref().map(|l| l.iter().map(|h| hook_state::wrap(h, bundle)).collect());
     hooks.set_prestart(wrap_all(hooks.prestart()));
     hooks.set_create_runtime(wrap_all(hooks.create_runtime()));
@@ -221,15 +222,15 @@ fn wrap_hooks(hooks: &mut Hooks, bundle: &Path) {
     // ... and taken out for `start` to run itself, see [`take_poststart`].
     hooks.set_poststop(wrap_all(hooks.poststop()));
     let start_container: Vec<Hook> = hooks.start_container().clone().unwrap_or_default();
-    if !start_container.is_empty() {
+    if !start_container.is_empty() && !own_rootfs {
         let mut wrapped: Vec<Hook> = start_container.iter().map(|h| hook_state::wrap_start_container(h, bundle)).collect();
         wrapped.push(start_barrier::hook());
         hooks.set_start_container(Some(wrapped));
     }
 }
 
-/// Whether `spec` (as the engine runs it) makes the init stop at our barrier.
-pub fn has_start_barrier(spec: &Spec) -> bool {
+/// Whether the init of `spec` runs startContainer hooks after `start`.
+pub fn has_start_container_hooks(spec: &Spec) -> bool {
     spec.hooks().as_ref().and_then(|h| h.start_container().as_ref()).is_some_and(|l| !l.is_empty())
 }
 
@@ -475,13 +476,24 @@ mod tests {
     #[test]
     fn start_container_hooks_are_wrapped_and_end_at_the_barrier() {
         let spec = spec_of(json!({"hooks": {"startContainer": [{"path": "/hook.sh"}], "poststart": [{"path": "/p"}]}}), false).unwrap();
-        assert!(has_start_barrier(&spec));
+        assert!(has_start_container_hooks(&spec));
         let hooks = spec.hooks().as_ref().unwrap().start_container().clone().unwrap();
         let arg0s: Vec<String> = hooks.iter().map(|h| h.args().clone().unwrap()[0].clone()).collect();
         assert_eq!(arg0s, [hook_state::START_WRAPPER_ARG0, start_barrier::BARRIER_ARG0]);
         let mut spec = spec;
         assert_eq!(take_poststart(&mut spec).len(), 1);
         assert!(spec.hooks().as_ref().unwrap().poststart().is_none(), "start runs poststart itself");
+    }
+
+    #[test]
+    fn our_init_runs_start_container_hooks_as_given() {
+        let hook = json!({"path": "/hook.sh", "args": ["hook.sh", "x"]});
+        let opts = EngineOptions { own_rootfs: true, ..Default::default() };
+        let spec = engine_spec("c1", &bundle(json!({"hooks": {"startContainer": [hook]}})), &opts).unwrap();
+        let hooks = spec.hooks().as_ref().unwrap().start_container().clone().unwrap();
+        assert_eq!(hooks.len(), 1, "no barrier: {hooks:?}");
+        assert_eq!(hooks[0].path(), Path::new("/hook.sh"));
+        assert_eq!(hooks[0].args().as_deref(), Some(&["hook.sh".to_string(), "x".to_string()][..]));
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod self_exec;
 pub mod signal;
 pub mod spec_support;
 pub mod start_barrier;
+pub mod start_report;
 pub mod state;
 pub mod stop;
 pub mod teardown;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use oci_spec::runtime::Hook;
 
+use crate::engine::start_report::Answer;
 use crate::error::{Error, Result};
 
 /// argv[0] by which our binaries recognise the barrier invocation.
@@ -55,21 +56,20 @@ pub fn main() -> i32 {
 }
 
 /// After the init was released: waits until the barrier is reached (the
-/// hooks passed; it is let go) or the init dies before (a hook failed).
-/// Hooks still running after `limit` are left to run: Ok, as runc's start
-/// would have returned long before.
-pub fn wait(init_pid: i32, limit: Duration) -> Result<()> {
+/// hooks passed; it is let go) or the init dies before (a hook failed), at
+/// most `limit`.
+pub fn wait(init_pid: i32, limit: Duration) -> Result<Answer> {
     let deadline = std::time::Instant::now() + limit;
     loop {
         if std::time::Instant::now() >= deadline {
-            tracing::warn!("startContainer hooks of init {init_pid} still run after {limit:?}; start returns");
-            return Ok(());
+            return Ok(Answer::StillRunning);
         }
         if !crate::sys::proc_stat::alive(init_pid) {
-            return Err(Error::Invalid("startContainer hook failed: the container's init exited before running its process".into()));
+            return Ok(Answer::Died);
         }
         if let Some(barrier) = ready_barrier(init_pid) {
             return nix::sys::signal::kill(nix::unistd::Pid::from_raw(barrier), nix::sys::signal::Signal::SIGUSR1)
+                .map(|()| Answer::Passed)
                 .map_err(|e| Error::sys("kill(SIGUSR1) the startContainer barrier", e));
         }
         std::thread::sleep(Duration::from_millis(1));

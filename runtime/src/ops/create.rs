@@ -134,7 +134,10 @@ fn build(
         None => (crate::engine::idmap::detached::install(&mut spec, bundle, idmapped, min_fd)?, Vec::new()),
     };
     let poststart = engine_bundle::take_poststart(&mut spec);
-    let start_barrier = engine_bundle::has_start_barrier(&spec);
+    let start_hooks = engine_bundle::has_start_container_hooks(&spec);
+    let (start_barrier, start_report) = (start_hooks && own_rootfs.is_none(), start_hooks && own_rootfs.is_some());
+    // Our init holds it until its exec; ours closes once the init is made.
+    let start_report_socket = if start_report { Some(crate::engine::start_report::listen(&dir.path())?) } else { None };
     dir.write_config(&spec)?;
     let init_opts = InitOptions {
         io: ProcessIo { console_socket: opts.console_socket, preserve_fds: opts.preserve_fds, stdio: opts.stdio },
@@ -142,6 +145,7 @@ fn build(
         no_pivot: opts.no_pivot,
         cgroups,
         rootfs: own_rootfs,
+        start_report: start_report_socket,
     };
     // Shared: a delete removing the default cgroup parent waits for us.
     let _cgroup_guard = std::fs::File::open(&dir.root).ok().and_then(|f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockShared).ok());
@@ -167,6 +171,7 @@ fn build(
         rootfs: bundle.rootfs.clone(),
         poststart,
         start_barrier,
+        start_report,
         added_home: !home_env::has_home(user_env),
         mount_ns: own_mount_ns(&bundle.spec, &container),
         own_pid_ns: crate::engine::stop::leads_pid_ns(&bundle.spec),

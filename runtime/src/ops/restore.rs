@@ -227,6 +227,7 @@ fn record_running(dir: &ContainerDir, bundle: &Bundle, spec: &Spec, opts: &Resto
         rootfs: bundle.rootfs.clone(),
         poststart: Vec::new(),
         start_barrier: false,
+        start_report: false,
         added_home: !crate::engine::process::home_env::has_home(user_env),
         mount_ns: crate::engine::stop::FileId::mount_ns(pid),
         own_pid_ns: crate::engine::stop::leads_pid_ns(spec),

@@ -10,6 +10,7 @@ use libcontainer::container::{Container, ContainerStatus};
 use crate::engine::container_dir::ContainerDir;
 use crate::engine::process::notify;
 use crate::engine::start_barrier;
+use crate::engine::start_report::{self, Answer};
 use crate::engine::state::status_word;
 use crate::error::{Error, Result};
 
@@ -20,7 +21,7 @@ use crate::error::{Error, Result};
 pub struct Starting {
     id: String,
     init: Option<i32>,
-    barrier: bool,
+    hooks: StartHooks,
     init_exe: Option<(u64, u64)>,
     poststart: Vec<oci_spec::runtime::Hook>,
     state: libcontainer::container::State,
@@ -41,26 +42,51 @@ pub(crate) fn release(dir: &ContainerDir, container: &mut Container) -> Result<S
     }
     let meta = dir.metadata();
     let poststart = meta.as_ref().map(|m| m.poststart.clone()).unwrap_or_default();
-    let barrier = meta.as_ref().is_some_and(|m| m.start_barrier);
+    let hooks = match &meta {
+        // Before the release: the init answers only a `start` already waiting.
+        Some(m) if m.start_report => StartHooks::Report(start_report::connect(container.root.as_path())?),
+        Some(m) if m.start_barrier => StartHooks::Barrier,
+        _ => StartHooks::None,
+    };
     // What the waiting init runs now (our binary, or its sealed copy).
     let init = container.pid().map(|p| p.as_raw());
     let init_exe = init.and_then(exe_identity);
     release_init(container.root.as_path())?;
     container.set_status(ContainerStatus::Running).save().map_err(|e| Error::engine("start", id, &e))?;
-    Ok(Starting { id: id.to_string(), init, barrier, init_exe, poststart, state: container.state.clone() })
+    Ok(Starting { id: id.to_string(), init, hooks, init_exe, poststart, state: container.state.clone() })
+}
+
+/// How `start` learns that the init's startContainer hooks passed.
+enum StartHooks {
+    None,
+    /// The engine's init runs them, ending at our barrier (`start_barrier`).
+    Barrier,
+    /// Our init answers on this connection (`start_report`).
+    Report(std::os::unix::net::UnixStream),
 }
 
 impl Starting {
     /// Waits (bounded) for the startContainer hooks, then runs the poststart
     /// hooks once the user's program runs.
     pub fn finish(self) -> Result<()> {
-        if let (true, Some(pid)) = (self.barrier, self.init) {
-            if let Err(err) = start_barrier::wait(pid, start_barrier::START_HOOKS_WAIT) {
+        let wait = start_barrier::START_HOOKS_WAIT;
+        let answer = match (self.hooks, self.init) {
+            (StartHooks::Barrier, Some(pid)) => start_barrier::wait(pid, wait)?,
+            (StartHooks::Report(stream), _) => start_report::wait(stream, wait)?,
+            _ => Answer::Passed,
+        };
+        match answer {
+            Answer::Passed => {}
+            // Left to run: runc's start would have returned long before.
+            Answer::StillRunning => tracing::warn!("startContainer hooks of {} still run after {wait:?}; start returns", self.id),
+            Answer::Died => {
                 // The spec: a failing startContainer hook stops the container
                 // (its init, and with it its PID namespace; never the rest of
                 // a cgroup it may share).
-                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
-                return Err(err);
+                if let Some(pid) = self.init {
+                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+                }
+                return Err(Error::Invalid("startContainer hook failed: the container's init exited before running its process".into()));
             }
         }
         if !self.poststart.is_empty() {

@@ -79,11 +79,19 @@ pub fn begin(args: &ContainerArgs, engine: &dyn EngineSyscall) -> Result<(), Ini
     Ok(())
 }
 
+/// What the startContainer hooks need from `create`.
+pub struct StartHooks<'a> {
+    /// The bundle their state names, as the user gave it.
+    pub bundle: &'a std::path::Path,
+    /// Where `start` waits to learn they passed (`start_report`).
+    pub report: Option<BorrowedFd<'a>>,
+}
+
 /// What runs between the wait for `start` and the exec.
-pub enum AtStart {
+pub enum AtStart<'a> {
     Nothing,
     /// The spec's startContainer hooks (an init's).
-    StartContainerHooks,
+    StartContainerHooks(&'a StartHooks<'a>),
 }
 
 /// The process's confinement, in runc's order, then the wait for `start`
@@ -155,13 +163,32 @@ pub fn to_exec(
     main_sender.close().map_err(step("closing the channel to the runtime"))?;
     args.notify_listener.wait_for_container_start().map_err(step("waiting for start"))?;
     args.notify_listener.close().map_err(step("waiting for start"))?;
-    if let (AtStart::StartContainerHooks, Some(hooks)) = (at_start, spec.hooks()) {
-        let state = args.container.as_ref().map(|c| &c.state);
-        libcontainer::hooks::run_hooks(hooks.start_container().as_ref(), state, None, None, Some(&start_env))
-            .map_err(step("startContainer hooks"))?;
+    if let (AtStart::StartContainerHooks(start), Some(hooks)) = (at_start, spec.hooks()) {
+        run_start_container_hooks(args, start, hooks.start_container().as_ref(), &start_env)?;
     }
     args.executor.exec(spec).map_err(said)?;
     Err(InitError::Said("the executor returned without exec".into()))
+}
+
+/// The startContainer hooks, as runc's init runs them: their state is the
+/// container created, with the user's bundle and the init's pid as the
+/// container sees it. Then `start` learns they passed.
+fn run_start_container_hooks(
+    args: &ContainerArgs,
+    start: &StartHooks,
+    hooks: Option<&Vec<oci_spec::runtime::Hook>>,
+    env: &std::collections::HashMap<String, String>,
+) -> Result<(), InitError> {
+    let mut state =
+        args.container.as_ref().map(|c| c.state.clone()).ok_or(InitError::Said("startContainer hooks: no container state".into()))?;
+    state.status = libcontainer::container::ContainerStatus::Created;
+    state.bundle = start.bundle.to_path_buf();
+    libcontainer::hooks::run_hooks(hooks, Some(&state), None, Some(nix::unistd::getpid()), Some(env))
+        .map_err(step("startContainer hooks"))?;
+    if let Some(report) = start.report {
+        crate::engine::start_report::report_passed(report);
+    }
+    Ok(())
 }
 
 /// The stdio the caller gave, when there is no console.

@@ -4,7 +4,7 @@
 //! behind an error with no source; here the caller's spec, the user's
 //! bundle and the init's own words are kept.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::Path;
 use std::rc::Rc;
 
@@ -18,6 +18,7 @@ use oci_spec::runtime::Spec;
 
 use crate::engine::container_dir::ContainerDir;
 use crate::engine::process::init_launch::{self, Route};
+use crate::engine::process::init_steps::{OwnInit, StartHooks};
 use crate::engine::process::process_io::ProcessIo;
 use crate::engine::process::rootfs_failure::{self, Capture};
 use crate::error::{Error, Result};
@@ -32,6 +33,9 @@ pub struct InitOptions<'a> {
     pub cgroups: &'a [crate::engine::cgroup::fs::Hierarchy],
     /// Set when our steps make the rootfs (`engine::rootfs::own`).
     pub rootfs: Option<crate::engine::rootfs::prepare::Rootfs>,
+    /// Where our init answers `start` once its startContainer hooks passed
+    /// (`engine::start_report`); only with `rootfs`.
+    pub start_report: Option<std::os::fd::OwnedFd>,
 }
 
 /// Starts `spec`'s init for `dir` (whose directory the caller made) and
@@ -111,7 +115,13 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
     let all_cpus = crate::engine::process::cpu_affinity::all_cpus_for_children()?;
     let capture = Capture::new().map_err(|e| Error::sys("pipe2 for the init's rootfs errors", e))?;
     let spawned = capture.during(|| match route {
-        Route::Direct => init_launch::spawn(&args, &dir.id, cgroups, opts.rootfs.as_ref()),
+        Route::Direct => {
+            let own = opts.rootfs.as_ref().map(|rootfs| OwnInit {
+                rootfs,
+                start_hooks: StartHooks { bundle, report: opts.start_report.as_ref().map(|fd| fd.as_fd()) },
+            });
+            init_launch::spawn(&args, &dir.id, cgroups, own.as_ref())
+        }
         Route::Engine(_) if opts.rootfs.is_some() => {
             Err(Error::Invalid(format!("create {}: our rootfs steps need the direct route", dir.id)))
         }

@@ -44,9 +44,8 @@ use crate::engine::cgroup::fs::Hierarchy;
 use crate::engine::cgroup::{manager, v1_setup, v2_setup};
 use crate::engine::process::child_init;
 use crate::engine::process::confine::{step, InitError};
-use crate::engine::process::init_steps::Init;
+use crate::engine::process::init_steps::{Init, OwnInit};
 use crate::engine::process::{net_devices, seccomp_notify, user_ns};
-use crate::engine::rootfs::prepare::Rootfs;
 use crate::error::{Error, Result};
 use crate::sys::children_pid_ns;
 use crate::sys::clone3::{self, Forked};
@@ -94,8 +93,9 @@ pub fn needs_our_init(spec: &Spec) -> Option<&'static str> {
 
 /// Clones the init `args` describes and returns its pid once the engine's
 /// init steps are done and it waits for `start`.
-/// With `own`, our rootfs steps make the rootfs (`engine::rootfs::own`).
-pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<&Rootfs>) -> Result<Pid> {
+/// With `own`, our init steps run, our rootfs steps make the rootfs
+/// (`engine::rootfs::own`).
+pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<&OwnInit>) -> Result<Pid> {
     let channel_err = |e: ChannelError| Error::engine("create", id, &e);
     let (mut main_sender, mut main_receiver) = channel::main_channel().map_err(channel_err)?;
     let (mut init_sender, mut init_receiver) = channel::init_channel().map_err(channel_err)?;
@@ -171,8 +171,8 @@ pub fn spawn(args: &ContainerArgs, id: &str, cgroups: &[Hierarchy], own: Option<
             }
             let seccomp_notify = notify.as_ref().map(|(_, theirs)| theirs.as_fd());
             match own {
-                Some(rootfs) => {
-                    let init = Init { args, rootfs, unshare: unshared, paths_joined, seccomp_notify };
+                Some(own) => {
+                    let init = Init { args, own, unshare: unshared, paths_joined, seccomp_notify };
                     child_init::run_own_rootfs(&init, &mut main_sender, &mut init_receiver, before)
                 }
                 None => child_init::run(args, &mut main_sender, &mut init_receiver, before),

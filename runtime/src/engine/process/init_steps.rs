@@ -15,17 +15,24 @@ use nix::sched::CloneFlags;
 use oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 pub use crate::engine::process::confine::InitError;
+pub use crate::engine::process::confine::StartHooks;
 use crate::engine::process::confine::{self, call, io_errno, said, step, AtStart};
 use crate::engine::rootfs::prepare::Rootfs;
 use crate::sys::procfs::ProcFd;
 use crate::sys::syscall::LinuxSyscall;
+
+/// What `create` gives our init beyond the engine's arguments.
+pub struct OwnInit<'a> {
+    pub rootfs: &'a Rootfs,
+    pub start_hooks: StartHooks<'a>,
+}
 
 /// What the init is given.
 pub struct Init<'a> {
     /// Its spec is the command's: the namespaces the clone made are
     /// listed too, and those given by path are joined here.
     pub args: &'a ContainerArgs,
-    pub rootfs: &'a Rootfs,
+    pub own: &'a OwnInit<'a>,
     /// The namespaces the init makes itself once in its cgroup (mount, and
     /// cgroup and UTS when new).
     pub unshare: CloneFlags,
@@ -52,7 +59,7 @@ pub fn run(init: &Init, main_sender: &mut MainSender, init_receiver: &mut InitRe
         set_host_names(&args.spec, engine)?;
     }
     make_rootfs(init, engine, main_sender, init_receiver)?;
-    confine::to_exec(args, engine, main_sender, AtStart::StartContainerHooks, init.seccomp_notify)
+    confine::to_exec(args, engine, main_sender, AtStart::StartContainerHooks(&init.own.start_hooks), init.seccomp_notify)
 }
 
 /// setns(2) into each namespace the spec gives by path that the init
@@ -110,7 +117,7 @@ fn make_rootfs(
     init_receiver: &mut InitReceiver,
 ) -> Result<(), InitError> {
     let args = init.args;
-    let root = init.rootfs.before_hooks(&LinuxSyscall).map_err(said)?;
+    let root = init.own.rootfs.before_hooks(&LinuxSyscall).map_err(said)?;
     if let Some(hooks) = args.spec.hooks() {
         main_sender.hook_request().map_err(step("asking for the prestart hooks"))?;
         init_receiver.wait_for_hook_request_done().map_err(step("waiting for the prestart hooks"))?;
@@ -119,16 +126,16 @@ fn make_rootfs(
             .map_err(step("createContainer hooks"))?;
     }
     // A procfs of the container's pid namespace, opened before pivot_root.
-    let proc = match init.rootfs.sysctl.is_empty() {
+    let proc = match init.own.rootfs.sysctl.is_empty() {
         true => None,
         false => Some(ProcFd::new().map_err(said)?),
     };
-    init.rootfs.pivot_into(&LinuxSyscall, root).map_err(said)?;
+    init.own.rootfs.pivot_into(&LinuxSyscall, root).map_err(said)?;
     reopen_dev_null()?;
     if let Some(socket) = args.console_socket {
         libcontainer::tty::setup_console(engine, socket, true).map_err(step("the console"))?;
     }
-    init.rootfs.confine(&LinuxSyscall, proc.as_ref()).map_err(said)
+    init.own.rootfs.confine(&LinuxSyscall, proc.as_ref()).map_err(said)
 }
 
 /// Stdio that is the host's /dev/null becomes the container's, as runc's
