@@ -156,8 +156,8 @@ fn a_tmpcopyup_that_does_not_fit_fails_create_in_one_line_and_leaves_nothing() {
     }
 }
 
-/// `tmpcopyup` on a bind, and a superblock flag on a bind (runc lets the kernel ignore both),
-/// are refused in one line naming the mount and option.
+/// `tmpcopyup` on a bind, a superblock flag on a bind and filesystem data on a bind (runc lets
+/// the kernel ignore all three), are refused in one line naming the mount and option.
 #[test]
 fn unapplied_mount_options_are_refused_naming_the_mount_and_option() {
     skip_if!(needs::containers());
@@ -166,6 +166,8 @@ fn unapplied_mount_options_are_refused_naming_the_mount_and_option() {
     }
     refused_at_create(bind_tmp("/b", &["rbind", "tmpcopyup"]), &option_named("tmpcopyup"));
     refused_at_create(bind_tmp("/b", &["rbind", "lazytime"]), &option_named("lazytime"));
+    refused_at_create(bind_tmp("/b", &["rbind", "sync"]), &option_named("sync"));
+    refused_at_create(bind_tmp("/b", &["rbind", "ro", "size=1m"]), &option_named("size=1m"));
 }
 
 /// The superblock flags of a fresh mount (runc 1.5: mount(2) flags), as the kernel shows them

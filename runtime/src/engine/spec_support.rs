@@ -1,12 +1,15 @@
 //! The runtime-spec 1.2/1.3 fields oci-spec 0.10 or libcontainer 0.7 get
 //! wrong. Mount fields rustpod cannot honour: `tmpcopyup` on a mount that is
-//! not a tmpfs and a superblock flag on a bind (runc lets both go). Each is
-//! refused at create, naming the mount and field. (Idmapped mounts:
+//! not a tmpfs, and a superblock flag or filesystem data on a bind (runc
+//! lets all three go). Each is refused at create, naming the mount and
+//! field. (Idmapped mounts:
 //! `idmap_mount` plans them and refuses what it cannot do.)
 
 use std::path::PathBuf;
 
 use oci_spec::runtime::{Mount, Spec};
+
+use crate::engine::rootfs::plan;
 
 /// The newest runtime-spec version whose every field is applied or refused
 /// at create naming it (oci-spec 0.10 calls itself 1.1.0): `features`'
@@ -33,6 +36,9 @@ pub enum Unapplied {
     /// runc passes them to a bind's remount, where the kernel ignores them.
     #[error("a superblock flag, which a bind mount cannot change (it is the source filesystem's)")]
     SuperblockFlagOnBind,
+    /// runc passes it to a bind's mount(2), which ignores a bind's data.
+    #[error("filesystem data, which a bind mount takes none of (it is the source filesystem's)")]
+    DataOnBind,
 }
 
 /// The first mount option of `spec` we would otherwise drop.
@@ -49,8 +55,12 @@ fn unapplied(mount: &Mount) -> Option<(&String, Unapplied)> {
     mount.options().iter().flatten().find_map(|option| {
         if crate::engine::mount::copyup::is_copyup(option) && mount.typ().as_deref() != Some("tmpfs") {
             Some((option, Unapplied::CopyupNotTmpfs))
-        } else if crate::engine::mount::sb_flags::is_sb_flag(option) && crate::engine::engine_bundle::is_bind(mount) {
+        } else if !crate::engine::engine_bundle::is_bind(mount) {
+            None
+        } else if plan::is_superblock_flag(option) {
             Some((option, Unapplied::SuperblockFlagOnBind))
+        } else if plan::is_filesystem_data(option) {
+            Some((option, Unapplied::DataOnBind))
         } else {
             None
         }
@@ -110,6 +120,16 @@ mod tests {
                 "\"lazytime\"",
                 Unapplied::SuperblockFlagOnBind,
             ),
+            (
+                json!({"destination": "/a", "type": "none", "source": "/tmp", "options": ["rbind", "ro", "sync"]}),
+                "\"sync\"",
+                Unapplied::SuperblockFlagOnBind,
+            ),
+            (
+                json!({"destination": "/a", "type": "bind", "source": "/tmp", "options": ["rbind", "rprivate", "mode=755"]}),
+                "\"mode=755\"",
+                Unapplied::DataOnBind,
+            ),
         ];
         for (mount, field, why) in cases {
             let ok = json!({"destination": "/ok", "type": "tmpfs", "source": "tmpfs", "options": ["nosymfollow"]});
@@ -118,6 +138,13 @@ mod tests {
             let err = err.to_string();
             assert!(err.starts_with(&format!("mounts[1] (/a): option {field}: ")), "{err}");
         }
+        // What clients put on their binds passes.
+        let binds = json!([{"destination": "/a", "type": "bind", "source": "/tmp",
+            "options": ["rbind", "rprivate", "ro", "nosuid", "nodev", "noexec", "rro", "nosymfollow", "idmap"]}]);
+        assert_eq!(check_mounts(&spec(binds)), Ok(()));
+        // A fresh filesystem takes its own data.
+        let tmpfs = json!([{"destination": "/t", "type": "tmpfs", "source": "tmpfs", "options": ["size=1m", "mode=755", "sync"]}]);
+        assert_eq!(check_mounts(&spec(tmpfs)), Ok(()));
     }
 
     #[test]

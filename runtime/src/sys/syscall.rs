@@ -12,7 +12,7 @@ use std::path::Path;
 use nix::fcntl::AtFlags;
 use nix::mount::{mount, MsFlags};
 use nix::sys::stat::{mknodat, Mode, SFlag};
-use nix::sys::statvfs::{fstatvfs, FsFlags};
+use nix::sys::statvfs::FsFlags;
 use nix::unistd::{fchownat, symlinkat, unlinkat, Gid, Uid, UnlinkatFlags};
 
 use crate::sys::copy_tree::{self, EntryError};
@@ -134,7 +134,14 @@ impl Syscall for LinuxSyscall {
     }
 
     fn mount_flags_of(&self, target: &OwnedFd) -> nix::Result<FsFlags> {
-        fstatvfs(target).map(|s| s.flags())
+        // Not nix's fstatvfs: its flags() drops the bits nix does not name,
+        // ST_NOSYMFOLLOW among them, which a remount must keep.
+        let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+        // SAFETY: a valid descriptor and a buffer of the right type.
+        let rc = unsafe { libc::fstatvfs(target.as_raw_fd(), stat.as_mut_ptr()) };
+        nix::errno::Errno::result(rc)?;
+        // SAFETY: fstatvfs succeeded and filled it.
+        Ok(FsFlags::from_bits_retain(unsafe { stat.assume_init() }.f_flag))
     }
 
     fn open_target(&self, root: &OwnedFd, dest: &Path, want: Want) -> Result<OwnedFd, TargetError> {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum StepError {
     /// openat2(RESOLVE_IN_ROOT) of the destination inside the rootfs.
     #[error("openat2 {} (RESOLVE_IN_ROOT): {errno}", dest.display())]

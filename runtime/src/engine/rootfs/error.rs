@@ -33,6 +33,9 @@ pub enum Detail {
     /// entry under the destination, the call and the errno.
     #[error("tmpcopyup: copying the image's files: {0}")]
     Copy(crate::sys::copy_tree::EntryError),
+    /// The remount that sets iversion or silent.
+    #[error("{0}")]
+    Remount(crate::engine::mount::step_error::StepError),
     /// What these steps do not make yet; the engine's route does.
     #[error("{0} is not made by rustpod's own rootfs steps yet")]
     NotCovered(&'static str),

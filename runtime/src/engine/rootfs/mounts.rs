@@ -26,13 +26,6 @@ pub fn uncovered(m: &PlannedMount) -> Option<&'static str> {
     match &m.kind {
         _ if m.remount => Some("a remount"),
         _ if m.idmap.is_some() => Some("an idmapped mount"),
-        Kind::Bind { .. } if m.superblock.named != MsFlags::empty() => Some("a superblock flag on a bind"),
-        // runc and the engine hand these to mount(2), which ignores a
-        // bind's data; until a runc comparison settles it, the engine's way.
-        Kind::Bind { .. } if !m.data.is_empty() => Some("filesystem data on a bind"),
-        // fsconfig(2) takes no iversion or silent flag (EINVAL): the engine
-        // route's remount sets them. lazytime it takes.
-        _ if m.superblock.named.intersects(MsFlags::MS_I_VERSION | MsFlags::MS_SILENT) => Some("iversion or silent"),
         _ => None,
     }
 }
@@ -65,7 +58,29 @@ pub fn make(sys: &dyn Syscall, root: &OwnedFd, m: &PlannedMount) -> Result<(), R
     if m.recursive.named != MsFlags::empty() {
         sys.mount_setattr(&mount, m.recursive.to_attr(), libc::AT_RECURSIVE).map_err(call("mount_setattr", dest))?;
     }
-    place(sys, root, m, &mount, want)
+    place(sys, root, m, &mount, want)?;
+    // fsconfig(2) takes no iversion or silent flag (EINVAL): a remount of
+    // the placed filesystem sets them, with lazytime, which it would clear.
+    let remount = remount_options(m);
+    if remount.is_empty() {
+        return Ok(());
+    }
+    crate::engine::mount::sb_flags::apply(sys, root, dest, &remount).map_err(|e| fail(Detail::Remount(e)))
+}
+
+/// The superblock options a remount of `m` takes: none unless iversion or
+/// silent is named.
+fn remount_options(m: &PlannedMount) -> Vec<String> {
+    const BY_REMOUNT: &[(MsFlags, &str, &str)] = &[
+        (MsFlags::MS_LAZYTIME, "lazytime", "nolazytime"),
+        (MsFlags::MS_I_VERSION, "iversion", "noiversion"),
+        (MsFlags::MS_SILENT, "silent", "loud"),
+    ];
+    if !m.superblock.named.intersects(MsFlags::MS_I_VERSION | MsFlags::MS_SILENT) {
+        return Vec::new();
+    }
+    let named = BY_REMOUNT.iter().filter(|(flag, _, _)| m.superblock.named.contains(*flag));
+    named.map(|(flag, on, off)| if m.superblock.set.contains(*flag) { on } else { off }.to_string()).collect()
 }
 
 /// `m` failed with `detail`.
@@ -348,6 +363,24 @@ mod tests {
         );
     }
 
+    /// fsconfig(2) takes no iversion: the placed tmpfs is remounted with it
+    /// and with lazytime, which a remount without it would clear again.
+    #[test]
+    fn iversion_is_set_by_a_remount_that_keeps_lazytime() {
+        let sys = Recording::default();
+        make(&sys, &root(), &planned("tmpfs", "tmpfs", "/t", &["lazytime", "iversion", "nosuid"])).unwrap();
+        let remounts: Vec<MsFlags> =
+            sys.calls().into_iter().filter_map(|c| if let Call::Mount { flags, .. } = c { Some(flags) } else { None }).collect();
+        assert_eq!(remounts.len(), 1, "{:?}", sys.calls());
+        assert!(remounts[0].contains(MsFlags::MS_REMOUNT | MsFlags::MS_I_VERSION | MsFlags::MS_LAZYTIME), "{:?}", remounts[0]);
+        assert_eq!(
+            remount_options(&planned("tmpfs", "tmpfs", "/t", &["lazytime", "nosuid"])),
+            Vec::<String>::new(),
+            "fsconfig sets lazytime"
+        );
+        assert_eq!(remount_options(&planned("tmpfs", "tmpfs", "/t", &["silent", "nolazytime"])), ["nolazytime", "silent"]);
+    }
+
     #[test]
     fn a_bind_of_a_directory_with_no_flags_makes_no_setattr() {
         let sys = Recording::default();
@@ -394,16 +427,6 @@ mod tests {
 
     /// runc hands a bind's unknown options to mount(2), which ignores them
     /// for a bind; such a mount stays the engine's (it does the same).
-    #[test]
-    fn filesystem_data_on_a_bind_is_left_to_the_engine() {
-        let sys = Recording::default();
-        let m = planned("bind", "/srv", "/mnt", &["rbind", "size=1m", "ro"]);
-        assert_eq!(uncovered(&m), Some("filesystem data on a bind"), "the engine's route takes it");
-        let err = make(&sys, &root(), &m).unwrap_err();
-        assert_eq!(err.detail, Detail::NotCovered("filesystem data on a bind"));
-        assert!(sys.calls().is_empty());
-    }
-
     /// runc's order: the tmpfs is filled while writable, then made read-only;
     /// here before anything can see it, from the image's directory the
     /// destination still is.
@@ -452,13 +475,7 @@ mod tests {
 
     #[test]
     fn what_is_not_covered_yet_is_refused_before_any_call() {
-        for (typ, options, what) in [
-            ("tmpfs", &["remount"][..], "a remount"),
-            ("bind", &["rbind", "idmap"][..], "an idmapped mount"),
-            ("bind", &["rbind", "lazytime"][..], "a superblock flag on a bind"),
-            ("tmpfs", &["iversion"][..], "iversion or silent"),
-            ("tmpfs", &["lazytime", "silent"][..], "iversion or silent"),
-        ] {
+        for (typ, options, what) in [("tmpfs", &["remount"][..], "a remount"), ("bind", &["rbind", "idmap"][..], "an idmapped mount")] {
             let sys = Recording::default();
             let err = make(&sys, &root(), &planned(typ, "/src", "/mnt", options)).unwrap_err();
             assert_eq!(err.detail, Detail::NotCovered(what), "{options:?}");

@@ -209,6 +209,16 @@ fn meaning(option: &str) -> Option<Meaning> {
     OPTIONS.iter().find(|(name, _)| *name == option).map(|(_, m)| *m)
 }
 
+/// Whether `option` sets or clears a superblock flag.
+pub fn is_superblock_flag(option: &str) -> bool {
+    matches!(meaning(option), Some(Meaning::Superblock(..)))
+}
+
+/// Whether `option` is none of runc's: the filesystem's own data.
+pub fn is_filesystem_data(option: &str) -> bool {
+    meaning(option).is_none()
+}
+
 /// The plan of every mount in `mounts`, in order.
 pub fn plan(mounts: &[Mount]) -> Vec<PlannedMount> {
     mounts.iter().enumerate().map(|(index, m)| plan_one(index, m)).collect()
