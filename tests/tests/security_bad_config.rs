@@ -304,3 +304,30 @@ fn runc_compatible_oddities_are_accepted() {
         }
     }
 }
+
+/// A `linux.mountLabel` on a host without SELinux: no filesystem takes its `context=` option.
+/// runc appends it to /dev's tmpfs and fails there with EINVAL; rustpod refuses it before making
+/// anything, in one line naming the field, the statfs of selinuxfs and its errno, and leaves
+/// nothing (the engine failed with "failed to mount path as masked", no path or errno).
+#[test]
+fn a_mount_label_without_selinux_is_refused_like_runc_fails() {
+    skip_if!(needs::containers());
+    if std::path::Path::new("/sys/fs/selinux/enforce").exists() {
+        rustpod_tests::skip!("SELinux is enabled here: a mount label is applied, not refused");
+    }
+    for rt in Runtime::runc_and_under_test() {
+        let bin = rt.bin().display().to_string();
+        let mut fx = Fixture::on(rt, SLEEP);
+        set(&mut fx, "/linux/mountLabel", json!("system_u:object_r:container_file_t:s0:c1,c2"));
+        let out = fx.rt.try_create(&fx.id, &fx.bundle, &[]);
+        if rustpod_tests::env::is_crun(fx.rt.bin()) || rustpod_tests::env::testing_runc_itself() {
+            // Recorded, not compared: crun is not the oracle for this.
+            eprintln!("{bin}: {}", out.describe());
+        } else if rustpod_tests::env::is_runc(fx.rt.bin()) {
+            assert!(!out.success(), "{bin} mounted with a context= label and no SELinux: {}", out.describe());
+        } else {
+            assert_one_line_error(&out, &["linux.mountLabel", "statfs /sys/fs/selinux", "ENOENT"]);
+        }
+        fx.assert_nothing_left();
+    }
+}

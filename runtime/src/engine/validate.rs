@@ -37,6 +37,7 @@ pub fn check(config: &Path, spec: &Spec) -> Result<()> {
     net_devices(linux).map_err(bad)?;
     seccomp_archs(linux).map_err(bad)?;
     memory(linux).map_err(bad)?;
+    mount_label(linux).map_err(bad)?;
     hugepage_limits(linux).map_err(bad)?;
     pids(linux).map_err(bad)
 }
@@ -446,6 +447,24 @@ fn is_procfs(mount: &oci_spec::runtime::Mount) -> std::result::Result<bool, Stri
     let Some(source) = mount.source() else { return Ok(false) };
     let fs = nix::sys::statfs::statfs(source).map_err(|e| format!("statfs {}: {e}", source.display()))?;
     Ok(fs.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC)
+}
+
+/// `linux.mountLabel` labels the container's new filesystems through
+/// SELinux's `context=` option. Without SELinux no filesystem takes that
+/// option: runc's mounts then fail with EINVAL, and the engine's with no
+/// errno or path ("failed to mount path as masked"). Refused here instead,
+/// before anything exists, naming why.
+fn mount_label(linux: &oci_spec::runtime::Linux) -> Check {
+    let Some(label) = linux.mount_label().as_deref().filter(|l| !l.is_empty()) else { return Ok(()) };
+    const SELINUXFS: &str = "/sys/fs/selinux";
+    // SELINUX_MAGIC, which nix does not name.
+    const SELINUX_MAGIC: libc::c_long = 0xf97c_ff8c;
+    let unlabelled = |why: String| Err(format!("linux.mountLabel {label:?}: SELinux is not enabled on this host: {why}"));
+    match nix::sys::statfs::statfs(SELINUXFS) {
+        Ok(fs) if fs.filesystem_type().0 as libc::c_long == SELINUX_MAGIC => Ok(()),
+        Ok(_) => unlabelled(format!("{SELINUXFS} is no selinuxfs")),
+        Err(errno) => unlabelled(format!("statfs {SELINUXFS}: {errno}")),
+    }
 }
 
 /// Memory limits are byte counts, or -1 for unlimited; the kernel rejects
