@@ -85,14 +85,30 @@ def cpu_children():
 
 
 class Proc:
-    """Reaping bookkeeping: the largest ru_maxrss and the exit statuses seen since reset()."""
+    """Reaping bookkeeping: the largest ru_maxrss, by process too, and the orphans reaped
+    since reset()."""
     maxrss = 0
     orphans = 0
+    by_process = {}
 
     @classmethod
     def reset(cls):
         cls.maxrss = 0
         cls.orphans = 0
+        cls.by_process = {}
+
+    @classmethod
+    def saw(cls, what, kib):
+        cls.maxrss = max(cls.maxrss, kib)
+        cls.by_process[what] = max(cls.by_process.get(what, 0), kib)
+
+
+VERBS = {"create", "start", "delete", "run", "exec", "kill", "state", "pause", "resume", "update"}
+
+
+def process_name(argv):
+    """What a command is called in the peak-RSS split: its runtime verb, else its program."""
+    return next((a for a in argv[1:] if a in VERBS), os.path.basename(argv[0]))
 
 
 # ---------------------------------------------------------------- mount namespaces
@@ -291,6 +307,7 @@ def run(argv, check=True, timeout=60, ok=(0,)):
     """Run argv as a child; returns its exit code. stderr is kept for the error message."""
     ERRFILE.seek(0)
     ERRFILE.truncate()
+    name = process_name(argv)
     if RSS_MODE:
         argv = Argv(["/usr/bin/time", "-f", "%M", "-o", RSS_OUT] + argv, getattr(argv, "ns", None))
     pid = spawn(argv)
@@ -302,7 +319,7 @@ def run(argv, check=True, timeout=60, ok=(0,)):
         raise RuntimeError(f"timed out after {timeout}s: {' '.join(argv)}")
     if RSS_MODE:
         with open(RSS_OUT) as f:
-            Proc.maxrss = max(Proc.maxrss, int(f.read().split()[-1]))
+            Proc.saw(name, int(f.read().split()[-1]))
     if check and code not in ok:
         raise RuntimeError(f"exit {code}: {' '.join(argv)}\n{errtext()}")
     return code
@@ -318,7 +335,7 @@ def reap_one(timeout=30):
     """Block until one orphan (a container init, a shim) exits; returns (pid, code)."""
     with Deadline(timeout):
         pid, st, ru = os.wait4(-1, 0)
-    Proc.maxrss = max(Proc.maxrss, ru.ru_maxrss)
+    Proc.saw("orphan (container init)", ru.ru_maxrss)
     Proc.orphans += 1
     return pid, os.waitstatus_to_exitcode(st)
 
@@ -333,7 +350,7 @@ def reap_ready(exclude=()):
             return n
         if pid == 0:
             return n
-        Proc.maxrss = max(Proc.maxrss, ru.ru_maxrss)
+        Proc.saw("orphan (container init)", ru.ru_maxrss)
         Proc.orphans += 1
         n += 1
 
@@ -796,12 +813,15 @@ class Bench:
                 d["orphans"].append(o)
         # peak RSS pass (untimed): every command under GNU time, the container init via wait4
         global RSS_MODE
+        by_process = {name: {} for name in names}
         for name in names:
             raw[name]["maxrss_kib"] = []
             RSS_MODE = True
             try:
                 for _ in range(3):
                     raw[name]["maxrss_kib"].append(call(name)[2])
+                    for what, kib in Proc.by_process.items():
+                        by_process[name][what] = max(by_process[name].get(what, 0), kib)
             finally:
                 RSS_MODE = False
         fig_res = {"n": n, "runtimes": {}}
@@ -809,7 +829,7 @@ class Bench:
             d = raw[name]
             fig_res["runtimes"][name] = {
                 "wall_ms": summary(d["wall_ms"]), "cpu_ms": summary(d["cpu_ms"]),
-                "peak_rss_kib": max(d["maxrss_kib"]), "raw": d}
+                "peak_rss_kib": max(d["maxrss_kib"]), "peak_rss_kib_by_process": by_process[name], "raw": d}
         rp = raw["rustpod"]
         fig_res["ratios"] = {}
         for other in ("runc", "crun"):

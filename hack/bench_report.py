@@ -8,6 +8,11 @@ COLORS = {"rustpod": "#d9480f", "runc": "#1c7ed6", "crun": "#37b24d", "floor": "
 RUNTIMES = ("rustpod", "runc", "crun")
 
 
+def rss_split(by_process):
+    """Each process's peak RSS, largest first: which one sets the figure."""
+    return "<br>".join(f"{what} {kib / 1024:.1f} MiB" for what, kib in sorted(by_process.items(), key=lambda kv: -kv[1]))
+
+
 def _g(d, *path):
     for p in path:
         if d is None:
@@ -283,6 +288,8 @@ def table(res):
         rt = F["lifecycle"]["runtimes"]
         rows.append(["1. lifecycle, peak RSS of any process"] + [f"{rt[n]['peak_rss_kib'] / 1024:.1f} MiB" for n in ("rustpod", "runc", "crun")] +
                     [fmt_r(_g(F, "lifecycle", "ratios", o, "peak_rss")) for o in ("runc", "crun")])
+        if all("peak_rss_kib_by_process" in rt[n] for n in ("rustpod", "runc", "crun")):
+            rows.append(["1. lifecycle, peak RSS by process"] + [rss_split(rt[n]["peak_rss_kib_by_process"]) for n in ("rustpod", "runc", "crun")] + ["", ""])
     trio("run", "1. run (foreground, deletes), wall", "wall_ms", "wall")
     trio("run", "1. run (foreground, deletes), CPU", "cpu_ms", "cpu")
     trio("run_cg", "1c. run with a cgroupsPath, wall", "wall_ms", "wall")
