@@ -13,11 +13,12 @@
 #   other processes entered (create and exec helpers, `shim start`, a
 #   container's init before its exec);
 # - rustpod: a container's lifecycle through the CLI (spec, create, start,
-#   state, ps, exec, kill, delete, run); the list is every function its
-#   processes (the commands, the init, the rootfs hook) entered, those more
-#   of them entered first.
-# Symbol names carry hashes of the toolchain and Cargo.lock: rerun this
-# after changing either. A stale list only costs memory: lld skips names it
+#   state, ps, exec, kill, delete, run), on cgroup v1 and again on v2; the
+#   list is every function its processes (the commands, the init) entered:
+#   those both runs entered, then each run's own, those more processes
+#   entered first.
+# Symbol names carry hashes of the toolchain and Cargo.lock, and new code is
+# not in the list: rerun this after changing either, or the code. A stale list only costs memory: lld skips names it
 # does not find (a release hack/build.sh says how many still match). It
 # takes a few minutes; the probes are removed in the background for some
 # minutes more.
@@ -131,9 +132,9 @@ shim_workload() {
 }
 
 # A container's lifecycle through the CLI, in a bundle of busybox: every
-# command, the init, and the rootfs hook that a default spec has on a v1 host.
-rustpod_workload() {
-	local bundle=$work/bundle rt=("$bin" --root "$state")
+# command and the init. $1 names the bundle and prefixes the container ids.
+rustpod_lifecycle() {
+	local bundle=$work/bundle-$1 rt=("$bin" --root "$state")
 	mkdir -p "$bundle/rootfs/bin"
 	cp /bin/busybox "$bundle/rootfs/bin/"
 	local tool
@@ -146,24 +147,50 @@ rustpod_workload() {
 		spec["process"]["args"] = ["sleep", "1000"]
 		json.dump(spec, open(sys.argv[1], "w"), separators=(",", ":"))
 	PY
-	ids+=(order order-run order-detached)
-	"${rt[@]}" create -b "$bundle" order >/dev/null
-	"${rt[@]}" start order
-	"${rt[@]}" state order >/dev/null
+	"${rt[@]}" create -b "$bundle" "$1"
+	"${rt[@]}" start "$1"
+	"${rt[@]}" state "$1" >/dev/null
 	"${rt[@]}" list >/dev/null
-	"${rt[@]}" ps order >/dev/null
-	"${rt[@]}" exec order sh -c 'echo hi' >/dev/null
-	"${rt[@]}" kill order KILL
+	"${rt[@]}" ps "$1" >/dev/null
+	"${rt[@]}" exec "$1" sh -c 'echo hi' >/dev/null
+	"${rt[@]}" kill "$1" KILL
 	for _ in $(seq 100); do
-		"${rt[@]}" state order 2>/dev/null | grep -q '"stopped"' && break
+		"${rt[@]}" state "$1" 2>/dev/null | grep -q '"stopped"' && break
 		sleep 0.1
 	done
-	"${rt[@]}" delete order
-	"${rt[@]}" run -b "$bundle" --detach order-detached
-	"${rt[@]}" delete -f order-detached
+	"${rt[@]}" delete "$1"
+	"${rt[@]}" run -b "$bundle" --detach "$1-detached"
+	"${rt[@]}" delete -f "$1-detached"
 	sed -i 's/"sleep","1000"/"true"/' "$bundle/config.json"
-	"${rt[@]}" run -b "$bundle" order-run
-	order=(shared)
+	"${rt[@]}" run -b "$bundle" "$1-run"
+}
+
+# The lifecycle twice, each traced on its own: on this host's cgroup v1, then
+# on cgroup v2, for the functions only v2 runs (the unified hierarchy, clone3
+# into the cgroup, the eBPF device filter), which a v2 node maps. For v2, a
+# private mount namespace has the host's cgroup2 hierarchy at /sys/fs/cgroup
+# (the host's own mounts are untouched); its controllers are v1's here, so it
+# runs the default spec, which sets none. Each removes its containers, in its
+# own namespace, even if it fails.
+on_cgroup_v2() {
+	ids=(v2 v2-detached v2-run)
+	trap 'for id in "${ids[@]}"; do remove "$id"; done' EXIT
+	umount -l /sys/fs/cgroup
+	mount -t cgroup2 none /sys/fs/cgroup
+	rustpod_lifecycle v2
+}
+rustpod_workload() {
+	local -a ids=(v1 v1-detached v1-run)
+	(
+		trap 'for id in "${ids[@]}"; do remove "$id"; done' EXIT
+		rustpod_lifecycle v1
+	) >/dev/null
+	cp "$tracing/trace" "$work/trace.v1"
+	echo >"$tracing/trace"
+	unshare -m --propagation private bash -c "set -euo pipefail
+		$(declare -f rustpod_lifecycle remove on_cgroup_v2); $(declare -p bin state work name)
+		on_cgroup_v2" >/dev/null
+	order=(shared "$work/trace.v1" -)
 }
 
 order=()

@@ -7,11 +7,14 @@
                                          only other processes of BINARY ran (its helpers,
                                          `shim start`, a container's init before its exec):
                                          mangled, each part in address order
-  symbol_order.py shared BINARY GROUP < trace
-                                         the functions any process ran, those more
-                                         processes ran first (then in address order), so
-                                         that each short-lived process maps the code they
-                                         all run and then a short stretch of its own
+  symbol_order.py shared BINARY GROUP TRACE...
+                                         the functions any process ran in the traces of
+                                         one or more workloads ("-": stdin): those every
+                                         workload ran first, then those of each workload
+                                         alone; within that, those more processes ran
+                                         first (then in address order), so that each
+                                         short-lived process maps the code they all run
+                                         and then a short stretch of its own
 """
 import re
 import subprocess
@@ -63,12 +66,21 @@ def hits(trace):
     return entered
 
 
-def shared(binary, group):
-    entered = hits(sys.stdin)
-    if not entered:
-        sys.exit("symbol_order.py: no probe hit")
+def shared(binary, group, traces):
+    processes, workloads = {}, {}
+    for w, path in enumerate(traces or ["-"]):
+        if path == "-":
+            entered = hits(sys.stdin)
+        else:
+            with open(path) as f:
+                entered = hits(f)
+        if not entered:
+            sys.exit(f"symbol_order.py: no probe hit in {path}")
+        for i, tgids in entered.items():
+            processes[i] = processes.get(i, 0) + len(tgids)
+            workloads.setdefault(i, []).append(w)
     names = [name for _, name in functions(binary)]
-    for i in sorted(entered, key=lambda i: (-len(entered[i]), i)):
+    for i in sorted(processes, key=lambda i: (-len(workloads[i]), workloads[i], -processes[i], i)):
         print(names[i])
 
 
@@ -94,7 +106,7 @@ def main():
     elif cmd == "names":
         names(binary, group, int(sys.argv[4]))
     elif cmd == "shared":
-        shared(binary, group)
+        shared(binary, group, sys.argv[4:])
     else:
         sys.exit(__doc__)
 
