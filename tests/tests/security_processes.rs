@@ -463,8 +463,10 @@ fn container_signals_and_oom_score_are_runcs_through_containerd() {
     }
     let (_, reference) = &seen[0];
     assert!(reference.iter().any(|l| l.starts_with("oom ")), "runc's container reported no OOM score: {reference:?}");
-    for (path, facts) in &seen {
-        assert_eq!(facts, reference, "{path}: the container's signals or OOM score differ from runc's");
+    // runc ≥ 1.2's own race, through its shim too (sid root, CI run 87: SigIgn 0x1 once).
+    let reference = settled(&env::runc_bin().display().to_string(), reference);
+    for (path, facts) in &seen[1..] {
+        assert_eq!(facts, &reference, "{path}: the container's signals or OOM score differ from runc's");
     }
 }
 
