@@ -22,6 +22,13 @@ pub fn unified() -> bool {
     nix::sys::statfs::statfs(CGROUP_FS).is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC)
 }
 
+/// `/rustpod`, where rustpod puts a container without `cgroupsPath`, in every hierarchy: below
+/// /sys/fs/cgroup on a pure v2 host (its entries are other cgroups), else below each v1 one.
+pub fn default_parents() -> Vec<PathBuf> {
+    let roots = if unified() { vec![PathBuf::from(CGROUP_FS)] } else { hierarchies().into_iter().skip(1).collect() };
+    roots.into_iter().map(|h| h.join("rustpod")).collect()
+}
+
 /// Removes the (empty) per-container parent the runtime made for `id`'s cgroup.
 pub fn remove_parent(id: &str) {
     for h in hierarchies() {

@@ -3,11 +3,11 @@
 // `update` changing them live; hugetlb, cgroup v2 and the systemd form skip loudly here when the
 // machine cannot do them.
 
-use rustpod_tests::cgroup::{cgroups_path, v1_file};
+use rustpod_tests::cgroup::{cgroups_path, default_parents, v1_file};
 use rustpod_tests::checker::{self, Report};
-use rustpod_tests::{json, needs, skip, skip_if, Fixture, Runtime, Value, SLEEP};
+use rustpod_tests::{json, needs, skip, skip_if, wait, Bundle, Fixture, Runtime, Value, SLEEP};
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 const MIB: i64 = 1024 * 1024;
 
@@ -271,4 +271,28 @@ fn cpu_shares_out_of_range_fail_create_as_runc() {
         assert!(out.stderr.contains("the minimum allowed cpu-shares is 2"), "{bin}: {}", out.stderr.trim_end());
         fx.assert_nothing_left();
     }
+}
+
+/// A container without `cgroupsPath` goes in `/rustpod/<id>` of every hierarchy; its delete
+/// removes that and, once no other container is in it, the `/rustpod` parent its create made.
+#[test]
+fn delete_removes_the_default_cgroup_and_its_empty_parent() {
+    skip_if!(needs::containers());
+    let rt = Runtime::under_test();
+    let mut bundle = Bundle::new(SLEEP);
+    bundle.clear_cgroups_path();
+    let id = rt.new_id("defparent");
+    rt.create(&id, &bundle);
+    let made: Vec<PathBuf> = default_parents().into_iter().map(|p| p.join(&id)).filter(|d| d.is_dir()).collect();
+    assert!(!made.is_empty(), "create made no /rustpod/{id} cgroup in {:?}", default_parents());
+    rt.cmd(&["delete", "--force", &id]).ok();
+    let kept: Vec<&PathBuf> = made.iter().filter(|d| d.exists()).collect();
+    assert!(kept.is_empty(), "delete left the container's cgroups: {kept:?}");
+    // Another test's container may still be in a parent: only an empty one is a leftover.
+    let empty = || -> Vec<PathBuf> {
+        let has_child = |p: &PathBuf| std::fs::read_dir(p).into_iter().flatten().flatten().any(|e| e.path().is_dir());
+        default_parents().into_iter().filter(|p| p.is_dir() && !has_child(p)).collect()
+    };
+    assert!(wait::eventually(|| empty().is_empty()), "delete left empty default parents: {:?}", empty());
+    rt.assert_nothing_left(&id, bundle.path());
 }
