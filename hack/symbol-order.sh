@@ -18,8 +18,8 @@
 #   those both runs entered, then each run's own, those more processes
 #   entered first.
 # Symbol names carry hashes of the toolchain and Cargo.lock, and new code is
-# not in the list: rerun this after changing either, or the code. A stale list only costs memory: lld skips names it
-# does not find (a release hack/build.sh says how many still match). It
+# not in the list: rerun this after changing either, or the code. A stale
+# list only costs memory: lld skips names it does not find (a release hack/build.sh says how many still match). It
 # takes a few minutes; the probes are removed in the background for some
 # minutes more.
 set -euo pipefail
