@@ -41,18 +41,11 @@ impl Fixture {
         fx
     }
 
-    /// A running container running TRAP_TERM, once its init catches SIGTERM. A pid 1 ignores a
-    /// signal it has no handler for, so a TERM sent before the shell ran `trap` was lost (seen
-    /// in the v2 guest beside the one-vCPU sid guest: the init never stopped).
+    /// A running container running TRAP_TERM, once its init catches SIGTERM (a TERM sent
+    /// before the shell ran `trap` is lost: seen in the v2 guest, the init never stopped).
     pub fn running_with_term_trap() -> Self {
         let fx = Self::running(TRAP_TERM);
-        let status = format!("/proc/{}/status", fx.rt.pid(&fx.id));
-        crate::wait::wait_for("the init to catch SIGTERM", || {
-            let text = std::fs::read_to_string(&status).ok()?;
-            let caught = text.lines().find_map(|l| l.strip_prefix("SigCgt:"))?.trim().to_string();
-            let mask = u64::from_str_radix(&caught, 16).ok()?;
-            (mask & (1 << (libc::SIGTERM - 1)) != 0).then_some(())
-        });
+        crate::signals::wait_until_it_catches_term(fx.rt.pid(&fx.id));
         fx
     }
 

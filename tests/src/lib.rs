@@ -24,6 +24,7 @@ pub mod runtime;
 pub mod scratch;
 pub mod shim;
 pub mod shim_task;
+pub mod signals;
 pub mod skip;
 pub mod spec;
 pub mod wait;

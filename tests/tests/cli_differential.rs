@@ -3,7 +3,7 @@
 // it next to runc 1.3.6, and next to crun 1.28 for all but the state's field names (crun's state
 // adds `systemd-scope`).
 
-use rustpod_tests::{env, json, needs, skip_if, Bundle, Runtime, SLEEP, TRAP_TERM};
+use rustpod_tests::{env, json, needs, signals, skip_if, Bundle, Runtime, SLEEP, TRAP_TERM};
 use std::collections::BTreeSet;
 use std::fmt::Debug;
 
@@ -83,6 +83,9 @@ fn exit_code_after_kill(rt: &Runtime, bundle: &Bundle, signal: &str) -> i32 {
     let id = rt.new_id("diff");
     let is_running = || rt.try_status(&id).as_deref() == Some("running");
     let running = rt.spawn_run(&id, bundle, &[], b"").running_until("the container to run", is_running);
+    if signal == "TERM" {
+        signals::wait_until_it_catches_term(rt.pid(&id));
+    }
     rt.kill(&id, signal);
     running.wait().code()
 }

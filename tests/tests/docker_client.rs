@@ -4,7 +4,7 @@
 
 use rustpod_tests::clients::{assert_exits_like_runc, OciRuntime};
 use rustpod_tests::docker::{self, Dockerd};
-use rustpod_tests::{leftovers, skip_if, Output};
+use rustpod_tests::{leftovers, signals, skip_if, Output};
 
 /// PID 1 with a TERM handler: exit 3 proves the runtime delivered docker stop's SIGTERM.
 const TRAP_TERM_EXIT_3: &[&str] = &["sh", "-c", "trap 'exit 3' TERM; sleep 1000 & wait"];
@@ -19,6 +19,12 @@ fn exits_like_runc(dockerd: &Dockerd, argv: &[&str], expected: i32) {
 fn run_detached(dockerd: &Dockerd, rt: OciRuntime, argv: &[&str]) -> String {
     let out = dockerd.on_image("run", rt, &["-d", "--network", "none"], argv).ok();
     out.stdout.trim().to_string()
+}
+
+/// The host pid of container `id`'s init, from `docker inspect`.
+fn init_pid(dockerd: &Dockerd, id: &str) -> i32 {
+    let out = dockerd.docker(&["inspect", "-f", "{{.State.Pid}}", id]).ok();
+    out.stdout.trim().parse().unwrap_or_else(|e| panic!("docker inspect gave no pid for {id} ({e}): {}", out.describe()))
 }
 
 /// `docker inspect`'s "<exit code> <status>" of container `id`.
@@ -95,6 +101,7 @@ fn docker_stop_like_runc() {
         dockerd.docker(&["stop", "-t", "1", &sleeper]).ok();
         assert_eq!(exit_state(&dockerd, &sleeper), "137 exited", "{rt:?}: sleep after docker stop");
         let trapper = run_detached(&dockerd, rt, TRAP_TERM_EXIT_3);
+        signals::wait_until_it_catches_term(init_pid(&dockerd, &trapper));
         dockerd.docker(&["stop", "-t", "60", &trapper]).ok();
         assert_eq!(exit_state(&dockerd, &trapper), "3 exited", "{rt:?}: TERM handler after docker stop");
         dockerd.docker(&["rm", &sleeper, &trapper]).ok();

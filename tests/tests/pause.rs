@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use rustpod_tests::{skip, skip_if, wait, Fixture};
+use rustpod_tests::{signals, skip, skip_if, wait, Fixture};
 
 /// The static pause binary hack/build-pause.sh made (hack/test.sh exports it).
 fn pause_bin() -> Option<PathBuf> {
@@ -51,21 +51,11 @@ fn pause_exits_zero_on_term_and_int() {
         };
         let run = fx.rt.spawn_run(&fx.id, &fx.bundle, &[], b"");
         let run = run.running_until("pause to be running", || {
-            fx.rt.try_status(&fx.id).as_deref() == Some("running") && catches_term_and_int(fx.rt.pid(&fx.id))
+            fx.rt.try_status(&fx.id).as_deref() == Some("running") && signals::catches(fx.rt.pid(&fx.id), &[libc::SIGTERM, libc::SIGINT])
         });
         let killed = fx.rt.cmd(&["kill", &fx.id, signal]);
         let out = run.wait();
         assert!(killed.success(), "kill {signal} failed: {}\nthe foreground run had already ended: {}", killed.describe(), out.describe());
         assert_eq!(out.code(), 0, "pause must exit 0 on SIG{signal}: {}", out.describe());
     }
-}
-
-/// Whether `pid` has handlers for SIGTERM and SIGINT yet ("running" starts before
-/// the init has exec'd pause, and a namespace's PID 1 drops signals it does not catch).
-fn catches_term_and_int(pid: i32) -> bool {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let caught =
-        status.lines().find_map(|l| l.strip_prefix("SigCgt:")).and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok()).unwrap_or(0);
-    let bit = |sig: libc::c_int| 1u64 << (sig - 1);
-    caught & bit(libc::SIGTERM) != 0 && caught & bit(libc::SIGINT) != 0
 }

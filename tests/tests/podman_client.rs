@@ -4,7 +4,7 @@
 
 use rustpod_tests::clients::{assert_exits_like_runc, OciRuntime};
 use rustpod_tests::podman::{self, Podman};
-use rustpod_tests::{leftovers, skip, skip_if};
+use rustpod_tests::{leftovers, signals, skip, skip_if};
 
 /// `Podman::new()`, or a loud skip when podman cannot run a container here even with runc.
 macro_rules! podman_or_skip {
@@ -76,13 +76,18 @@ fn podman_exec_returns_exit_code_like_runc() {
     }
 }
 
-/// Runs `argv` detached on `rt`, `podman stop -t TIMEOUT`s it: its "<exit code> <status>".
-fn stopped_state(podman: &Podman, rt: OciRuntime, argv: &[&str], timeout: &str) -> String {
-    let id = run_detached(podman, rt, argv);
-    podman.podman(rt, &["stop", "-t", timeout, &id]).ok();
+/// The host pid of container `id`'s init, from `podman inspect`.
+fn init_pid(podman: &Podman, rt: OciRuntime, id: &str) -> i32 {
+    let out = podman.podman(rt, &["inspect", "-f", "{{.State.Pid}}", id]).ok();
+    out.stdout.trim().parse().unwrap_or_else(|e| panic!("{rt:?}: podman inspect gave no pid for {id} ({e}): {}", out.describe()))
+}
+
+/// `podman stop -t TIMEOUT`s running container `id`, removes it: its "<exit code> <status>".
+fn stopped_state(podman: &Podman, rt: OciRuntime, id: &str, timeout: &str) -> String {
+    podman.podman(rt, &["stop", "-t", timeout, id]).ok();
     let format = "{{.State.ExitCode}} {{.State.Status}}";
-    let state = podman.podman(rt, &["inspect", "-f", format, &id]).ok();
-    podman.podman(rt, &["rm", &id]).ok();
+    let state = podman.podman(rt, &["inspect", "-f", format, id]).ok();
+    podman.podman(rt, &["rm", id]).ok();
     state.stdout.trim().to_string()
 }
 
@@ -91,10 +96,11 @@ fn podman_stop_like_runc() {
     let podman = podman_or_skip!();
     for rt in OciRuntime::BOTH {
         // sleep as PID 1 ignores SIGTERM: podman stop must fall back to SIGKILL.
-        let sleeper = stopped_state(&podman, rt, &["sleep", "1000"], "1");
-        assert_eq!(sleeper, "137 exited", "{rt:?}: sleep after podman stop");
-        let trapper = stopped_state(&podman, rt, TRAP_TERM_EXIT_3, "60");
-        assert_eq!(trapper, "3 exited", "{rt:?}: TERM handler after podman stop");
+        let sleeper = run_detached(&podman, rt, &["sleep", "1000"]);
+        assert_eq!(stopped_state(&podman, rt, &sleeper, "1"), "137 exited", "{rt:?}: sleep after podman stop");
+        let trapper = run_detached(&podman, rt, TRAP_TERM_EXIT_3);
+        signals::wait_until_it_catches_term(init_pid(&podman, rt, &trapper));
+        assert_eq!(stopped_state(&podman, rt, &trapper, "60"), "3 exited", "{rt:?}: TERM handler after podman stop");
     }
 }
 
