@@ -1,6 +1,9 @@
-// Assertion helpers shared by the test files: RFC 3339 timestamps, live pids, one-line errors.
+// Assertion helpers shared by the test files: RFC 3339 timestamps, live pids, one-line errors,
+// a create that fails as runc's does.
 
+use crate::fixture::{Fixture, SLEEP};
 use crate::process::Output;
+use crate::{env, Runtime};
 use std::path::Path;
 
 /// `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`.
@@ -54,6 +57,27 @@ pub fn assert_one_line_error(out: &Output, needles: &[&str]) {
         "the error should name the problem (one of {needles:?}): {}",
         out.describe()
     );
+}
+
+/// A container of SLEEP with `mounts` added fails create under runc and under the runtime
+/// under test (`what`: why it must), leaving nothing behind; the runtime under test says why in
+/// one line holding each of `words`.
+#[track_caller]
+pub fn assert_create_fails_as_runcs(what: &str, mounts: &[serde_json::Value], words: &[&str]) {
+    for rt in Runtime::runc_and_under_test() {
+        let mut fx = Fixture::on(rt, SLEEP);
+        for mount in mounts {
+            fx.bundle.add_mount(mount.clone());
+        }
+        let out = fx.rt.try_create(&fx.id, &fx.bundle, &[]);
+        assert!(!out.success(), "{}: {what}, yet create succeeded", fx.rt.bin().display());
+        if !env::is_runc(fx.rt.bin()) {
+            assert_one_line_error(&out, words);
+            let missing: Vec<&&str> = words.iter().filter(|w| !out.stderr.contains(**w)).collect();
+            assert!(missing.is_empty(), "the error should name {missing:?}: {}", out.describe());
+        }
+        fx.assert_nothing_left();
+    }
 }
 
 #[cfg(test)]

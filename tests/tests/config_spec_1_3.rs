@@ -3,7 +3,7 @@
 // Nothing is silently ignored. runc 1.1.5 (Debian 12) runs the same config where it knows the
 // field; where it differs, tests/RUNC_DIFFERENCES.md says so.
 
-use rustpod_tests::assertions::assert_one_line_error;
+use rustpod_tests::assertions::{assert_create_fails_as_runcs, assert_one_line_error};
 use rustpod_tests::checker::{report_with, strings};
 use rustpod_tests::scratch::ScratchDir;
 use rustpod_tests::shim::{self, ShimContainerd};
@@ -144,16 +144,8 @@ fn assert_image_untouched(bundle: &Bundle, who: &str) {
 #[test]
 fn a_tmpcopyup_that_does_not_fit_fails_create_in_one_line_and_leaves_nothing() {
     skip_if!(needs::containers());
-    for rt in Runtime::runc_and_under_test() {
-        let mut fx = Fixture::on(rt, SLEEP);
-        fx.bundle.add_mount(tmpfs("/bin", &["tmpcopyup", "size=4k"]));
-        let out = fx.rt.try_create(&fx.id, &fx.bundle, &[]);
-        assert!(!out.success(), "{}: a copy larger than its tmpfs was created", fx.rt.bin().display());
-        if !env::is_runc(fx.rt.bin()) {
-            assert_one_line_error(&out, &["tmpcopyup", "ENOSPC", "/bin"]);
-        }
-        fx.assert_nothing_left();
-    }
+    let mount = tmpfs("/bin", &["tmpcopyup", "size=4k"]);
+    assert_create_fails_as_runcs("the copy is larger than its tmpfs", &[mount], &["tmpcopyup", "ENOSPC", "/bin"]);
 }
 
 /// `tmpcopyup` on a bind, a superblock flag on a bind and filesystem data on a bind (runc lets

@@ -1,11 +1,12 @@
 // Mount options and the rest of the filesystem setup (issue 3): ro/rro binds, nosuid, nodev,
-// noexec, tmpfs size/mode, the atime family, a read-only rootfs, maskedPaths, readonlyPaths,
-// default devices and linux.devices, /dev/pts, /dev/shm and /dev/mqueue, as the checker sees
-// them in mountinfo, stat and statvfs from inside.
+// noexec, tmpfs size/mode, the atime family, `remount` next to runc, a read-only rootfs,
+// maskedPaths, readonlyPaths, default devices and linux.devices, /dev/pts, /dev/shm and
+// /dev/mqueue, as the checker sees them in mountinfo, stat and statvfs from inside.
 
+use rustpod_tests::assertions::{assert_create_fails_as_runcs, assert_one_line_error};
 use rustpod_tests::checker::{self, report_with, strings, Report};
 use rustpod_tests::host_mount::{bind_spec, HostMounts};
-use rustpod_tests::{conform, json, needs, skip_if, Bundle, Runtime, Value};
+use rustpod_tests::{conform, env, json, needs, skip, skip_if, Bundle, Runtime, Value};
 use std::collections::BTreeSet;
 use std::fs;
 
@@ -189,4 +190,124 @@ fn dev_pts_shm_and_mqueue() {
     assert_eq!(report.expect_mount("/dev/mqueue")["fstype"], "mqueue");
     assert!(has_options(&report, "/dev/mqueue", &["nosuid", "noexec", "nodev"]));
     assert_eq!(report.path("/dev/ptmx")["exists"], true, "/dev/ptmx (a link to pts/ptmx)");
+}
+
+/// Each mount the container sees at one of `at`, in mountinfo order, without the ids that
+/// differ between runs: mount point, its own options, then type, source and superblock options.
+fn mounts_seen(info: &str, at: &[&str]) -> Vec<String> {
+    info.lines()
+        .filter_map(|line| {
+            let (own, fs) = line.split_once(" - ")?;
+            let own: Vec<&str> = own.split(' ').collect();
+            at.contains(&own[4]).then(|| format!("{} {} - {fs}", own[4], own[5]))
+        })
+        .collect()
+}
+
+/// The script a remount container runs: its mountinfo, then a write to each file of `writes`
+/// (the shell's error, its errno's words alone).
+fn remount_probe(writes: &[&str]) -> String {
+    let writes: String = writes.iter().map(|f| format!("; (printf x > {f}) 2>&1 | sed 's/.*: //'")).collect();
+    format!("cat /proc/self/mountinfo; echo ==={writes}")
+}
+
+/// One container of `remount_changes_the_mount_already_there_as_runcs_does`.
+struct RemountCase<'a> {
+    what: &'a str,
+    mounts: Vec<Value>,
+    /// Where it looks in mountinfo.
+    at: &'a [&'a str],
+    /// The files it writes to.
+    writes: &'a [&'a str],
+}
+
+/// The mounts `case`'s container sees at its places, and how its writes fail, under `rt`.
+fn remounted(rt: &Runtime, case: &RemountCase) -> (Vec<String>, Vec<String>) {
+    let mut bundle = Bundle::new(&["sh", "-c", &remount_probe(case.writes)]);
+    for m in &case.mounts {
+        bundle.add_mount(m.clone());
+    }
+    let out = rt.run(&rt.new_id("remount"), &bundle, &[], b"");
+    assert_eq!(out.code(), 0, "{}: {}", case.what, out.describe());
+    let (info, writes) = out.stdout.split_once("===\n").unwrap_or_else(|| panic!("{}: {}", case.what, out.describe()));
+    (mounts_seen(info, case.at), writes.lines().map(String::from).collect())
+}
+
+/// `remount` changes what an earlier mount (or the spec's /proc) put at the destination, as
+/// runc's mount(2) with MS_REMOUNT does: one mount there, not a second on top, with the new
+/// flags and data, and writes refused. Before, the engine mounted a fresh filesystem over it.
+#[test]
+fn remount_changes_the_mount_already_there_as_runcs_does() {
+    skip_if!(needs::containers());
+    let host = HostMounts::new("remount");
+    let source = host.mkdir("src");
+    let cases = [
+        RemountCase {
+            what: "a tmpfs and a bind remounted read-only",
+            mounts: vec![
+                tmpfs("/t", &["size=1m"]),
+                tmpfs("/t", &["remount", "ro", "size=2m"]),
+                bind_spec(&source, "/b", &["rbind"]),
+                bind_spec(&source, "/b", &["bind", "remount", "ro", "nosuid"]),
+            ],
+            at: &["/t", "/b"],
+            writes: &["/t/x", "/b/x"],
+        },
+        RemountCase {
+            what: "/proc remounted read-only",
+            mounts: vec![json!({"destination": "/proc", "type": "proc", "source": "proc", "options": ["remount", "ro", "nosuid"]})],
+            at: &["/proc"],
+            writes: &["/proc/self/comm"],
+        },
+    ];
+    for case in &cases {
+        let runc = remounted(&Runtime::runc(), case);
+        let ours = remounted(&Runtime::under_test(), case);
+        assert_eq!(ours, runc, "{}: {} differs from runc", case.what, Runtime::under_test().bin().display());
+        let (mounts, writes) = ours;
+        for dest in case.at {
+            let here: Vec<&String> = mounts.iter().filter(|m| m.starts_with(&format!("{dest} "))).collect();
+            assert_eq!(here.len(), 1, "{}: one mount at {dest}, remounted: {mounts:?}", case.what);
+            let read_only = here[0].split(' ').nth(1).is_some_and(|o| o.split(',').any(|f| f == "ro"));
+            assert!(read_only, "{}: {dest} read-only: {here:?}", case.what);
+        }
+        assert_eq!(writes, vec!["Read-only file system"; case.writes.len()], "{}: writes", case.what);
+    }
+}
+
+/// A remount where nothing is mounted fails create as runc's does (EINVAL); ours names the
+/// mount, mount(2) and the errno in one line, and leaves nothing behind.
+#[test]
+fn a_remount_with_nothing_mounted_there_fails_and_leaves_nothing() {
+    skip_if!(needs::containers());
+    let mount = tmpfs("/t", &["remount", "ro"]);
+    assert_create_fails_as_runcs("nothing is mounted at /t", &[mount], &["\\\"/t\\\"", "mount(MS_REMOUNT)", "EINVAL"]);
+}
+
+/// `tmpcopyup` on a remount: runc fails create (its copy-up tmpfs gets MS_REMOUNT, EINVAL);
+/// ours refuses it at create in one line naming the mount and option, and leaves nothing behind.
+#[test]
+fn tmpcopyup_on_a_remount_fails_as_runcs_and_leaves_nothing() {
+    skip_if!(needs::containers());
+    let mounts = [tmpfs("/t", &["size=1m"]), tmpfs("/t", &["remount", "tmpcopyup"])];
+    assert_create_fails_as_runcs("a remount makes no tmpfs to copy into", &mounts, &["mounts[", "(/t)", "tmpcopyup"]);
+}
+
+/// Where the engine makes the rootfs (here: a mount namespace joined by path), it would mount a
+/// new filesystem instead of remounting: a `remount` is refused at create in one line naming
+/// the mount and why, and nothing is left behind.
+#[test]
+fn a_remount_where_the_engine_makes_the_rootfs_is_refused() {
+    skip_if!(needs::containers());
+    if env::testing_runc_itself() {
+        skip!("runc remounts in a joined mount namespace");
+    }
+    let holder = rustpod_tests::Fixture::running(rustpod_tests::SLEEP);
+    let mut fx = rustpod_tests::Fixture::new(rustpod_tests::SLEEP);
+    let joined = format!("/proc/{}/ns/mnt", holder.rt.pid(&holder.id));
+    fx.bundle.set("/linux/namespaces", json!([{"type": "pid"}, {"type": "mount", "path": joined}]));
+    fx.bundle.add_mount(tmpfs("/t", &["remount", "ro"]));
+    let out = fx.rt.try_create(&fx.id, &fx.bundle, &[]);
+    assert_one_line_error(&out, &["(/t)", "remount", "no new mount namespace"]);
+    fx.assert_nothing_left();
 }

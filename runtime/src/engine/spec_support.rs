@@ -1,8 +1,9 @@
 //! The runtime-spec 1.2/1.3 fields oci-spec 0.10 or libcontainer 0.7 get
 //! wrong. Mount fields rustpod cannot honour: `tmpcopyup` on a mount that is
 //! not a tmpfs, and a superblock flag or filesystem data on a bind (runc
-//! lets all three go). Each is refused at create, naming the mount and
-//! field. (Idmapped mounts:
+//! lets all three go); `tmpcopyup` on a remount (runc fails EINVAL); and
+//! `remount` where the engine makes the rootfs, as it mounts anew instead.
+//! Each is refused at create, naming the mount and field. (Idmapped mounts:
 //! `idmap_mount` plans them and refuses what it cannot do.)
 
 use std::path::PathBuf;
@@ -39,6 +40,13 @@ pub enum Unapplied {
     /// runc passes it to a bind's mount(2), which ignores a bind's data.
     #[error("filesystem data, which a bind mount takes none of (it is the source filesystem's)")]
     DataOnBind,
+    /// runc's copy-up mounts a tmpfs with MS_REMOUNT on its scratch
+    /// directory, which fails EINVAL.
+    #[error("a remount makes no new tmpfs to copy the image's files into")]
+    CopyupOnRemount,
+    /// libcontainer 0.7 reads `remount` and mounts a new filesystem on top.
+    #[error("the engine makes this container's rootfs ({0}), and it would mount anew instead of remounting")]
+    RemountByEngine(&'static str),
 }
 
 /// The first mount option of `spec` we would otherwise drop.
@@ -51,10 +59,31 @@ pub fn check_mounts(spec: &Spec) -> Result<(), UnappliedOption> {
     Ok(())
 }
 
+/// The first `remount` of `spec`, where the engine makes the rootfs
+/// because of `why`.
+pub fn check_engine_mounts(spec: &Spec, why: &'static str) -> Result<(), UnappliedOption> {
+    for (index, mount) in spec.mounts().iter().flatten().enumerate() {
+        if let Some(option) = mount.options().iter().flatten().find(|o| *o == "remount") {
+            return Err(UnappliedOption {
+                index,
+                destination: mount.destination().clone(),
+                option: option.clone(),
+                why: Unapplied::RemountByEngine(why),
+            });
+        }
+    }
+    Ok(())
+}
+
 fn unapplied(mount: &Mount) -> Option<(&String, Unapplied)> {
-    mount.options().iter().flatten().find_map(|option| {
-        if crate::engine::mount::copyup::is_copyup(option) && mount.typ().as_deref() != Some("tmpfs") {
+    let options = mount.options().as_deref().unwrap_or_default();
+    let remount = options.iter().any(|o| o == "remount");
+    options.iter().find_map(|option| {
+        let copyup = crate::engine::mount::copyup::is_copyup(option);
+        if copyup && mount.typ().as_deref() != Some("tmpfs") {
             Some((option, Unapplied::CopyupNotTmpfs))
+        } else if copyup && remount {
+            Some((option, Unapplied::CopyupOnRemount))
         } else if !crate::engine::engine_bundle::is_bind(mount) {
             None
         } else if plan::is_superblock_flag(option) {
@@ -108,6 +137,18 @@ mod tests {
     }
 
     #[test]
+    fn a_remount_is_refused_where_the_engine_makes_the_rootfs() {
+        let mounts = json!([{"destination": "/t", "type": "tmpfs", "source": "tmpfs", "options": ["size=1m"]},
+            {"destination": "/t", "type": "tmpfs", "source": "tmpfs", "options": ["ro", "remount"]}]);
+        let err = check_engine_mounts(&spec(mounts.clone()), "a mount label").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "mounts[1] (/t): option \"remount\": the engine makes this container's rootfs (a mount label), and it would mount anew instead of remounting"
+        );
+        assert_eq!(check_mounts(&spec(mounts)), Ok(()), "our rootfs steps remount");
+    }
+
+    #[test]
     fn unapplied_mounts_are_refused_naming_the_mount() {
         let cases = [
             (
@@ -129,6 +170,11 @@ mod tests {
                 json!({"destination": "/a", "type": "bind", "source": "/tmp", "options": ["rbind", "rprivate", "mode=755"]}),
                 "\"mode=755\"",
                 Unapplied::DataOnBind,
+            ),
+            (
+                json!({"destination": "/a", "type": "tmpfs", "source": "tmpfs", "options": ["remount", "tmpcopyup"]}),
+                "\"tmpcopyup\"",
+                Unapplied::CopyupOnRemount,
             ),
         ];
         for (mount, field, why) in cases {

@@ -110,6 +110,8 @@ fn build(
         Ok(rootfs) => Some(rootfs),
         Err(why) => {
             tracing::debug!("the engine makes the rootfs: {why}");
+            crate::engine::spec_support::check_engine_mounts(&bundle.spec, why)
+                .map_err(|e| Error::Config { path: bundle.path.join("config.json"), reason: e.to_string() })?;
             None
         }
     };

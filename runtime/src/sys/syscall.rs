@@ -25,10 +25,11 @@ pub trait Syscall {
     /// openat2(2) of `path` inside `root` (RESOLVE_IN_ROOT, see `in_root`).
     fn open_in_root(&self, root: &OwnedFd, path: &Path, flags: i32) -> io::Result<OwnedFd>;
 
-    /// mount(2) with no source, type or data on the mount `target` is open
-    /// on, through `/proc/self/fd`. Only `sb_flags`' MS_REMOUNT uses it: a
+    /// mount(2) with MS_REMOUNT in `flags`, no source or type, and the
+    /// filesystem's `data` ("" for none) on the mount `target` is open on,
+    /// through `/proc/self/fd`: a spec's `remount`, and `sb_flags`. A
     /// superblock flag is the one change mount_setattr cannot make.
-    fn mount_flags(&self, target: &OwnedFd, flags: MsFlags) -> nix::Result<()>;
+    fn remount(&self, target: &OwnedFd, flags: MsFlags, data: &str) -> nix::Result<()>;
 
     /// mount_setattr(2) on the mount `target` is open on: its attributes
     /// and propagation (`AT_RECURSIVE` in `flags`: the mounts below too).
@@ -123,10 +124,11 @@ impl Syscall for LinuxSyscall {
         in_root::open(Some(root), path, flags)
     }
 
-    fn mount_flags(&self, target: &OwnedFd, flags: MsFlags) -> nix::Result<()> {
+    fn remount(&self, target: &OwnedFd, flags: MsFlags, data: &str) -> nix::Result<()> {
         // Through the descriptor, so the path is never looked up again.
         let path = format!("/proc/self/fd/{}", target.as_raw_fd());
-        mount(None::<&str>, path.as_str(), None::<&str>, flags, None::<&str>)
+        let data = (!data.is_empty()).then_some(data);
+        mount(None::<&str>, path.as_str(), None::<&str>, flags, data)
     }
 
     fn mount_setattr(&self, target: &OwnedFd, attr: MountAttr, flags: libc::c_int) -> nix::Result<()> {
@@ -258,9 +260,10 @@ mod recording {
             path: PathBuf,
             flags: i32,
         },
-        Mount {
+        Remount {
             path: PathBuf,
             flags: MsFlags,
+            data: String,
         },
         SetAttr {
             path: PathBuf,
@@ -384,7 +387,7 @@ mod recording {
         }
 
         /// The call `call` on `path` alone (`set_propagation`,
-        /// `umount_detach`) fails with `errno`.
+        /// `umount_detach`, `remount`) fails with `errno`.
         pub fn failing_at(mut self, call: &'static str, path: &str, errno: nix::errno::Errno) -> Self {
             self.fails_at.push((call, path.into(), errno));
             self
@@ -473,8 +476,12 @@ mod recording {
             Ok(fd)
         }
 
-        fn mount_flags(&self, target: &OwnedFd, flags: MsFlags) -> nix::Result<()> {
-            self.calls.borrow_mut().push(Call::Mount { path: self.path_of(target), flags });
+        fn remount(&self, target: &OwnedFd, flags: MsFlags, data: &str) -> nix::Result<()> {
+            let path = self.path_of(target);
+            if let Some((_, _, errno)) = self.fails_at.iter().find(|(call, at, _)| *call == "remount" && *at == path) {
+                return Err(*errno);
+            }
+            self.calls.borrow_mut().push(Call::Remount { path, flags, data: data.to_string() });
             Ok(())
         }
 

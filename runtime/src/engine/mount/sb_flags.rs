@@ -46,7 +46,7 @@ pub fn apply(sys: &dyn Syscall, root: &OwnedFd, dest: &Path, options: &[String])
     }
     // mount(2), not mount_setattr: these are superblock flags, which
     // mount_setattr's MOUNT_ATTR_* (per-mount) cannot set.
-    sys.mount_flags(&target, flags).map_err(|errno| StepError::call("mount(MS_REMOUNT)", dest, &options.join(","), errno))
+    sys.remount(&target, flags, "").map_err(|errno| StepError::call("mount(MS_REMOUNT)", dest, &options.join(","), errno))
 }
 
 /// A remount sets the mount's flags anew: those it has, as mount(2) flags
@@ -94,7 +94,7 @@ mod tests {
             vec![
                 Call::Open { path: tmp.clone(), flags: libc::O_PATH },
                 Call::Statvfs { path: tmp.clone() },
-                Call::Mount { path: tmp, flags: want },
+                Call::Remount { path: tmp, flags: want, data: String::new() },
             ]
         );
     }
@@ -102,7 +102,7 @@ mod tests {
     #[test]
     fn a_later_option_undoes_an_earlier_one() {
         let calls = remount_flags(FsFlags::empty(), &["lazytime", "nolazytime", "silent"]).unwrap();
-        let Some(Call::Mount { flags, .. }) = calls.last() else { panic!("no remount in {calls:?}") };
+        let Some(Call::Remount { flags, .. }) = calls.last() else { panic!("no remount in {calls:?}") };
         assert_eq!(*flags, MsFlags::MS_REMOUNT | MsFlags::MS_SILENT);
     }
 

@@ -2,8 +2,9 @@
 //! bind's source, or a new filesystem) is given its flags while nothing can
 //! see it, moved onto its destination opened inside the rootfs, then given
 //! its propagation. An idmapped bind comes detached and mapped from the
-//! host side of `create`. No path is looked up after the destination is open.
-//! Every call goes through the `Syscall` seam.
+//! host side of `create`; a `remount` changes what is at the destination.
+//! No path is looked up after the destination is open. Every call goes
+//! through the `Syscall` seam.
 
 use std::os::fd::OwnedFd;
 use std::path::Path;
@@ -24,7 +25,6 @@ use crate::sys::syscall::Syscall;
 /// `docs/rootfs-plan.md`), so the engine must.
 pub fn uncovered(m: &PlannedMount) -> Option<&'static str> {
     match &m.kind {
-        _ if m.remount => Some("a remount"),
         _ if m.idmap.is_some() => Some("an idmapped mount"),
         _ => None,
     }
@@ -35,6 +35,9 @@ pub fn make(sys: &dyn Syscall, root: &OwnedFd, m: &PlannedMount) -> Result<(), R
     let fail = |detail: Detail| failed(m, detail);
     if let Some(what) = uncovered(m) {
         return Err(fail(Detail::NotCovered(what)));
+    }
+    if m.remount {
+        return remount(sys, root, m);
     }
     let call = |call: &'static str, path: &Path| call_failed(m, call, path);
     let dest = &m.destination;
@@ -66,6 +69,45 @@ pub fn make(sys: &dyn Syscall, root: &OwnedFd, m: &PlannedMount) -> Result<(), R
         return Ok(());
     }
     crate::engine::mount::sb_flags::apply(sys, root, dest, &remount).map_err(|e| fail(Detail::Remount(e)))
+}
+
+/// `remount`: what is mounted at the destination changes, with runc's one
+/// mount(2) call. Not fspick and mount_setattr: a legacy remount sets the
+/// superblock flags it is not given (ro, sync, mand, lazytime, iversion)
+/// back to off and replaces the mount's own flags (keeping its atime mode
+/// when none is named), and fsconfig takes no iversion or silent. A bind's
+/// remount (MS_BIND) changes the mount's flags alone; its source is not
+/// read. Nothing mounted there: EINVAL, as runc's.
+fn remount(sys: &dyn Syscall, root: &OwnedFd, m: &PlannedMount) -> Result<(), RootfsError> {
+    let fail = |detail: Detail| failed(m, detail);
+    let call = |call: &'static str, path: &Path| call_failed(m, call, path);
+    let dest = &m.destination;
+    let (want, kind_flags, late_ro) = match &m.kind {
+        Kind::Bind { .. } => (Want::File, MsFlags::MS_BIND, false),
+        Kind::New { fstype } if fstype == "proc" || fstype == "sysfs" => (Want::PlainDir, m.superblock.set, false),
+        // runc remounts a tmpfs, and anything on /dev, writable, then makes
+        // the mount (not the filesystem) read-only once it is set up.
+        Kind::New { fstype } => (Want::Dir, m.superblock.set, fstype == "tmpfs" || dest == Path::new("/dev")),
+    };
+    let target = sys.open_target(root, dest, want).map_err(|e| fail(e.into()))?;
+    refuse_inside_proc(sys, &target, m).map_err(fail)?;
+    let mut flags = MsFlags::MS_REMOUNT | kind_flags | m.flags.set;
+    let read_only_after = late_ro && flags.contains(MsFlags::MS_RDONLY);
+    if read_only_after {
+        flags.remove(MsFlags::MS_RDONLY);
+    }
+    sys.remount(&target, flags, &m.data.join(",")).map_err(call("mount(MS_REMOUNT)", dest))?;
+    if read_only_after {
+        sys.mount_setattr(&target, MountAttr::flags(libc::MOUNT_ATTR_RDONLY, 0), 0).map_err(call("mount_setattr", dest))?;
+    }
+    if m.recursive.named != MsFlags::empty() {
+        sys.mount_setattr(&target, m.recursive.to_attr(), libc::AT_RECURSIVE).map_err(call("mount_setattr", dest))?;
+    }
+    for flags in &m.propagation {
+        let (attr, recursive) = setattr_of(*flags);
+        sys.mount_setattr(&target, attr, recursive).map_err(call("mount_setattr", dest))?;
+    }
+    Ok(())
 }
 
 /// The superblock options a remount of `m` takes: none unless iversion or
@@ -370,7 +412,7 @@ mod tests {
         let sys = Recording::default();
         make(&sys, &root(), &planned("tmpfs", "tmpfs", "/t", &["lazytime", "iversion", "nosuid"])).unwrap();
         let remounts: Vec<MsFlags> =
-            sys.calls().into_iter().filter_map(|c| if let Call::Mount { flags, .. } = c { Some(flags) } else { None }).collect();
+            sys.calls().into_iter().filter_map(|c| if let Call::Remount { flags, .. } = c { Some(flags) } else { None }).collect();
         assert_eq!(remounts.len(), 1, "{:?}", sys.calls());
         assert!(remounts[0].contains(MsFlags::MS_REMOUNT | MsFlags::MS_I_VERSION | MsFlags::MS_LAZYTIME), "{:?}", remounts[0]);
         assert_eq!(
@@ -475,11 +517,60 @@ mod tests {
 
     #[test]
     fn what_is_not_covered_yet_is_refused_before_any_call() {
-        for (typ, options, what) in [("tmpfs", &["remount"][..], "a remount"), ("bind", &["rbind", "idmap"][..], "an idmapped mount")] {
+        let sys = Recording::default();
+        let err = make(&sys, &root(), &planned("bind", "/src", "/mnt", &["rbind", "idmap"])).unwrap_err();
+        assert_eq!(err.detail, Detail::NotCovered("an idmapped mount"));
+        assert!(sys.calls().is_empty());
+    }
+
+    fn remount_call(path: &str, flags: MsFlags, data: &str) -> Call {
+        Call::Remount { path: path.into(), flags, data: data.into() }
+    }
+
+    /// A remount changes what is at the destination: nothing is made or
+    /// moved, and the flags and data are runc's mount(2) call's.
+    #[test]
+    fn a_remount_is_runcs_one_mount_call_on_the_opened_destination() {
+        let ro_nosuid = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID;
+        for (typ, dest, options, want, data) in [
+            ("proc", "/proc", &["remount", "ro", "nosuid"][..], Want::PlainDir, ""),
+            ("ext4", "/data", &["remount", "ro", "nosuid", "lazytime", "errors=remount-ro"][..], Want::Dir, "errors=remount-ro"),
+            ("bind", "/etc/hosts", &["bind", "remount", "ro", "nosuid"][..], Want::File, ""),
+        ] {
             let sys = Recording::default();
-            let err = make(&sys, &root(), &planned(typ, "/src", "/mnt", options)).unwrap_err();
-            assert_eq!(err.detail, Detail::NotCovered(what), "{options:?}");
-            assert!(sys.calls().is_empty(), "{options:?}");
+            make(&sys, &root(), &planned(typ, "/src", dest, options)).unwrap();
+            let kind = match typ {
+                "bind" => MsFlags::MS_BIND,
+                "ext4" => MsFlags::MS_LAZYTIME,
+                _ => MsFlags::empty(),
+            };
+            let want_calls = [
+                Call::Target { path: dest.into(), want },
+                Call::Statfs { path: dest.into() },
+                remount_call(dest, MsFlags::MS_REMOUNT | ro_nosuid | kind, data),
+            ];
+            assert_eq!(sys.calls(), want_calls, "{options:?}");
         }
+    }
+
+    /// runc remounts a tmpfs writable and makes only the mount read-only
+    /// after: the filesystem stays rw, as mountinfo shows under runc.
+    #[test]
+    fn a_read_only_tmpfs_remount_leaves_the_filesystem_writable_and_the_mount_read_only() {
+        let sys = Recording::default();
+        make(&sys, &root(), &planned("tmpfs", "tmpfs", "/t", &["remount", "ro", "size=2m", "rslave"])).unwrap();
+        let calls = sys.calls();
+        assert_eq!(calls[2], remount_call("/t", MsFlags::MS_REMOUNT, "size=2m"));
+        assert_eq!(calls[3], set_attr("/t", MountAttr::flags(libc::MOUNT_ATTR_RDONLY, 0), 0));
+        let (slave, recursive) = setattr_of(MsFlags::MS_SLAVE | MsFlags::MS_REC);
+        assert_eq!(calls[4], set_attr("/t", slave, recursive));
+        assert_eq!(calls.len(), 5, "{calls:?}");
+    }
+
+    #[test]
+    fn a_remount_with_nothing_mounted_there_fails_in_one_line_naming_the_call() {
+        let sys = Recording::default().failing_at("remount", "/t", nix::errno::Errno::EINVAL);
+        let err = make(&sys, &root(), &planned("tmpfs", "tmpfs", "/t", &["remount"])).unwrap_err();
+        assert_eq!(err.to_string(), r#"error mounting "tmpfs" to rootfs at "/t": mount(MS_REMOUNT) /t: EINVAL: Invalid argument"#);
     }
 }
