@@ -106,6 +106,9 @@ pub struct MovedRoot {
     /// Every full procfs and sysfs (its filesystem's root mounted) outside the rootfs's mount
     /// and what is mounted below it, as `point fstype`.
     pub outside_pseudo_fs: Vec<String>,
+    /// Those of them no tmpfs is mounted over (a user namespace's copies of the host's mounts
+    /// are locked: they cannot be detached, only covered, as runc covers them).
+    pub uncovered_pseudo_fs: Vec<String>,
     /// Every mount, as `point fstype root`, for messages.
     pub table: Vec<String>,
 }
@@ -126,10 +129,11 @@ pub fn moved_root(pid: i32) -> io::Result<MovedRoot> {
     while let Some(child) = mounts.iter().find(|m| !inside.contains(&m.id) && inside.contains(&m.parent)) {
         inside.insert(child.id);
     }
-    let outside_pseudo_fs = mounts
-        .iter()
-        .filter(|m| !inside.contains(&m.id) && (m.fstype == "proc" || m.fstype == "sysfs") && m.root == "/")
-        .map(|m| format!("{} {}", m.point, m.fstype))
-        .collect();
-    Ok(MovedRoot { moved: mounts.iter().any(|m| m.id == rootfs.parent), outside_pseudo_fs, table })
+    let outside: Vec<&NsMount> =
+        mounts.iter().filter(|m| !inside.contains(&m.id) && (m.fstype == "proc" || m.fstype == "sysfs") && m.root == "/").collect();
+    let covered = |m: &NsMount| mounts.iter().any(|c| c.parent == m.id && c.point == m.point && c.fstype == "tmpfs");
+    let named = |m: &&NsMount| format!("{} {}", m.point, m.fstype);
+    let outside_pseudo_fs = outside.iter().map(named).collect();
+    let uncovered_pseudo_fs = outside.iter().filter(|m| !covered(m)).map(named).collect();
+    Ok(MovedRoot { moved: mounts.iter().any(|m| m.id == rootfs.parent), outside_pseudo_fs, uncovered_pseudo_fs, table })
 }

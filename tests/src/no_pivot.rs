@@ -36,10 +36,29 @@ pub fn assert_refused(output: &str, who: &str) {
 /// host kept its own (`proc`).
 #[track_caller]
 pub fn assert_hidden(pid: i32, proc: &Path, who: &str) {
+    let ns = moved_root(pid, proc, who);
+    assert!(ns.outside_pseudo_fs.is_empty(), "{who}: a --no-pivot container's mount namespace holds the host's {:?}", ns.outside_pseudo_fs);
+}
+
+/// [`assert_hidden`] for a container in a user namespace of its own: there the host's mounts are
+/// locked, so each full procfs and sysfs outside the rootfs must be covered by a tmpfs instead.
+#[track_caller]
+pub fn assert_covered(pid: i32, proc: &Path, who: &str) {
+    let ns = moved_root(pid, proc, who);
+    assert!(
+        ns.uncovered_pseudo_fs.is_empty(),
+        "{who}: a --no-pivot container's mount namespace shows the host's {:?}",
+        ns.uncovered_pseudo_fs
+    );
+}
+
+/// The moved root of `pid`'s namespace, checked to be moved, while the host keeps `proc`.
+#[track_caller]
+fn moved_root(pid: i32, proc: &Path, who: &str) -> mount_ns::MovedRoot {
     let ns = mount_ns::moved_root(pid).unwrap_or_else(|e| panic!("{who}: list the mount namespace of {pid}: {e}"));
     assert!(ns.moved, "{who}: the container pivoted: --no-pivot did not reach the runtime: {:?}", ns.table);
-    assert!(ns.outside_pseudo_fs.is_empty(), "{who}: a --no-pivot container's mount namespace holds the host's {:?}", ns.outside_pseudo_fs);
     assert!(host_mount::is_mount_point(proc), "{who}: the detach in the container reached the host: {} is gone", proc.display());
+    ns
 }
 
 /// A host procfs at a path no runtime names, mounted for the test's length.

@@ -21,23 +21,50 @@ fn blocker() -> Option<String> {
     needs::containers().or_else(|| needs::program(&env::runc_bin())).or_else(no_pivot::blocker)
 }
 
-#[test]
-fn from_a_no_pivot_container_a_user_namespace_cannot_mount_a_procfs_past_the_host_one() {
-    skip_if!(blocker());
-    let (_mounts, proc) = no_pivot::extra_host_procfs();
+/// A bundle whose init, as uid 1000, runs ATTACK and then sleeps.
+fn attacker() -> Bundle {
     let mut bundle = Bundle::new(&["sh", "-c", &format!("{ATTACK}; exec sleep 1000")]);
     bundle.set("/process/user", json!({"uid": 1000, "gid": 1000}));
+    bundle
+}
+
+/// Runs `bundle` with --no-pivot on runc, then on the runtime under test: `seen_from_the_host`
+/// checks the container's mount namespace, then the attack must have been refused.
+fn attack(bundle: &Bundle, seen_from_the_host: impl Fn(i32, &str)) {
     for rt in Runtime::runc_and_under_test() {
         let who = rt.bin().display().to_string();
         let id = rt.new_id("nopivot");
-        let run = rt.spawn_run(&id, &bundle, &["--no-pivot"], b"");
+        let run = rt.spawn_run(&id, bundle, &["--no-pivot"], b"");
         rt.wait_status(&id, "running");
-        no_pivot::assert_hidden(rt.pid(&id), &proc, &who);
+        seen_from_the_host(rt.pid(&id), &who);
         rt.kill(&id, "KILL");
         let out = run.wait();
         skip_if!(no_pivot::untried(&out.stdout));
         no_pivot::assert_refused(&out.stdout, &who);
     }
+}
+
+#[test]
+fn from_a_no_pivot_container_a_user_namespace_cannot_mount_a_procfs_past_the_host_one() {
+    skip_if!(blocker());
+    let (_mounts, proc) = no_pivot::extra_host_procfs();
+    attack(&attacker(), |pid, who| no_pivot::assert_hidden(pid, &proc, who));
+}
+
+/// The same in a container with a user namespace of its own (`hostUsers: false`): its copies of
+/// the host's mounts are locked, so runc and rustpod cover each host procfs and sysfs with a
+/// tmpfs, and the nested namespace's copy of that cover is locked too: the attack still fails.
+#[test]
+fn in_a_user_namespaced_no_pivot_container_the_host_procfs_is_covered_and_the_attack_fails() {
+    skip_if!(blocker());
+    let (_mounts, proc) = no_pivot::extra_host_procfs();
+    let mut bundle = attacker();
+    let mapping = json!([{"containerID": 0, "hostID": 100_000, "size": 65_536}]);
+    bundle.set("/linux/uidMappings", mapping.clone()).set("/linux/gidMappings", mapping);
+    let mut namespaces = bundle.config()["linux"]["namespaces"].as_array().cloned().unwrap_or_default();
+    namespaces.push(json!({"type": "user"}));
+    bundle.set("/linux/namespaces", json!(namespaces));
+    attack(&bundle, |pid, who| no_pivot::assert_covered(pid, &proc, who));
 }
 
 #[test]
