@@ -82,7 +82,7 @@ update_index() {
 candidate() {
 	local name=${1%%=*}
 	if [[ $1 == *=* ]]; then
-		sid_apt apt-cache show "$1" 2>/dev/null | sed -n 's/^Version: //p' | head -1
+		sid_apt apt-cache show "$1" 2>/dev/null | sed -n 's/^Version: //p' | sed -n 1p
 	else
 		sid_apt apt-cache policy "$name" 2>/dev/null | sed -n 's/^ *Candidate: //p' | grep -v '^(none)$' || true
 	fi
