@@ -9,6 +9,7 @@ use rustpod_tests::host_mount::{bind_spec, HostMounts};
 use rustpod_tests::{conform, env, json, needs, skip, skip_if, Bundle, Runtime, Value};
 use std::collections::BTreeSet;
 use std::fs;
+use std::path::Path;
 
 const EROFS: i64 = 30;
 const EACCES: i64 = 13;
@@ -65,6 +66,41 @@ fn tmpfs_size_mode_and_the_atime_family() {
     assert!(has_options(&report, "/nodiratime", &["nodiratime"]));
     let strict = report.mount_options("/strictatime");
     assert!(!strict.contains("relatime") && !strict.contains("noatime"), "strictatime: {strict:?}");
+}
+
+/// A tmpfs over a directory the image has takes that directory's mode, as runc gives it, so
+/// an unprivileged user of the container cannot write where the image let none; a `mode=` of
+/// the spec's wins, and a tmpfs where the image has nothing keeps its own 1777. Before, our
+/// rootfs steps made each of them 1777: uid 1000 could write into a tmpfs over a 0755 dir.
+#[test]
+fn a_tmpfs_over_an_image_directory_keeps_its_mode_as_runcs_does() {
+    skip_if!(needs::containers());
+    let script = "stat -c '%a %n' /d750 /d755 /explicit /new; (printf x > /d755/x) 2>&1 | sed 's/.*: //'";
+    let seen = |rt: &Runtime| {
+        let mut bundle = Bundle::new(&["sh", "-c", script]);
+        bundle.set("/process/user", json!({"uid": 1000, "gid": 1000}));
+        for (dir, mode) in [("d750", 0o750), ("d755", 0o755), ("explicit", 0o755)] {
+            let path = Path::new(&bundle.rootfs()).join(dir);
+            fs::create_dir(&path).expect("mkdir in the image");
+            fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(mode)).expect("chmod in the image");
+        }
+        for dest in ["/d750", "/d755", "/new"] {
+            bundle.add_mount(tmpfs(dest, &["size=1m"]));
+        }
+        bundle.add_mount(tmpfs("/explicit", &["mode=1777"]));
+        let out = rt.run(&rt.new_id("tmpfs-mode"), &bundle, &[], b"");
+        assert_eq!(out.code(), 0, "{}", out.describe());
+        out.stdout
+    };
+    let (runc, ours) = (seen(&Runtime::runc()), seen(&Runtime::under_test()));
+    // runc before 1.2 chmods the tmpfs to the directory's mode after mounting it, over the
+    // spec's own mode= too; runc ≥ 1.2 puts mode= first in the data, so the spec's wins.
+    let without_explicit = |out: &str| out.lines().filter(|l| !l.ends_with(" /explicit")).map(String::from).collect::<Vec<_>>();
+    match env::runc_before(Runtime::runc().bin(), (1, 2, 0)) {
+        true => assert_eq!(without_explicit(&ours), without_explicit(&runc), "{} differs from runc", Runtime::under_test().bin().display()),
+        false => assert_eq!(ours, runc, "{} differs from runc", Runtime::under_test().bin().display()),
+    }
+    assert_eq!(ours, "750 /d750\n755 /d755\n1777 /explicit\n1777 /new\nPermission denied\n");
 }
 
 #[test]
@@ -221,6 +257,9 @@ struct RemountCase<'a> {
     at: &'a [&'a str],
     /// The files it writes to.
     writes: &'a [&'a str],
+    /// In a user namespace of its own (`hostUsers: false`), where the host side of `create`
+    /// makes plain binds: a remount must still change the one already there.
+    userns: bool,
 }
 
 /// The mounts `case`'s container sees at its places, and how its writes fail, under `rt`.
@@ -229,10 +268,24 @@ fn remounted(rt: &Runtime, case: &RemountCase) -> (Vec<(String, String)>, Vec<St
     for m in &case.mounts {
         bundle.add_mount(m.clone());
     }
+    if case.userns {
+        let mapping = json!([{"containerID": 0, "hostID": 100_000, "size": 65_536}]);
+        bundle.set("/linux/uidMappings", mapping.clone()).set("/linux/gidMappings", mapping);
+        let mut namespaces = bundle.config()["linux"]["namespaces"].as_array().cloned().unwrap_or_default();
+        namespaces.push(json!({"type": "user"}));
+        bundle.set("/linux/namespaces", json!(namespaces));
+        // The container's root cannot make them in a root-owned image.
+        for dest in case.at {
+            fs::create_dir(Path::new(&bundle.rootfs()).join(&dest[1..])).expect("mkdir a destination in the image");
+        }
+    }
     let out = rt.run(&rt.new_id("remount"), &bundle, &[], b"");
     assert_eq!(out.code(), 0, "{}: {}", case.what, out.describe());
     let (info, writes) = out.stdout.split_once("===\n").unwrap_or_else(|| panic!("{}: {}", case.what, out.describe()));
-    (mounts_seen(info, case.at), writes.lines().map(String::from).collect())
+    // Sorted: where a bind is moved in from the host side, it is listed in another order.
+    let mut mounts = mounts_seen(info, case.at);
+    mounts.sort();
+    (mounts, writes.lines().map(String::from).collect())
 }
 
 /// `remount` changes what an earlier mount (or the spec's /proc) put at the destination, as
@@ -243,27 +296,40 @@ fn remount_changes_the_mount_already_there_as_runcs_does() {
     skip_if!(needs::containers());
     let host = HostMounts::new("remount");
     let source = host.mkdir("src");
+    let tmpfs_and_bind = || {
+        vec![
+            tmpfs("/t", &["size=1m"]),
+            tmpfs("/t", &["remount", "ro", "size=2m"]),
+            bind_spec(&source, "/b", &["rbind"]),
+            bind_spec(&source, "/b", &["bind", "remount", "ro", "nosuid"]),
+        ]
+    };
     let cases = [
         RemountCase {
             what: "a tmpfs and a bind remounted read-only",
-            mounts: vec![
-                tmpfs("/t", &["size=1m"]),
-                tmpfs("/t", &["remount", "ro", "size=2m"]),
-                bind_spec(&source, "/b", &["rbind"]),
-                bind_spec(&source, "/b", &["bind", "remount", "ro", "nosuid"]),
-            ],
+            mounts: tmpfs_and_bind(),
             at: &["/t", "/b"],
             writes: &["/t/x", "/b/x"],
+            userns: false,
+        },
+        RemountCase {
+            what: "in a user namespace, a tmpfs and a bind remounted read-only",
+            mounts: tmpfs_and_bind(),
+            at: &["/t", "/b"],
+            writes: &["/t/x", "/b/x"],
+            userns: true,
         },
         RemountCase {
             what: "/proc remounted read-only",
             mounts: vec![json!({"destination": "/proc", "type": "proc", "source": "proc", "options": ["remount", "ro", "nosuid"]})],
             at: &["/proc"],
             writes: &["/proc/self/comm"],
+            userns: false,
         },
     ];
     // crun 1.28 makes a remounted /proc's mount read-only but leaves its superblock rw, where
-    // runc remounts both: next to crun the superblock options are left out.
+    // runc remounts both; runc before 1.2 gives a tmpfs its directory's mode by chmod, not as
+    // `mode=` in its data: next to either the superblock options are left out.
     let oracle = Runtime::runc();
     let without_superblocks = |seen: &(Vec<(String, String)>, Vec<String>)| -> (Vec<String>, Vec<String>) {
         (seen.0.iter().map(|(mount, _)| mount.clone()).collect(), seen.1.clone())
@@ -272,7 +338,7 @@ fn remount_changes_the_mount_already_there_as_runcs_does() {
         let theirs = remounted(&oracle, case);
         let ours = remounted(&Runtime::under_test(), case);
         let differs = format!("{}: {} differs from {}", case.what, Runtime::under_test().bin().display(), oracle.bin().display());
-        match env::is_crun(oracle.bin()) {
+        match env::is_crun(oracle.bin()) || env::runc_before(oracle.bin(), (1, 2, 0)) {
             true => assert_eq!(without_superblocks(&ours), without_superblocks(&theirs), "{differs}"),
             false => assert_eq!(ours, theirs, "{differs}"),
         }

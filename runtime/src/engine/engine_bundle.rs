@@ -154,6 +154,7 @@ pub fn engine_spec(id: &str, bundle: &Bundle, opts: &EngineOptions) -> Result<Sp
         }
         Some(mounts) => {
             check_kernel_fs_targets(mounts, &bundle.rootfs)?;
+            crate::engine::mount::tmpfs_mode::from_the_image(mounts, &bundle.rootfs);
             let propagations = take_propagations(mounts);
             // The copy first, into the tmpfs while it is still writable.
             let mut taken = mount_copyup::take(mounts);

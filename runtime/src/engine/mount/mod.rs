@@ -1,6 +1,7 @@
 //! The rootfs and mount steps of our own: per-mount options the engine drops
 //! (propagation, `nosymfollow`, superblock flags, `tmpcopyup`, a cgroup
-//! mount's flags) applied by our createContainer hook, the cgroup mount of a
+//! mount's flags) applied by our createContainer hook, a tmpfs's mode from
+//! the image, the cgroup mount of a
 //! container that joins a PID namespace, device nodes, and where a container
 //! path lands in the rootfs.
 
@@ -15,3 +16,4 @@ pub mod rootfs_path;
 pub mod sb_flags;
 pub mod step_error;
 pub mod symfollow;
+pub mod tmpfs_mode;

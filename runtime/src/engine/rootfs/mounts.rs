@@ -41,6 +41,7 @@ pub fn make(sys: &dyn Syscall, root: &OwnedFd, m: &PlannedMount) -> Result<(), R
     }
     let call = |call: &'static str, path: &Path| call_failed(m, call, path);
     let dest = &m.destination;
+    let mut target = None;
     let (mount, want) = match &m.kind {
         Kind::Bind { recursive } => {
             let source = m.source.as_deref().unwrap_or(Path::new(""));
@@ -52,7 +53,15 @@ pub fn make(sys: &dyn Syscall, root: &OwnedFd, m: &PlannedMount) -> Result<(), R
             (tree, want)
         }
         Kind::New { fstype } => {
-            let fs = sys.new_fs(&writable_for_copyup(new_fs(fstype, m), m)).map_err(|e| fail(Detail::NewFs(e)))?;
+            let mut fs = writable_for_copyup(new_fs(fstype, m), m);
+            let has_mode = m.data.iter().any(|d| d.starts_with("mode="));
+            if fstype == "tmpfs" && !has_mode {
+                if let Some((dir, mode)) = image_dir_mode(sys, root, m)? {
+                    fs.params.push(("mode".into(), Some(format!("{mode:04o}"))));
+                    target = Some(dir);
+                }
+            }
+            let fs = sys.new_fs(&fs).map_err(|e| fail(Detail::NewFs(e)))?;
             // runc: proc and sysfs go on a directory, never on a symlink.
             let want = if fstype == "proc" || fstype == "sysfs" { Want::PlainDir } else { Want::Dir };
             (fs, want)
@@ -61,7 +70,7 @@ pub fn make(sys: &dyn Syscall, root: &OwnedFd, m: &PlannedMount) -> Result<(), R
     if m.recursive.named != MsFlags::empty() {
         sys.mount_setattr(&mount, m.recursive.to_attr(), libc::AT_RECURSIVE).map_err(call("mount_setattr", dest))?;
     }
-    place(sys, root, m, &mount, want)?;
+    place(sys, root, m, &mount, want, target)?;
     // fsconfig(2) takes no iversion or silent flag (EINVAL): a remount of
     // the placed filesystem sets them, with lazytime, which it would clear.
     let remount = remount_options(m);
@@ -142,16 +151,39 @@ fn call_failed<'a>(m: &'a PlannedMount, call: &'static str, path: &Path) -> impl
 pub fn attach(sys: &dyn Syscall, root: &OwnedFd, m: &PlannedMount, tree: &OwnedFd) -> Result<(), RootfsError> {
     let source = m.source.as_deref().unwrap_or(Path::new(""));
     let is_dir = sys.is_dir(tree).map_err(call_failed(m, "fstat", source))?;
-    place(sys, root, m, tree, if is_dir { Want::Dir } else { Want::File })
+    place(sys, root, m, tree, if is_dir { Want::Dir } else { Want::File }, None)
+}
+
+/// A tmpfs over a directory the image has gets that directory's mode, as
+/// runc gives it (`mode=` first in its data): else its root would be 1777,
+/// and any user of the container could write where the image let none. The
+/// directory, opened inside the rootfs, is the mount's target too. None
+/// where the image has no directory there (one made for the mount stays
+/// the tmpfs's 1777, as with runc).
+fn image_dir_mode(sys: &dyn Syscall, root: &OwnedFd, m: &PlannedMount) -> Result<Option<(OwnedFd, u32)>, RootfsError> {
+    // Another failure is open_target's to name, in place().
+    let Ok(dir) = sys.open_in_root(root, &m.destination, libc::O_PATH | libc::O_DIRECTORY) else { return Ok(None) };
+    let (mode, _) = sys.file_kind(&dir).map_err(call_failed(m, "fstat", &m.destination))?;
+    Ok(Some((dir, mode & 0o7777)))
 }
 
 /// The detached `mount` onto `m`'s destination, opened (made when missing)
-/// inside the rootfs, then its propagation.
-fn place(sys: &dyn Syscall, root: &OwnedFd, m: &PlannedMount, mount: &OwnedFd, want: Want) -> Result<(), RootfsError> {
+/// inside the rootfs unless `target` is it already, then its propagation.
+fn place(
+    sys: &dyn Syscall,
+    root: &OwnedFd,
+    m: &PlannedMount,
+    mount: &OwnedFd,
+    want: Want,
+    target: Option<OwnedFd>,
+) -> Result<(), RootfsError> {
     let fail = |detail: Detail| failed(m, detail);
     let call = |call: &'static str, path: &Path| call_failed(m, call, path);
     let dest = &m.destination;
-    let target = sys.open_target(root, dest, want).map_err(|e| fail(e.into()))?;
+    let target = match target {
+        Some(target) => target,
+        None => sys.open_target(root, dest, want).map_err(|e| fail(e.into()))?,
+    };
     refuse_inside_proc(sys, &target, m).map_err(fail)?;
     if m.copyup {
         // Into the new tmpfs while only we can see it; the target is still
@@ -442,7 +474,8 @@ mod tests {
     #[test]
     fn a_failure_names_the_mount_the_call_the_path_and_the_errno() {
         let m = planned("tmpfs", "tmpfs", "/etc/passwd/x", &[]);
-        let err = make(&Recording::failing("open_target", Errno::ENOTDIR), &root(), &m).unwrap_err();
+        let sys = Recording::failing("open_target", Errno::ENOTDIR).with_missing("/etc/passwd/x");
+        let err = make(&sys, &root(), &m).unwrap_err();
         assert_eq!(
             err.to_string(),
             r#"error mounting "tmpfs" to rootfs at "/etc/passwd/x": openat2 /etc/passwd/x: ENOTDIR: Not a directory"#
@@ -478,18 +511,53 @@ mod tests {
         let m = planned("tmpfs", "tmpfs", "/etc", &["tmpcopyup", "ro", "nosuid"]);
         make(&sys, &root(), &m).unwrap();
         let calls = sys.calls();
-        let Call::NewFs(fs) = &calls[0] else { panic!("{calls:?}") };
+        let Call::NewFs(fs) = &calls[2] else { panic!("{calls:?}") };
         assert_eq!(fs.attrs, libc::MOUNT_ATTR_NOSUID, "made without MOUNT_ATTR_RDONLY");
         assert_eq!(
-            calls[1..],
+            calls[3..],
             [
-                Call::Target { path: "/etc".into(), want: Want::Dir },
                 Call::Statfs { path: "/etc".into() },
                 Call::CopyTree { from: "/etc".into(), to: "fs:tmpfs".into() },
                 set_attr("fs:tmpfs", MountAttr::flags(libc::MOUNT_ATTR_RDONLY, 0), 0),
                 Call::Move { from: "fs:tmpfs".into(), to: "/etc".into() },
             ]
         );
+    }
+
+    /// runc's rule: a tmpfs over an image directory takes its mode (else it
+    /// would be 1777, writable by any user of the container), and the
+    /// directory looked at is where it goes; a `mode=` of the spec's, or no
+    /// directory in the image, leaves the tmpfs's own.
+    #[test]
+    fn a_tmpfs_over_an_image_directory_takes_its_mode() {
+        let image_dir = || Recording::default().with_node("/srv", libc::S_IFDIR | 0o750, 0);
+        let sys = image_dir();
+        make(&sys, &root(), &planned("tmpfs", "tmpfs", "/srv", &["size=1m"])).unwrap();
+        let fs = NewFs {
+            fstype: "tmpfs".into(),
+            params: vec![("source".into(), Some("tmpfs".into())), ("size".into(), Some("1m".into())), ("mode".into(), Some("0750".into()))],
+            attrs: 0,
+        };
+        let want = vec![
+            Call::Open { path: "/srv".into(), flags: libc::O_PATH | libc::O_DIRECTORY },
+            Call::Fstat { path: "/srv".into() },
+            Call::NewFs(fs),
+            Call::Statfs { path: "/srv".into() },
+            Call::Move { from: "fs:tmpfs".into(), to: "/srv".into() },
+        ];
+        assert_eq!(sys.calls(), want);
+        let sys = image_dir();
+        make(&sys, &root(), &planned("tmpfs", "tmpfs", "/srv", &["mode=1777"])).unwrap();
+        assert!(
+            matches!(&sys.calls()[0], Call::NewFs(fs) if !fs.params.contains(&("mode".into(), Some("0750".into())))),
+            "{:?}",
+            sys.calls()
+        );
+        let sys = Recording::default().with_missing("/new");
+        make(&sys, &root(), &planned("tmpfs", "tmpfs", "/new", &[])).unwrap();
+        let Some(Call::NewFs(fs)) = sys.calls().into_iter().find(|c| matches!(c, Call::NewFs(_))) else { panic!("{:?}", sys.calls()) };
+        assert!(!fs.params.iter().any(|(key, _)| key == "mode"), "no image directory: {:?}", fs.params);
+        assert!(sys.calls().contains(&Call::Target { path: "/new".into(), want: Want::Dir }), "made as runc makes it");
     }
 
     #[test]
@@ -510,7 +578,7 @@ mod tests {
         for (options, want) in [(&["lazytime"][..], true), (&["lazytime", "nolazytime"][..], false)] {
             let sys = Recording::default();
             make(&sys, &root(), &planned("tmpfs", "tmpfs", "/lazy", options)).unwrap();
-            let Call::NewFs(fs) = &sys.calls()[0] else { panic!("{:?}", sys.calls()) };
+            let Some(Call::NewFs(fs)) = sys.calls().into_iter().find(|c| matches!(c, Call::NewFs(_))) else { panic!("{:?}", sys.calls()) };
             assert_eq!(fs.params.contains(&("lazytime".to_string(), None)), want, "{options:?}: {:?}", fs.params);
         }
     }
