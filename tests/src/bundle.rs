@@ -12,6 +12,8 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 const BUSYBOX: &str = "/bin/busybox";
+/// The host uid and gid of the root of `add_user_namespace`'s namespace.
+pub const USERNS_HOST_ID: u32 = 100_000;
 const ROOTFS_DIRS: [&str; 9] = ["bin", "proc", "sys", "dev", "tmp", "etc", "root", "run", "home"];
 const PASSWD: &str = "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n";
 const GROUP: &str = "root:x:0:\ntty:x:5:\nnogroup:x:65534:\n";
@@ -89,6 +91,16 @@ impl Bundle {
         let mut mounts = self.config["mounts"].as_array().cloned().unwrap_or_default();
         mounts.push(mount);
         self.set("/mounts", Value::Array(mounts))
+    }
+
+    /// A user namespace of the container's own, its root at host uid and gid 100000 (65536 ids):
+    /// what `hostUsers: false` gives a pod.
+    pub fn add_user_namespace(&mut self) -> &mut Self {
+        let mapping = json!([{"containerID": 0, "hostID": USERNS_HOST_ID, "size": 65_536}]);
+        let mut namespaces = self.config["linux"]["namespaces"].as_array().cloned().unwrap_or_default();
+        namespaces.push(json!({"type": "user"}));
+        self.set("/linux/namespaces", Value::Array(namespaces));
+        self.set("/linux/uidMappings", mapping.clone()).set("/linux/gidMappings", mapping)
     }
 
     pub fn set_annotations(&mut self, annotations: Value) -> &mut Self {

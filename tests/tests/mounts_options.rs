@@ -269,11 +269,7 @@ fn remounted(rt: &Runtime, case: &RemountCase) -> (Vec<(String, String)>, Vec<St
         bundle.add_mount(m.clone());
     }
     if case.userns {
-        let mapping = json!([{"containerID": 0, "hostID": 100_000, "size": 65_536}]);
-        bundle.set("/linux/uidMappings", mapping.clone()).set("/linux/gidMappings", mapping);
-        let mut namespaces = bundle.config()["linux"]["namespaces"].as_array().cloned().unwrap_or_default();
-        namespaces.push(json!({"type": "user"}));
-        bundle.set("/linux/namespaces", json!(namespaces));
+        bundle.add_user_namespace();
         // The container's root cannot make them in a root-owned image.
         for dest in case.at {
             fs::create_dir(Path::new(&bundle.rootfs()).join(&dest[1..])).expect("mkdir a destination in the image");

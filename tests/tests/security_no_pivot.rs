@@ -59,11 +59,7 @@ fn in_a_user_namespaced_no_pivot_container_the_host_procfs_is_covered_and_the_at
     skip_if!(blocker());
     let (_mounts, proc) = no_pivot::extra_host_procfs();
     let mut bundle = attacker();
-    let mapping = json!([{"containerID": 0, "hostID": 100_000, "size": 65_536}]);
-    bundle.set("/linux/uidMappings", mapping.clone()).set("/linux/gidMappings", mapping);
-    let mut namespaces = bundle.config()["linux"]["namespaces"].as_array().cloned().unwrap_or_default();
-    namespaces.push(json!({"type": "user"}));
-    bundle.set("/linux/namespaces", json!(namespaces));
+    bundle.add_user_namespace();
     attack(&bundle, |pid, who| no_pivot::assert_covered(pid, &proc, who));
 }
 
