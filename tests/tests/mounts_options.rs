@@ -331,12 +331,17 @@ fn remount_changes_the_mount_already_there_as_runcs_does() {
         (seen.0.iter().map(|(mount, _)| mount.clone()).collect(), seen.1.clone())
     };
     for case in &cases {
-        let theirs = remounted(&oracle, case);
         let ours = remounted(&Runtime::under_test(), case);
         let differs = format!("{}: {} differs from {}", case.what, Runtime::under_test().bin().display(), oracle.bin().display());
-        match env::is_crun(oracle.bin()) || env::runc_before(oracle.bin(), (1, 2, 0)) {
-            true => assert_eq!(without_superblocks(&ours), without_superblocks(&theirs), "{differs}"),
-            false => assert_eq!(ours, theirs, "{differs}"),
+        let crun = env::is_crun(oracle.bin());
+        // crun 1.28 in a user namespace mounts the remounted bind anew, over the first (two
+        // mounts at /b, as our engine did): there rustpod is held to runc's answer alone.
+        if !(crun && case.userns) {
+            let theirs = remounted(&oracle, case);
+            match crun || env::runc_before(oracle.bin(), (1, 2, 0)) {
+                true => assert_eq!(without_superblocks(&ours), without_superblocks(&theirs), "{differs}"),
+                false => assert_eq!(ours, theirs, "{differs}"),
+            }
         }
         let (mounts, writes) = without_superblocks(&ours);
         for dest in case.at {
