@@ -137,3 +137,38 @@ pub fn moved_root(pid: i32) -> io::Result<MovedRoot> {
     let uncovered_pseudo_fs = outside.iter().filter(|m| !covered(m)).map(named).collect();
     Ok(MovedRoot { moved: mounts.iter().any(|m| m.id == rootfs.parent), outside_pseudo_fs, uncovered_pseudo_fs, table })
 }
+
+/// A private mount namespace of the host's mounts, held by a sleeping process on the host and
+/// killed (by its pid) on drop: for a container to join by path. A container pivots the
+/// namespace it joins, so each wants a fresh one.
+pub struct Held {
+    child: std::process::Child,
+}
+
+impl Held {
+    pub fn unshare() -> Self {
+        let ours = std::fs::read_link("/proc/self/ns/mnt").expect("readlink /proc/self/ns/mnt");
+        let child = std::process::Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sleep", "1000"])
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .expect("run unshare");
+        let held = Held { child };
+        let ns = format!("/proc/{}/ns/mnt", held.child.id());
+        let unshared = crate::wait::eventually(|| std::fs::read_link(&ns).is_ok_and(|n| n != ours));
+        assert!(unshared, "unshare --mount made no mount namespace within {:?}", crate::wait::DEADLINE);
+        held
+    }
+
+    /// `/proc/<pid>/ns/mnt` of the holder, for a spec's `linux.namespaces`.
+    pub fn path(&self) -> String {
+        format!("/proc/{}/ns/mnt", self.child.id())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

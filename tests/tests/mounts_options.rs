@@ -75,29 +75,54 @@ fn tmpfs_size_mode_and_the_atime_family() {
 #[test]
 fn a_tmpfs_over_an_image_directory_keeps_its_mode_as_runcs_does() {
     skip_if!(needs::containers());
-    let script = "stat -c '%a %n' /d750 /d755 /explicit /new; (printf x > /d755/x) 2>&1 | sed 's/.*: //'";
-    let seen = |rt: &Runtime| {
-        let mut bundle = Bundle::new(&["sh", "-c", script]);
-        bundle.set("/process/user", json!({"uid": 1000, "gid": 1000}));
-        for (dir, mode) in [("d750", 0o750), ("d755", 0o755), ("explicit", 0o755)] {
-            let path = Path::new(&bundle.rootfs()).join(dir);
-            fs::create_dir(&path).expect("mkdir in the image");
-            fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(mode)).expect("chmod in the image");
-        }
-        for dest in ["/d750", "/d755", "/new"] {
-            bundle.add_mount(tmpfs(dest, &["size=1m"]));
-        }
-        bundle.add_mount(tmpfs("/explicit", &["mode=1777"]));
-        let out = rt.run(&rt.new_id("tmpfs-mode"), &bundle, &[], b"");
-        assert_eq!(out.code(), 0, "{}", out.describe());
-        out.stdout
-    };
+    let (runc, ours) = (image_dir_modes(&Runtime::runc(), None), image_dir_modes(&Runtime::under_test(), None));
+    assert_image_dir_modes(&runc, &ours);
+}
+
+/// The same where the engine makes the rootfs: in a mount namespace joined by path (each
+/// container its own, as a container pivots the namespace it joins).
+#[test]
+fn where_the_engine_makes_the_rootfs_a_tmpfs_keeps_the_image_directorys_mode_too() {
+    skip_if!(needs::containers());
+    let seen = |rt: &Runtime| image_dir_modes(rt, Some(&rustpod_tests::mount_ns::Held::unshare()));
     let (runc, ours) = (seen(&Runtime::runc()), seen(&Runtime::under_test()));
+    assert_image_dir_modes(&runc, &ours);
+}
+
+/// What uid 1000 sees of tmpfs mounts without `mode=` over image directories of 0750 and 0755
+/// and over a new one, and of one with `mode=1777` over a 0755 directory: their modes, and
+/// whether it may write into the 0755 one. In the mount namespace `joined`, if given.
+fn image_dir_modes(rt: &Runtime, joined: Option<&rustpod_tests::mount_ns::Held>) -> String {
+    let script = "stat -c '%a %n' /d750 /d755 /explicit /new; (printf x > /d755/x) 2>&1 | sed 's/.*: //'";
+    let mut bundle = Bundle::new(&["sh", "-c", script]);
+    bundle.set("/process/user", json!({"uid": 1000, "gid": 1000}));
+    for (dir, mode) in [("d750", 0o750), ("d755", 0o755), ("explicit", 0o755)] {
+        let path = Path::new(&bundle.rootfs()).join(dir);
+        fs::create_dir(&path).expect("mkdir in the image");
+        fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(mode)).expect("chmod in the image");
+    }
+    for dest in ["/d750", "/d755", "/new"] {
+        bundle.add_mount(tmpfs(dest, &["size=1m"]));
+    }
+    bundle.add_mount(tmpfs("/explicit", &["mode=1777"]));
+    if let Some(held) = joined {
+        let mut namespaces = bundle.config()["linux"]["namespaces"].as_array().expect("the bundle lists namespaces").clone();
+        namespaces.retain(|ns| ns["type"] != "mount");
+        namespaces.push(json!({"type": "mount", "path": held.path()}));
+        bundle.set("/linux/namespaces", json!(namespaces));
+    }
+    let out = rt.run(&rt.new_id("tmpfs-mode"), &bundle, &[], b"");
+    assert_eq!(out.code(), 0, "{}", out.describe());
+    out.stdout
+}
+
+#[track_caller]
+fn assert_image_dir_modes(runc: &str, ours: &str) {
     // runc before 1.2 chmods the tmpfs to the directory's mode after mounting it, over the
     // spec's own mode= too; runc ≥ 1.2 puts mode= first in the data, so the spec's wins.
     let without_explicit = |out: &str| out.lines().filter(|l| !l.ends_with(" /explicit")).map(String::from).collect::<Vec<_>>();
     match env::runc_before(Runtime::runc().bin(), (1, 2, 0)) {
-        true => assert_eq!(without_explicit(&ours), without_explicit(&runc), "{} differs from runc", Runtime::under_test().bin().display()),
+        true => assert_eq!(without_explicit(ours), without_explicit(runc), "{} differs from runc", Runtime::under_test().bin().display()),
         false => assert_eq!(ours, runc, "{} differs from runc", Runtime::under_test().bin().display()),
     }
     assert_eq!(ours, "750 /d750\n755 /d755\n1777 /explicit\n1777 /new\nPermission denied\n");
