@@ -3,7 +3,9 @@
 // uid/gid mappings; compared through the checker's /proc/self/ns links and maps.
 
 use rustpod_tests::checker::{self, ns_of, Report};
-use rustpod_tests::{conform, json, needs, skip_if, Runtime, Value, SLEEP};
+use rustpod_tests::mount_ns::Held;
+use rustpod_tests::{conform, env, json, needs, skip_if, Bundle, Runtime, Value, SLEEP};
+use std::collections::BTreeSet;
 
 /// OCI namespace type → /proc/self/ns link name.
 const TYPES: [(&str, &str); 8] = [
@@ -130,6 +132,39 @@ fn pod_containers_join_the_sandbox_namespaces_by_path() {
     assert_ne!(report.str("/namespaces/mnt"), ns_of(pid, "mnt"));
     assert_ne!(report.at("/pid"), 1, "the sandbox's init is pid 1 there");
     assert_eq!(report.str("/hostname"), "rustpod", "the sandbox's hostname");
+}
+
+/// A mount namespace joined by path (held by `unshare` on the host; each container its own, as
+/// a container pivots the namespace it joins): the rootfs is made and pivoted into there, as
+/// runc does. What shows is runc's: the mount points and types (the host's own mounts gone), a
+/// masked path empty, a read-only one refusing writes; the container's namespace is the held one.
+#[test]
+fn a_joined_mount_namespace_gets_the_rootfs_as_runcs_does() {
+    skip_if!(needs::containers());
+    let look = "cut -d' ' -f5,9 /proc/self/mountinfo; echo timer_list=$(wc -c < /proc/timer_list); \
+                (echo x > /proc/sys/kernel/hostname) 2>&1 | sed 's/.*: //'; readlink /proc/self/ns/mnt";
+    let seen = |rt: &Runtime| {
+        let held = Held::unshare();
+        let mut bundle = Bundle::new(&["sh", "-c", look]);
+        bundle.join_mount_namespace(&held.path());
+        let out = rt.run(&rt.new_id("joined-mnt"), &bundle, &[], b"");
+        assert_eq!(out.code(), 0, "{}", out.describe());
+        let held_ns = std::fs::read_link(held.path()).expect("readlink the held namespace").to_string_lossy().into_owned();
+        assert_eq!(out.stdout.lines().last(), Some(held_ns.as_str()), "{}: not in the joined namespace", rt.bin().display());
+        out.stdout.replace(&held_ns, "mnt:[joined]")
+    };
+    let (oracle, ours) = (seen(&Runtime::runc()), seen(&Runtime::under_test()));
+    let differs = format!("{} differs from {}", Runtime::under_test().bin().display(), Runtime::runc().bin().display());
+    match env::is_crun(Runtime::runc().bin()) {
+        // crun masks with binds of /dev/null and of an empty directory, and before the
+        // read-only paths: next to it, the mount points alone, in any order.
+        true => {
+            let points = |out: &str| out.lines().map(|l| l.split(' ').next().unwrap_or_default().to_string()).collect::<BTreeSet<_>>();
+            assert_eq!(points(&ours), points(&oracle), "{differs}");
+        }
+        false => assert_eq!(ours, oracle, "{differs}"),
+    }
+    assert!(ours.starts_with("/ ") && ours.contains("timer_list=0\nRead-only file system\n"), "{ours}");
 }
 
 /// A user-namespaced pod's container joins the sandbox's namespaces by path while the sandbox's

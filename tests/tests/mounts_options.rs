@@ -6,6 +6,7 @@
 use rustpod_tests::assertions::{assert_create_fails_as_runcs, assert_one_line_error};
 use rustpod_tests::checker::{self, report_with, strings, Report};
 use rustpod_tests::host_mount::{bind_spec, HostMounts};
+use rustpod_tests::mount_ns::Held;
 use rustpod_tests::{conform, env, json, needs, skip, skip_if, Bundle, Runtime, Value};
 use std::collections::BTreeSet;
 use std::fs;
@@ -79,12 +80,12 @@ fn a_tmpfs_over_an_image_directory_keeps_its_mode_as_runcs_does() {
     assert_image_dir_modes(&runc, &ours);
 }
 
-/// The same where the engine makes the rootfs: in a mount namespace joined by path (each
-/// container its own, as a container pivots the namespace it joins).
+/// The same in a mount namespace joined by path (each container its own, as a container
+/// pivots the namespace it joins), where the engine made the rootfs before.
 #[test]
-fn where_the_engine_makes_the_rootfs_a_tmpfs_keeps_the_image_directorys_mode_too() {
+fn in_a_joined_mount_namespace_a_tmpfs_keeps_the_image_directorys_mode_too() {
     skip_if!(needs::containers());
-    let seen = |rt: &Runtime| image_dir_modes(rt, Some(&rustpod_tests::mount_ns::Held::unshare()));
+    let seen = |rt: &Runtime| image_dir_modes(rt, Some(&Held::unshare()));
     let (runc, ours) = (seen(&Runtime::runc()), seen(&Runtime::under_test()));
     assert_image_dir_modes(&runc, &ours);
 }
@@ -92,7 +93,7 @@ fn where_the_engine_makes_the_rootfs_a_tmpfs_keeps_the_image_directorys_mode_too
 /// What uid 1000 sees of tmpfs mounts without `mode=` over image directories of 0750 and 0755
 /// and over a new one, and of one with `mode=1777` over a 0755 directory: their modes, and
 /// whether it may write into the 0755 one. In the mount namespace `joined`, if given.
-fn image_dir_modes(rt: &Runtime, joined: Option<&rustpod_tests::mount_ns::Held>) -> String {
+fn image_dir_modes(rt: &Runtime, joined: Option<&Held>) -> String {
     let script = "stat -c '%a %n' /d750 /d755 /explicit /new; (printf x > /d755/x) 2>&1 | sed 's/.*: //'";
     let mut bundle = Bundle::new(&["sh", "-c", script]);
     bundle.set("/process/user", json!({"uid": 1000, "gid": 1000}));
@@ -106,10 +107,7 @@ fn image_dir_modes(rt: &Runtime, joined: Option<&rustpod_tests::mount_ns::Held>)
     }
     bundle.add_mount(tmpfs("/explicit", &["mode=1777"]));
     if let Some(held) = joined {
-        let mut namespaces = bundle.config()["linux"]["namespaces"].as_array().expect("the bundle lists namespaces").clone();
-        namespaces.retain(|ns| ns["type"] != "mount");
-        namespaces.push(json!({"type": "mount", "path": held.path()}));
-        bundle.set("/linux/namespaces", json!(namespaces));
+        bundle.join_mount_namespace(&held.path());
     }
     let out = rt.run(&rt.new_id("tmpfs-mode"), &bundle, &[], b"");
     assert_eq!(out.code(), 0, "{}", out.describe());
@@ -285,6 +283,8 @@ struct RemountCase<'a> {
     /// In a user namespace of its own (`hostUsers: false`), where the host side of `create`
     /// makes plain binds: a remount must still change the one already there.
     userns: bool,
+    /// In a mount namespace joined by path, where the engine made the rootfs before.
+    joined: bool,
 }
 
 /// The mounts `case`'s container sees at its places, and how its writes fail, under `rt`.
@@ -292,6 +292,10 @@ fn remounted(rt: &Runtime, case: &RemountCase) -> (Vec<(String, String)>, Vec<St
     let mut bundle = Bundle::new(&["sh", "-c", &remount_probe(case.writes)]);
     for m in &case.mounts {
         bundle.add_mount(m.clone());
+    }
+    let held = case.joined.then(Held::unshare);
+    if let Some(held) = &held {
+        bundle.join_mount_namespace(&held.path());
     }
     if case.userns {
         bundle.add_user_namespace();
@@ -325,27 +329,19 @@ fn remount_changes_the_mount_already_there_as_runcs_does() {
             bind_spec(&source, "/b", &["bind", "remount", "ro", "nosuid"]),
         ]
     };
+    let tmpfs_and_bind =
+        |what, userns, joined| RemountCase { what, mounts: tmpfs_and_bind(), at: &["/t", "/b"], writes: &["/t/x", "/b/x"], userns, joined };
     let cases = [
-        RemountCase {
-            what: "a tmpfs and a bind remounted read-only",
-            mounts: tmpfs_and_bind(),
-            at: &["/t", "/b"],
-            writes: &["/t/x", "/b/x"],
-            userns: false,
-        },
-        RemountCase {
-            what: "in a user namespace, a tmpfs and a bind remounted read-only",
-            mounts: tmpfs_and_bind(),
-            at: &["/t", "/b"],
-            writes: &["/t/x", "/b/x"],
-            userns: true,
-        },
+        tmpfs_and_bind("a tmpfs and a bind remounted read-only", false, false),
+        tmpfs_and_bind("in a user namespace, a tmpfs and a bind remounted read-only", true, false),
+        tmpfs_and_bind("in a mount namespace joined by path, a tmpfs and a bind remounted read-only", false, true),
         RemountCase {
             what: "/proc remounted read-only",
             mounts: vec![json!({"destination": "/proc", "type": "proc", "source": "proc", "options": ["remount", "ro", "nosuid"]})],
             at: &["/proc"],
             writes: &["/proc/self/comm"],
             userns: false,
+            joined: false,
         },
     ];
     // crun 1.28 makes a remounted /proc's mount read-only but leaves its superblock rw, where
@@ -397,21 +393,20 @@ fn tmpcopyup_on_a_remount_fails_as_runcs_and_leaves_nothing() {
     assert_create_fails_as_runcs("a remount makes no tmpfs to copy into", &mounts, &["mounts[", "(/t)", "tmpcopyup"]);
 }
 
-/// Where the engine makes the rootfs (here: a mount namespace joined by path), it would mount a
-/// new filesystem instead of remounting: a `remount` is refused at create in one line naming
-/// the mount and why, and nothing is left behind.
+/// Where the engine makes the rootfs (here: a mount namespace joined by path with a user
+/// namespace), it would mount a new filesystem instead of remounting: a `remount` is refused at
+/// create in one line naming the mount and why, and nothing is left behind.
 #[test]
 fn a_remount_where_the_engine_makes_the_rootfs_is_refused() {
     skip_if!(needs::containers());
     if env::testing_runc_itself() {
-        skip!("runc remounts in a joined mount namespace");
+        skip!("runc has no route of an engine's");
     }
-    let holder = rustpod_tests::Fixture::running(rustpod_tests::SLEEP);
+    let held = Held::unshare();
     let mut fx = rustpod_tests::Fixture::new(rustpod_tests::SLEEP);
-    let joined = format!("/proc/{}/ns/mnt", holder.rt.pid(&holder.id));
-    fx.bundle.set("/linux/namespaces", json!([{"type": "pid"}, {"type": "mount", "path": joined}]));
+    fx.bundle.join_mount_namespace(&held.path()).add_user_namespace();
     fx.bundle.add_mount(tmpfs("/t", &["remount", "ro"]));
     let out = fx.rt.try_create(&fx.id, &fx.bundle, &[]);
-    assert_one_line_error(&out, &["(/t)", "remount", "no new mount namespace"]);
+    assert_one_line_error(&out, &["(/t)", "remount", "a mount namespace joined by path with a user namespace"]);
     fx.assert_nothing_left();
 }

@@ -63,7 +63,8 @@ pub fn run(init: &Init, main_sender: &mut MainSender, init_receiver: &mut InitRe
 }
 
 /// setns(2) into each namespace the spec gives by path that the init
-/// joins itself, while the host's /proc still names them; then the new
+/// joins itself, while the host's /proc still names them; the mount
+/// namespace last, as every path before it is the host's; then the new
 /// ones it makes.
 fn enter_namespaces(init: &Init) -> Result<(), InitError> {
     if !init.paths_joined {
@@ -74,21 +75,30 @@ fn enter_namespaces(init: &Init) -> Result<(), InitError> {
     if listed.into_iter().flatten().any(|ns| ns.typ() == LinuxNamespaceType::Time && ns.path().is_none()) {
         crate::engine::process::time_ns::make_and_enter(linux.and_then(|l| l.time_offsets().as_ref())).map_err(said)?;
     }
+    // Our rootfs steps then run in it, as runc's do (the bundle's rootfs
+    // is found there; its pivot_root changes that namespace's root).
+    if let Some(path) = listed.into_iter().flatten().find(|ns| ns.typ() == LinuxNamespaceType::Mount).and_then(|ns| ns.path().as_deref()) {
+        join(path, CloneFlags::CLONE_NEWNS)?;
+    }
     nix::sched::unshare(init.unshare).map_err(call("new namespaces", format!("unshare({:?})", init.unshare)))
 }
 
 /// setns(2) into each namespace `spec` gives by path that the init joins
-/// (all but pid, user and mount).
+/// first (all but pid, user and mount).
 pub fn join_by_path(spec: &Spec) -> Result<(), InitError> {
     let listed = spec.linux().as_ref().and_then(|l| l.namespaces().as_ref());
     for ns in listed.into_iter().flatten() {
-        let (Some(path), Some(flag)) = (ns.path(), crate::engine::process::init_launch::joined_by_init(ns.typ())) else {
-            continue;
-        };
-        let file = std::fs::File::open(path).map_err(|e| call("joining a namespace", format!("open {}", path.display()))(io_errno(&e)))?;
-        nix::sched::setns(file, flag).map_err(call("joining a namespace", format!("setns {}", path.display())))?;
+        if let (Some(path), Some(flag)) = (ns.path(), crate::engine::process::init_launch::joined_by_init(ns.typ())) {
+            join(path, flag)?;
+        }
     }
     Ok(())
+}
+
+/// setns(2) into the namespace of type `flag` at `path`.
+fn join(path: &std::path::Path, flag: CloneFlags) -> Result<(), InitError> {
+    let file = std::fs::File::open(path).map_err(|e| call("joining a namespace", format!("open {}", path.display()))(io_errno(&e)))?;
+    nix::sched::setns(file, flag).map_err(call("joining a namespace", format!("setns {}", path.display())))
 }
 
 /// Whether `spec` gives a namespace by path that [`join_by_path`] joins.

@@ -32,8 +32,12 @@ pub fn decide(bundle: &Bundle, req: &Request) -> Result<Rootfs, &'static str> {
     }
     let linux = spec.linux().as_ref().ok_or("no linux section")?;
     let listed = |typ| linux.namespaces().iter().flatten().find(|ns| ns.typ() == typ);
-    if !listed(LinuxNamespaceType::Mount).is_some_and(|ns| ns.path().is_none()) {
-        return Err("no new mount namespace");
+    let mount = listed(LinuxNamespaceType::Mount).ok_or("no mount namespace")?;
+    let in_userns = crate::engine::process::user_ns::Plan::of(spec) != crate::engine::process::user_ns::Plan::None;
+    // Made in a new user namespace, the init would hold no capability over
+    // a mount namespace joined by path (the host's user namespace owns it).
+    if mount.path().is_some() && in_userns {
+        return Err("a mount namespace joined by path with a user namespace");
     }
     if linux.mount_label().as_deref().is_some_and(|l| !l.is_empty()) {
         return Err("a mount label");
@@ -50,7 +54,6 @@ pub fn decide(bundle: &Bundle, req: &Request) -> Result<Rootfs, &'static str> {
         !crate::engine::cgroup::fs::is_unified(req.cgroups) && spec.mounts().iter().flatten().any(|m| m.typ().as_deref() == Some("cgroup"));
     let own = if needs_own { req.thread_cgroups.text().map_err(|_| "no /proc/thread-self/cgroup")? } else { "" };
     let placed = placed(req.cgroups, &container_cgroup(linux, req.id), own);
-    let in_userns = crate::engine::process::user_ns::Plan::of(&spec) != crate::engine::process::user_ns::Plan::None;
     let mut rootfs = Rootfs::from_spec(&spec, &bundle.rootfs, in_userns, &placed, cgroupns)?;
     rootfs.no_pivot = req.no_pivot;
     Ok(rootfs)
@@ -114,7 +117,7 @@ mod tests {
     }
 
     #[test]
-    fn a_joined_mount_namespace_keeps_the_engines_rootfs_a_terminal_or_no_pivot_does_not() {
+    fn a_joined_mount_namespace_with_a_user_namespace_keeps_the_engines_rootfs_others_do_not() {
         let bundle = |extra: serde_json::Value| {
             let mut spec = serde_json::json!({
                 "ociVersion": "1.2.0", "root": {"path": "rootfs"}, "process": {"cwd": "/", "args": ["true"], "user": {"uid": 0, "gid": 0}},
@@ -131,7 +134,13 @@ mod tests {
         let terminal = serde_json::json!({"process": {"cwd": "/", "args": ["true"], "user": {"uid": 0, "gid": 0}, "terminal": true}});
         assert!(decide(&bundle(terminal), &req).is_ok(), "our init binds the console");
         let joined = serde_json::json!({"linux": {"namespaces": [{"type": "pid"}, {"type": "mount", "path": "/proc/1/ns/mnt"}]}});
-        assert_eq!(decide(&bundle(joined), &req).unwrap_err(), "no new mount namespace");
+        assert!(decide(&bundle(joined), &req).is_ok(), "our init joins it, then makes the rootfs there");
+        let joined_userns = serde_json::json!({"linux": {"namespaces": [{"type": "user"}, {"type": "mount", "path": "/proc/1/ns/mnt"}],
+            "uidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}],
+            "gidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}]}});
+        assert_eq!(decide(&bundle(joined_userns), &req).unwrap_err(), "a mount namespace joined by path with a user namespace");
+        let host = serde_json::json!({"linux": {"namespaces": [{"type": "pid"}]}});
+        assert_eq!(decide(&bundle(host), &req).unwrap_err(), "no mount namespace");
         let no_pivot = Request { no_pivot: true, ..req };
         assert!(decide(&bundle(serde_json::json!({})), &no_pivot).unwrap().no_pivot, "our init moves the rootfs onto /");
     }
