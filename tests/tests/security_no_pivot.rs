@@ -21,22 +21,29 @@ fn blocker() -> Option<String> {
     needs::containers().or_else(|| needs::program(&env::runc_bin())).or_else(no_pivot::blocker)
 }
 
-/// A bundle whose init, as uid 1000, runs ATTACK and then sleeps.
+/// Where the attacker says it is done: the container's /dev/shm (its rootfs is read-only).
+const DONE: &str = "dev/shm/attacked";
+
+/// A bundle whose init, as uid 1000, runs ATTACK, says it is done, and then sleeps.
 fn attacker() -> Bundle {
-    let mut bundle = Bundle::new(&["sh", "-c", &format!("{ATTACK}; exec sleep 1000")]);
+    let mut bundle = Bundle::new(&["sh", "-c", &format!("{ATTACK}; touch /{DONE}; exec sleep 1000")]);
     bundle.set("/process/user", json!({"uid": 1000, "gid": 1000}));
     bundle
 }
 
 /// Runs `bundle` with --no-pivot on runc, then on the runtime under test: `seen_from_the_host`
-/// checks the container's mount namespace, then the attack must have been refused.
+/// checks the container's mount namespace, then the attack must have been refused. The kill
+/// waits for the attack's end (in CI run 95 it cut runc's short, after `NESTED`).
 fn attack(bundle: &Bundle, seen_from_the_host: impl Fn(i32, &str)) {
     for rt in Runtime::runc_and_under_test() {
         let who = rt.bin().display().to_string();
         let id = rt.new_id("nopivot");
         let run = rt.spawn_run(&id, bundle, &["--no-pivot"], b"");
         rt.wait_status(&id, "running");
-        seen_from_the_host(rt.pid(&id), &who);
+        let pid = rt.pid(&id);
+        seen_from_the_host(pid, &who);
+        let done = format!("/proc/{pid}/root/{DONE}");
+        wait::wait_for("the attack's end", || std::path::Path::new(&done).exists().then_some(()));
         rt.kill(&id, "KILL");
         let out = run.wait();
         skip_if!(no_pivot::untried(&out.stdout));
