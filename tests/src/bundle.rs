@@ -103,11 +103,12 @@ impl Bundle {
         self.set("/linux/uidMappings", mapping.clone()).set("/linux/gidMappings", mapping)
     }
 
-    /// The mount namespace at `path` (`/proc/<pid>/ns/mnt`) instead of a new one.
-    pub fn join_mount_namespace(&mut self, path: &str) -> &mut Self {
+    /// The namespace of type `typ` (`mount`, `user`, …) at `path` (`/proc/<pid>/ns/mnt`)
+    /// instead of a new one.
+    pub fn join_namespace(&mut self, typ: &str, path: &str) -> &mut Self {
         let mut namespaces = self.config["linux"]["namespaces"].as_array().cloned().unwrap_or_default();
-        namespaces.retain(|ns| ns["type"] != "mount");
-        namespaces.push(json!({"type": "mount", "path": path}));
+        namespaces.retain(|ns| ns["type"] != typ);
+        namespaces.push(json!({"type": typ, "path": path}));
         self.set("/linux/namespaces", Value::Array(namespaces))
     }
 

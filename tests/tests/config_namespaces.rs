@@ -146,7 +146,7 @@ fn a_joined_mount_namespace_gets_the_rootfs_as_runcs_does() {
     let seen = |rt: &Runtime| {
         let held = Held::unshare();
         let mut bundle = Bundle::new(&["sh", "-c", look]);
-        bundle.join_mount_namespace(&held.path());
+        bundle.join_namespace("mount", &held.path());
         let out = rt.run(&rt.new_id("joined-mnt"), &bundle, &[], b"");
         assert_eq!(out.code(), 0, "{}", out.describe());
         let held_ns = std::fs::read_link(held.path()).expect("readlink the held namespace").to_string_lossy().into_owned();

@@ -107,7 +107,7 @@ fn image_dir_modes(rt: &Runtime, joined: Option<&Held>) -> String {
     }
     bundle.add_mount(tmpfs("/explicit", &["mode=1777"]));
     if let Some(held) = joined {
-        bundle.join_mount_namespace(&held.path());
+        bundle.join_namespace("mount", &held.path());
     }
     let out = rt.run(&rt.new_id("tmpfs-mode"), &bundle, &[], b"");
     assert_eq!(out.code(), 0, "{}", out.describe());
@@ -295,7 +295,7 @@ fn remounted(rt: &Runtime, case: &RemountCase) -> (Vec<(String, String)>, Vec<St
     }
     let held = case.joined.then(Held::unshare);
     if let Some(held) = &held {
-        bundle.join_mount_namespace(&held.path());
+        bundle.join_namespace("mount", &held.path());
     }
     if case.userns {
         bundle.add_user_namespace();
@@ -393,18 +393,23 @@ fn tmpcopyup_on_a_remount_fails_as_runcs_and_leaves_nothing() {
     assert_create_fails_as_runcs("a remount makes no tmpfs to copy into", &mounts, &["mounts[", "(/t)", "tmpcopyup"]);
 }
 
-/// Where the engine makes the rootfs (here: a mount namespace joined by path with a user
-/// namespace), it would mount a new filesystem instead of remounting: a `remount` is refused at
-/// create in one line naming the mount and why, and nothing is left behind.
+/// Where the engine makes the rootfs (here: the user and mount namespaces of a user-namespaced
+/// container, both joined by path), it would mount a new filesystem instead of remounting: a
+/// `remount` is refused at create in one line naming the mount and why, and nothing is left
+/// behind.
 #[test]
 fn a_remount_where_the_engine_makes_the_rootfs_is_refused() {
     skip_if!(needs::containers());
     if env::testing_runc_itself() {
         skip!("runc has no route of an engine's");
     }
-    let held = Held::unshare();
+    let mut holder = rustpod_tests::Fixture::new(rustpod_tests::SLEEP);
+    holder.bundle.add_user_namespace();
+    holder.rt.start_container(&holder.id, &holder.bundle);
+    let pid = holder.rt.pid(&holder.id);
     let mut fx = rustpod_tests::Fixture::new(rustpod_tests::SLEEP);
-    fx.bundle.join_mount_namespace(&held.path()).add_user_namespace();
+    fx.bundle.add_user_namespace();
+    fx.bundle.join_namespace("user", &format!("/proc/{pid}/ns/user")).join_namespace("mount", &format!("/proc/{pid}/ns/mnt"));
     fx.bundle.add_mount(tmpfs("/t", &["remount", "ro"]));
     let out = fx.rt.try_create(&fx.id, &fx.bundle, &[]);
     assert_one_line_error(&out, &["(/t)", "remount", "a mount namespace joined by path with a user namespace"]);

@@ -158,6 +158,15 @@ const CASES: &[Case] = &[
         names: &["linux.timeOffsets: the time namespace /proc/self/ns/time is joined"],
     },
     Case {
+        // runc fails it later, its init's first mount there EPERM; nothing of it is made here.
+        name: "a mount namespace joined by path with a new user namespace (which cannot own it)",
+        breaks: |fx| {
+            replace_namespace(fx, "mount", json!({"type": "mount", "path": "/proc/self/ns/mnt"}));
+            with_user_namespace(fx, json!({"type": "user"}), json!([{"containerID": 0, "hostID": 100000, "size": 65536}]));
+        },
+        names: &["linux.namespaces: the mount namespace /proc/self/ns/mnt is joined by path", "mount(2)", "EPERM"],
+    },
+    Case {
         name: "timeOffsets for a clock a time namespace does not offset",
         breaks: |fx| {
             let mut namespaces = fx.bundle.config()["linux"]["namespaces"].clone();

@@ -29,6 +29,7 @@ pub fn check(config: &Path, spec: &Spec) -> Result<()> {
     }
     mount_ids_mapped(linux, spec.mounts().as_deref().unwrap_or_default()).map_err(bad)?;
     namespaces(linux).map_err(bad)?;
+    joined_mount_with_new_user(linux).map_err(bad)?;
     time_offsets(linux).map_err(bad)?;
     devices(linux).map_err(bad)?;
     intel_rdt(linux).map_err(bad)?;
@@ -242,6 +243,21 @@ fn namespaces(linux: &oci_spec::runtime::Linux) -> Check {
         namespace_file(path, ns.typ()).map_err(|reason| format!("{field}: {reason}"))?;
     }
     Ok(())
+}
+
+/// A mount namespace joined by path with a new user namespace: the init is
+/// root only in its new user namespace, which cannot own the joined one,
+/// so its mounts and pivot_root there would fail EPERM (runc's do). Refused
+/// before anything is made.
+fn joined_mount_with_new_user(linux: &oci_spec::runtime::Linux) -> Check {
+    let listed = |typ| linux.namespaces().iter().flatten().find(|ns| ns.typ() == typ);
+    match (listed(LinuxNamespaceType::User).map(|ns| ns.path().is_none()), listed(LinuxNamespaceType::Mount).and_then(|ns| ns.path().as_deref())) {
+        (Some(true), Some(path)) => Err(format!(
+            "linux.namespaces: the mount namespace {} is joined by path, and a new user namespace holds no capability over it: mount(2) there would fail EPERM",
+            path.display()
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// `linux.timeOffsets` go into a new time namespace: refused without one
@@ -635,6 +651,20 @@ mod tests {
             let err = hugepage_limits(&linux(serde_json::json!({"hugepageLimits": [{"pageSize": bad, "limit": 1}]}))).unwrap_err();
             assert!(err.starts_with("linux.resources.hugepageLimits[0].pageSize"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_joined_mount_namespace_is_refused_with_a_new_user_namespace_only() {
+        let linux = |namespaces: serde_json::Value| -> oci_spec::runtime::Linux {
+            serde_json::from_value(serde_json::json!({"namespaces": namespaces})).unwrap()
+        };
+        let mnt = serde_json::json!({"type": "mount", "path": "/proc/1/ns/mnt"});
+        let refused = joined_mount_with_new_user(&linux(serde_json::json!([{"type": "user"}, mnt]))).unwrap_err();
+        assert!(refused.contains("/proc/1/ns/mnt is joined by path") && refused.contains("EPERM"), "{refused}");
+        let joined_user = serde_json::json!({"type": "user", "path": "/proc/1/ns/user"});
+        assert!(joined_mount_with_new_user(&linux(serde_json::json!([joined_user, mnt]))).is_ok(), "a joined user namespace may own it");
+        assert!(joined_mount_with_new_user(&linux(serde_json::json!([mnt]))).is_ok(), "the host's user namespace owns it");
+        assert!(joined_mount_with_new_user(&linux(serde_json::json!([{"type": "user"}, {"type": "mount"}]))).is_ok());
     }
 
     #[test]

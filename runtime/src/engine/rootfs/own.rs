@@ -34,8 +34,8 @@ pub fn decide(bundle: &Bundle, req: &Request) -> Result<Rootfs, &'static str> {
     let listed = |typ| linux.namespaces().iter().flatten().find(|ns| ns.typ() == typ);
     let mount = listed(LinuxNamespaceType::Mount).ok_or("no mount namespace")?;
     let in_userns = crate::engine::process::user_ns::Plan::of(spec) != crate::engine::process::user_ns::Plan::None;
-    // Made in a new user namespace, the init would hold no capability over
-    // a mount namespace joined by path (the host's user namespace owns it).
+    // With a new user namespace it is refused at create (`validate`); with
+    // one joined by path too, the engine joins both (no client sends it).
     if mount.path().is_some() && in_userns {
         return Err("a mount namespace joined by path with a user namespace");
     }
@@ -135,9 +135,8 @@ mod tests {
         assert!(decide(&bundle(terminal), &req).is_ok(), "our init binds the console");
         let joined = serde_json::json!({"linux": {"namespaces": [{"type": "pid"}, {"type": "mount", "path": "/proc/1/ns/mnt"}]}});
         assert!(decide(&bundle(joined), &req).is_ok(), "our init joins it, then makes the rootfs there");
-        let joined_userns = serde_json::json!({"linux": {"namespaces": [{"type": "user"}, {"type": "mount", "path": "/proc/1/ns/mnt"}],
-            "uidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}],
-            "gidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}]}});
+        let joined_userns = serde_json::json!({"linux": {"namespaces": [{"type": "user", "path": "/proc/1/ns/user"},
+            {"type": "mount", "path": "/proc/1/ns/mnt"}]}});
         assert_eq!(decide(&bundle(joined_userns), &req).unwrap_err(), "a mount namespace joined by path with a user namespace");
         let host = serde_json::json!({"linux": {"namespaces": [{"type": "pid"}]}});
         assert_eq!(decide(&bundle(host), &req).unwrap_err(), "no mount namespace");
