@@ -4,7 +4,9 @@
 
 use rustpod_tests::checker::{self, ns_of, Report};
 use rustpod_tests::mount_ns::Held;
-use rustpod_tests::{conform, env, json, needs, skip_if, Bundle, Runtime, Value, SLEEP};
+use rustpod_tests::scratch::{unique_name, ScratchDir};
+use rustpod_tests::shim::{self, ShimContainerd};
+use rustpod_tests::{conform, env, json, needs, skip_if, Bundle, Output, Runtime, Value, SLEEP};
 use std::collections::BTreeSet;
 
 /// OCI namespace type → /proc/self/ns link name.
@@ -134,6 +136,36 @@ fn pod_containers_join_the_sandbox_namespaces_by_path() {
     assert_eq!(report.str("/hostname"), "rustpod", "the sandbox's hostname");
 }
 
+/// What a container in a joined mount namespace shows: its mount points and types, whether a
+/// masked path is empty, how a write to a read-only one fails, and its mount namespace.
+const LOOK_FROM_A_JOINED_MOUNT_NS: &str = "cut -d' ' -f5,9 /proc/self/mountinfo; echo timer_list=$(wc -c < /proc/timer_list); \
+    (echo x > /proc/sys/kernel/hostname) 2>&1 | sed 's/.*: //'; readlink /proc/self/ns/mnt";
+
+/// `out` of LOOK_FROM_A_JOINED_MOUNT_NS, checked to come from `held`'s namespace, which it
+/// then names `mnt:[joined]`.
+#[track_caller]
+fn from_the_held_namespace(who: &str, out: &Output, held: &Held) -> String {
+    assert_eq!(out.code(), 0, "{who}: {}", out.describe());
+    let held_ns = std::fs::read_link(held.path()).expect("readlink the held namespace").to_string_lossy().into_owned();
+    assert_eq!(out.stdout.lines().last(), Some(held_ns.as_str()), "{who}: not in the joined namespace: {}", out.describe());
+    out.stdout.replace(&held_ns, "mnt:[joined]")
+}
+
+/// `ours` shows what `oracle` does, and the masked and read-only paths hold.
+#[track_caller]
+fn assert_joined_as(oracle: &str, ours: &str, crun: bool, differs: &str) {
+    match crun {
+        // crun masks with binds of /dev/null and of an empty directory, and before the
+        // read-only paths: next to it, the mount points alone, in any order.
+        true => {
+            let points = |out: &str| out.lines().map(|l| l.split(' ').next().unwrap_or_default().to_string()).collect::<BTreeSet<_>>();
+            assert_eq!(points(ours), points(oracle), "{differs}");
+        }
+        false => assert_eq!(ours, oracle, "{differs}"),
+    }
+    assert!(ours.starts_with("/ ") && ours.contains("timer_list=0\nRead-only file system\n"), "{differs}: {ours}");
+}
+
 /// A mount namespace joined by path (held by `unshare` on the host; each container its own, as
 /// a container pivots the namespace it joins): the rootfs is made and pivoted into there, as
 /// runc does. What shows is runc's: the mount points and types (the host's own mounts gone), a
@@ -141,30 +173,39 @@ fn pod_containers_join_the_sandbox_namespaces_by_path() {
 #[test]
 fn a_joined_mount_namespace_gets_the_rootfs_as_runcs_does() {
     skip_if!(needs::containers());
-    let look = "cut -d' ' -f5,9 /proc/self/mountinfo; echo timer_list=$(wc -c < /proc/timer_list); \
-                (echo x > /proc/sys/kernel/hostname) 2>&1 | sed 's/.*: //'; readlink /proc/self/ns/mnt";
     let seen = |rt: &Runtime| {
         let held = Held::unshare();
-        let mut bundle = Bundle::new(&["sh", "-c", look]);
+        let mut bundle = Bundle::new(&["sh", "-c", LOOK_FROM_A_JOINED_MOUNT_NS]);
         bundle.join_namespace("mount", &held.path());
         let out = rt.run(&rt.new_id("joined-mnt"), &bundle, &[], b"");
-        assert_eq!(out.code(), 0, "{}", out.describe());
-        let held_ns = std::fs::read_link(held.path()).expect("readlink the held namespace").to_string_lossy().into_owned();
-        assert_eq!(out.stdout.lines().last(), Some(held_ns.as_str()), "{}: not in the joined namespace", rt.bin().display());
-        out.stdout.replace(&held_ns, "mnt:[joined]")
+        from_the_held_namespace(&rt.bin().display().to_string(), &out, &held)
     };
     let (oracle, ours) = (seen(&Runtime::runc()), seen(&Runtime::under_test()));
     let differs = format!("{} differs from {}", Runtime::under_test().bin().display(), Runtime::runc().bin().display());
-    match env::is_crun(Runtime::runc().bin()) {
-        // crun masks with binds of /dev/null and of an empty directory, and before the
-        // read-only paths: next to it, the mount points alone, in any order.
-        true => {
-            let points = |out: &str| out.lines().map(|l| l.split(' ').next().unwrap_or_default().to_string()).collect::<BTreeSet<_>>();
-            assert_eq!(points(&ours), points(&oracle), "{differs}");
-        }
-        false => assert_eq!(ours, oracle, "{differs}"),
+    assert_joined_as(&oracle, &ours, env::is_crun(Runtime::runc().bin()), &differs);
+}
+
+/// The same through containerd, from ctr's own spec: its runc shim driving runc (the
+/// reference), then rustpod, and our shim.
+#[test]
+fn through_containerd_a_joined_mount_namespace_gets_the_rootfs_on_every_path() {
+    skip_if!(shim::blocker_with_runc());
+    let ctd = ShimContainerd::start();
+    let (dir, rootfs) = (ScratchDir::new("joined-mnt"), Bundle::new(SLEEP));
+    let mut reference = None;
+    for (path, flags) in shim::paths() {
+        let held = Held::unshare();
+        let id = unique_name(path);
+        let mut spec = ctd.oci_spec(&id, &rootfs.rootfs());
+        spec["process"]["args"] = json!(["sh", "-c", LOOK_FROM_A_JOINED_MOUNT_NS]);
+        let namespaces = spec["linux"]["namespaces"].as_array_mut().expect("ctr's spec has namespaces");
+        namespaces.retain(|ns| ns["type"] != "mount");
+        namespaces.push(json!({"type": "mount", "path": held.path()}));
+        let out = ctd.run_spec(&dir, &id, &spec, "--rm", &flags);
+        let seen = from_the_held_namespace(path, &out, &held);
+        let oracle = reference.get_or_insert_with(|| seen.clone());
+        assert_joined_as(oracle, &seen, env::is_crun(&env::runc_bin()), &format!("{path}: next to the reference"));
     }
-    assert!(ours.starts_with("/ ") && ours.contains("timer_list=0\nRead-only file system\n"), "{ours}");
 }
 
 /// A user-namespaced pod's container joins the sandbox's namespaces by path while the sandbox's
