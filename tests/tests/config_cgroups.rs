@@ -188,6 +188,41 @@ fn systemd_form_never_becomes_a_cgroupfs_directory() {
     }
 }
 
+/// On a cgroup v1 host where systemd runs, its driver is refused, with the flag and by the
+/// `slice:prefix:name` form alone: the engine's cgroupfs manager made that path a directory at
+/// each hierarchy's root, outside the pod's slice and its limits (seen before the fix:
+/// `/sys/fs/cgroup/memory/kubepods-besteffort-pod….slice:cri-containerd:…`), and told systemd
+/// nothing. systemd is not PID 1 here: the create runs in a private mount namespace with a
+/// /run/systemd/system of its own, what runtimes read to tell that systemd runs. runc would
+/// start a scope over systemd's D-Bus, which is not there, so it is not run.
+#[test]
+fn systemds_driver_on_a_v1_host_is_refused_and_makes_nothing() {
+    skip_if!(needs::containers());
+    if rustpod_tests::cgroup::unified() {
+        skip!("a cgroup v2 host: systemd's driver is ours there (systemd_cgroup.rs)");
+    }
+    let rt = Runtime::under_test();
+    let as_if_systemd_ran = "mount -t tmpfs tmpfs /run && mkdir -p /run/systemd/system && exec \"$@\"";
+    for (flags, form) in [(&["--systemd-cgroup"][..], "system.slice:rustpod:"), (&[][..], "kubepods-besteffort-pod1.slice:cri-containerd:")]
+    {
+        let id = rt.new_id("sdv1");
+        let path = format!("{form}{id}");
+        let mut bundle = checker::bundle_running(SLEEP);
+        bundle.clear_cgroups_path().set("/linux/cgroupsPath", json!(path));
+        bundle.prepare(&id);
+        let create = [&["--root", rt.root()][..], flags, &["create", "--bundle", bundle.path(), &id]].concat();
+        let bin = rt.bin().to_string_lossy();
+        let argv = [&["--mount", "--propagation", "private", "sh", "-c", as_if_systemd_ran, "sh", &bin][..], &create].concat();
+        let out = rustpod_tests::process::run(Path::new("/usr/bin/unshare"), &argv, b"");
+        rustpod_tests::assertions::assert_one_line_error(&out, &["systemd's cgroup driver", "not supported on a cgroup v1 host"]);
+        for hierarchy in std::fs::read_dir("/sys/fs/cgroup").expect("list cgroup hierarchies").flatten() {
+            let colon_dir = hierarchy.path().join(&path);
+            assert!(!colon_dir.exists(), "{} was created", colon_dir.display());
+        }
+        rt.assert_nothing_left(&id, bundle.path());
+    }
+}
+
 /// Limit files of the v1 controllers, compared between runc and the runtime under test.
 const V1_LIMIT_FILES: [(&str, &str); 13] = [
     ("memory", "memory.limit_in_bytes"),

@@ -48,6 +48,9 @@ pub fn create_from(cgroups: &[Hierarchy], root: &Path, id: &str, bundle: &engine
     if opts.systemd_cgroup && !systemd_running() {
         return Err(Error::Invalid("systemd not running on this host, cannot use --systemd-cgroup".into()));
     }
+    if opts.systemd_cgroup && !crate::engine::cgroup::fs::is_unified(cgroups) {
+        return Err(Error::Invalid(SYSTEMD_ON_V1.into()));
+    }
     let idmapped = crate::engine::idmap::plan::plan(&bundle.spec)
         .map_err(|e| Error::Config { path: bundle.path.join("config.json"), reason: e.to_string() })?;
     if opts.no_pivot {
@@ -73,6 +76,14 @@ pub fn create_from(cgroups: &[Hierarchy], root: &Path, id: &str, bundle: &engine
         }
     }
 }
+
+/// systemd's driver is ours on cgroup v2 only. On v1 the engine's cgroupfs
+/// manager would take `slice:prefix:name` as a directory at each
+/// hierarchy's root, outside the pod's slice and its limits, and tell
+/// systemd nothing; runc starts a scope over D-Bus there instead.
+const SYSTEMD_ON_V1: &str = "systemd's cgroup driver (--systemd-cgroup, or a cgroupsPath of its slice:prefix:name form) \
+is not supported on a cgroup v1 host: the container's cgroups would be made outside its slice, at each hierarchy's root; \
+use the cgroupfs driver or cgroup v2";
 
 /// What must hold before anything is made: capabilities and rlimits we can
 /// grant, the OOM score written, no supplementary group of our caller's, a
