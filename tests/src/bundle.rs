@@ -106,10 +106,8 @@ impl Bundle {
     /// The namespace of type `typ` (`mount`, `user`, …) at `path` (`/proc/<pid>/ns/mnt`)
     /// instead of a new one.
     pub fn join_namespace(&mut self, typ: &str, path: &str) -> &mut Self {
-        let mut namespaces = self.config["linux"]["namespaces"].as_array().cloned().unwrap_or_default();
-        namespaces.retain(|ns| ns["type"] != typ);
-        namespaces.push(json!({"type": typ, "path": path}));
-        self.set("/linux/namespaces", Value::Array(namespaces))
+        crate::spec::join_namespace(&mut self.config, typ, path);
+        self
     }
 
     pub fn set_annotations(&mut self, annotations: Value) -> &mut Self {

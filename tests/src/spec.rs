@@ -60,6 +60,15 @@ pub fn for_test(args: &[&str]) -> Value {
     spec
 }
 
+/// `spec`'s namespace of type `typ` (`mount`, `user`, …) joined at `path` (`/proc/<pid>/ns/mnt`)
+/// instead of a new one.
+pub fn join_namespace(spec: &mut Value, typ: &str, path: &str) {
+    let mut namespaces = spec["linux"]["namespaces"].as_array().cloned().unwrap_or_default();
+    namespaces.retain(|ns| ns["type"] != typ);
+    namespaces.push(json!({"type": typ, "path": path}));
+    spec["linux"]["namespaces"] = Value::Array(namespaces);
+}
+
 #[cfg(test)]
 mod tests {
     use crate::{env, needs, process, scratch::ScratchDir, skip_if};

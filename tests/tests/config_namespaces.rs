@@ -198,9 +198,7 @@ fn through_containerd_a_joined_mount_namespace_gets_the_rootfs_on_every_path() {
         let id = unique_name(path);
         let mut spec = ctd.oci_spec(&id, &rootfs.rootfs());
         spec["process"]["args"] = json!(["sh", "-c", LOOK_FROM_A_JOINED_MOUNT_NS]);
-        let namespaces = spec["linux"]["namespaces"].as_array_mut().expect("ctr's spec has namespaces");
-        namespaces.retain(|ns| ns["type"] != "mount");
-        namespaces.push(json!({"type": "mount", "path": held.path()}));
+        rustpod_tests::spec::join_namespace(&mut spec, "mount", &held.path());
         let out = ctd.run_spec(&dir, &id, &spec, "--rm", &flags);
         let seen = from_the_held_namespace(path, &out, &held);
         let oracle = reference.get_or_insert_with(|| seen.clone());
