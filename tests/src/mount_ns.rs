@@ -172,3 +172,26 @@ impl Drop for Held {
         let _ = self.child.wait();
     }
 }
+
+/// Makes `cmd` start in a private mount namespace whose /run is a tmpfs of its own holding
+/// /run/systemd/system, what runtimes read to tell that systemd runs (what `cmd` starts
+/// inherits it): for a v1 host's checks of systemd's driver, where systemd is not PID 1.
+/// Nothing of it reaches the host.
+pub fn as_if_systemd_ran(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    use nix::mount::{mount, MsFlags};
+    use nix::sys::stat::Mode;
+    use std::os::unix::process::CommandExt;
+    let none = None::<&str>;
+    // SAFETY: the closure makes only unshare, mount and mkdir calls on fixed paths, which nix
+    // passes through a stack buffer: no allocation after the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)?;
+            mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)?;
+            mount(Some("tmpfs"), "/run", Some("tmpfs"), MsFlags::empty(), none)?;
+            nix::unistd::mkdir("/run/systemd", Mode::from_bits_truncate(0o755))?;
+            nix::unistd::mkdir("/run/systemd/system", Mode::from_bits_truncate(0o755))?;
+            Ok(())
+        })
+    }
+}

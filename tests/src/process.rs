@@ -88,6 +88,26 @@ fn try_spawn_with_signals<S: AsRef<OsStr>>(
     stdin: &[u8],
     signals: &[(i32, bool)],
 ) -> Result<Spawned, (String, std::io::Error)> {
+    try_spawn_with(program, args, stdin, |cmd| {
+        if !signals.is_empty() {
+            let signals = signals.to_vec();
+            // SAFETY: the closure makes only rt_sigaction calls, async-signal-safe.
+            unsafe { cmd.pre_exec(move || set_dispositions(&signals)) };
+        }
+    })
+}
+
+/// [`run`], `setup` given the command before it starts (a `pre_exec` step, say).
+pub fn run_with<S: AsRef<OsStr>>(program: &Path, args: &[S], stdin: &[u8], setup: impl FnOnce(&mut Command)) -> Output {
+    try_spawn_with(program, args, stdin, setup).unwrap_or_else(|(cmdline, e)| panic!("cannot run `{cmdline}`: {e}")).wait()
+}
+
+fn try_spawn_with<S: AsRef<OsStr>>(
+    program: &Path,
+    args: &[S],
+    stdin: &[u8],
+    setup: impl FnOnce(&mut Command),
+) -> Result<Spawned, (String, std::io::Error)> {
     let cmdline = std::iter::once(program.as_os_str())
         .chain(args.iter().map(AsRef::as_ref))
         .map(|a| a.to_string_lossy().into_owned())
@@ -99,11 +119,7 @@ fn try_spawn_with_signals<S: AsRef<OsStr>>(
     let create = |name: &str| File::create(io.join(name)).expect("create output file");
     let mut cmd = Command::new(program);
     cmd.args(args).stdin(open("stdin")).stdout(create("stdout")).stderr(create("stderr"));
-    if !signals.is_empty() {
-        let signals = signals.to_vec();
-        // SAFETY: the closure makes only rt_sigaction calls, async-signal-safe.
-        unsafe { cmd.pre_exec(move || set_dispositions(&signals)) };
-    }
+    setup(&mut cmd);
     match cmd.spawn() {
         Ok(child) => Ok(Spawned { child, cmdline, io }),
         Err(e) => Err((cmdline, e)),

@@ -90,21 +90,27 @@ impl ShimContainerd {
     /// Starts containerd with `env` added to its environment, which its shims (and their
     /// helpers) inherit: for fault points such as `RUSTPOD_DEBUG_PAUSE`.
     pub fn start_with_env(env: &[(&str, &str)]) -> Self {
-        Self::start_as(&unique_name("ns"), env, &[])
+        Self::start_as(&unique_name("ns"), env, &[], false)
+    }
+
+    /// Starts containerd (and so its shims and what they run) as if systemd ran on this host:
+    /// [`crate::mount_ns::as_if_systemd_ran`].
+    pub fn start_as_if_systemd_ran() -> Self {
+        Self::start_as(&unique_name("ns"), &[], &[], true)
     }
 
     /// Starts containerd and uses `namespace` (two containerds may share one).
     pub fn start_in_namespace(namespace: &str) -> Self {
-        Self::start_as(namespace, &[], &[])
+        Self::start_as(namespace, &[], &[], false)
     }
 
     /// Starts containerd in the supplementary groups `gids`, which its shims (and what they
     /// run) inherit, as they inherit containerd's from whatever started it.
     pub fn start_in_groups(gids: &[u32]) -> Self {
-        Self::start_as(&unique_name("ns"), &[], gids)
+        Self::start_as(&unique_name("ns"), &[], gids, false)
     }
 
-    fn start_as(namespace: &str, env: &[(&str, &str)], gids: &[u32]) -> Self {
+    fn start_as(namespace: &str, env: &[(&str, &str)], gids: &[u32], as_if_systemd_ran: bool) -> Self {
         let dir = ScratchDir::new("sd");
         let shim_dir = dir.join("bin");
         std::fs::create_dir_all(&shim_dir).expect("create shim dir");
@@ -119,6 +125,9 @@ impl ShimContainerd {
             let gids: Vec<nix::unistd::Gid> = gids.iter().map(|g| nix::unistd::Gid::from_raw(*g)).collect();
             // SAFETY: the closure makes one setgroups(2) call, async-signal-safe.
             unsafe { start.pre_exec(move || nix::unistd::setgroups(&gids).map_err(std::io::Error::from)) };
+        }
+        if as_if_systemd_ran {
+            crate::mount_ns::as_if_systemd_ran(&mut start);
         }
         let started = start.output().expect("run hack/containerd.sh");
         assert!(started.status.success(), "hack/containerd.sh start failed: {}", String::from_utf8_lossy(&started.stderr));

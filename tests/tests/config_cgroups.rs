@@ -5,6 +5,8 @@
 
 use rustpod_tests::cgroup::{cgroups_path, default_parents, v1_file};
 use rustpod_tests::checker::{self, Report};
+use rustpod_tests::scratch::{unique_name, ScratchDir};
+use rustpod_tests::shim::{self, ShimContainerd};
 use rustpod_tests::{json, needs, skip, skip_if, wait, Bundle, Fixture, Runtime, Value, SLEEP};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -182,27 +184,20 @@ fn systemd_form_never_becomes_a_cgroupfs_directory() {
     bundle.set("/linux/cgroupsPath", json!(path));
     let out = rt.try_create(&id, &bundle, &[]);
     rustpod_tests::assertions::assert_one_line_error(&out, &["systemd"]);
-    for hierarchy in std::fs::read_dir("/sys/fs/cgroup").expect("list cgroup hierarchies").flatten() {
-        let colon_dir = hierarchy.path().join(&path);
-        assert!(!colon_dir.exists(), "{} was created", colon_dir.display());
-    }
+    assert_no_colon_cgroup(&path);
 }
 
 /// On a cgroup v1 host where systemd runs, its driver is refused, with the flag and by the
 /// `slice:prefix:name` form alone: the engine's cgroupfs manager made that path a directory at
 /// each hierarchy's root, outside the pod's slice and its limits (seen before the fix:
 /// `/sys/fs/cgroup/memory/kubepods-besteffort-pod….slice:cri-containerd:…`), and told systemd
-/// nothing. systemd is not PID 1 here: the create runs in a private mount namespace with a
-/// /run/systemd/system of its own, what runtimes read to tell that systemd runs. runc would
-/// start a scope over systemd's D-Bus, which is not there, so it is not run.
+/// nothing. systemd is not PID 1 here: the create runs as if it ran
+/// (`mount_ns::as_if_systemd_ran`). runc would start a scope over systemd's D-Bus, which is not
+/// there, so it is not run.
 #[test]
 fn systemds_driver_on_a_v1_host_is_refused_and_makes_nothing() {
-    skip_if!(needs::containers());
-    if rustpod_tests::cgroup::unified() {
-        skip!("a cgroup v2 host: systemd's driver is ours there (systemd_cgroup.rs)");
-    }
+    skip_if!(needs::containers().or_else(v1_only));
     let rt = Runtime::under_test();
-    let as_if_systemd_ran = "mount -t tmpfs tmpfs /run && mkdir -p /run/systemd/system && exec \"$@\"";
     for (flags, form) in [(&["--systemd-cgroup"][..], "system.slice:rustpod:"), (&[][..], "kubepods-besteffort-pod1.slice:cri-containerd:")]
     {
         let id = rt.new_id("sdv1");
@@ -211,15 +206,50 @@ fn systemds_driver_on_a_v1_host_is_refused_and_makes_nothing() {
         bundle.clear_cgroups_path().set("/linux/cgroupsPath", json!(path));
         bundle.prepare(&id);
         let create = [&["--root", rt.root()][..], flags, &["create", "--bundle", bundle.path(), &id]].concat();
-        let bin = rt.bin().to_string_lossy();
-        let argv = [&["--mount", "--propagation", "private", "sh", "-c", as_if_systemd_ran, "sh", &bin][..], &create].concat();
-        let out = rustpod_tests::process::run(Path::new("/usr/bin/unshare"), &argv, b"");
+        let out = rustpod_tests::process::run_with(rt.bin(), &create, b"", |cmd| {
+            rustpod_tests::mount_ns::as_if_systemd_ran(cmd);
+        });
         rustpod_tests::assertions::assert_one_line_error(&out, &["systemd's cgroup driver", "not supported on a cgroup v1 host"]);
-        for hierarchy in std::fs::read_dir("/sys/fs/cgroup").expect("list cgroup hierarchies").flatten() {
-            let colon_dir = hierarchy.path().join(&path);
-            assert!(!colon_dir.exists(), "{} was created", colon_dir.display());
-        }
+        assert_no_colon_cgroup(&path);
         rt.assert_nothing_left(&id, bundle.path());
+    }
+}
+
+/// The same through containerd, with the `slice:prefix:name` form kubelet sends: its runc shim
+/// driving rustpod, and our shim, each started as if systemd ran. The task is not created, and
+/// nothing is made.
+#[test]
+fn systemds_driver_on_a_v1_host_is_refused_through_containerd() {
+    skip_if!(shim::blocker().or_else(v1_only));
+    let ctd = ShimContainerd::start_as_if_systemd_ran();
+    let (dir, rootfs) = (ScratchDir::new("sdv1"), Bundle::new(SLEEP));
+    for (path, mut flags) in shim::paths().into_iter().filter(|(path, _)| *path != "runc-shim-runc") {
+        // The shims' /run is not ctr's: its stdio FIFOs go where both see them.
+        flags.extend(["--fifo-dir".to_string(), dir.str().to_string()]);
+        let id = unique_name(path);
+        let mut spec = ctd.oci_spec(&id, &rootfs.rootfs());
+        let cgroup = format!("kubepods-besteffort-pod1.slice:cri-containerd:{id}");
+        spec["linux"]["cgroupsPath"] = json!(cgroup);
+        spec["process"]["args"] = json!(["true"]);
+        let out = ctd.run_spec(&dir, &id, &spec, "--rm", &flags);
+        assert!(!out.success(), "{path}: ctr run succeeded: {}", out.describe());
+        assert!(out.stderr.contains("not supported on a cgroup v1 host"), "{path}: {}", out.describe());
+        assert_no_colon_cgroup(&cgroup);
+        assert!(ctd.task(&id).is_none(), "{path}: a task is left");
+    }
+}
+
+/// Why a test of a v1 host cannot run here.
+fn v1_only() -> Option<String> {
+    rustpod_tests::cgroup::unified().then(|| "a cgroup v2 host: systemd's driver is ours there (systemd_cgroup.rs)".to_string())
+}
+
+/// No hierarchy holds `path` as a directory at its root.
+#[track_caller]
+fn assert_no_colon_cgroup(path: &str) {
+    for hierarchy in std::fs::read_dir("/sys/fs/cgroup").expect("list cgroup hierarchies").flatten() {
+        let colon_dir = hierarchy.path().join(path);
+        assert!(!colon_dir.exists(), "{} was created", colon_dir.display());
     }
 }
 
