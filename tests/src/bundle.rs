@@ -76,6 +76,13 @@ impl Bundle {
         self
     }
 
+    /// Changes the config with `edit`, as a spec helper does (`mount_ns::Held::join`).
+    pub fn edit(&mut self, edit: impl FnOnce(&mut Value)) -> &mut Self {
+        edit(&mut self.config);
+        self.save();
+        self
+    }
+
     pub fn set_args(&mut self, args: &[&str]) -> &mut Self {
         self.set("/process/args", json!(args))
     }

@@ -140,23 +140,54 @@ pub fn moved_root(pid: i32) -> io::Result<MovedRoot> {
 
 /// A private mount namespace of the host's mounts, held by a sleeping process on the host and
 /// killed (by its pid) on drop: for a container to join by path. A container pivots the
-/// namespace it joins, so each wants a fresh one.
+/// namespace it joins, so each wants a fresh one. With `user`, a user namespace holds it too
+/// (it owns the mount namespace), its root at `bundle::USERNS_HOST_ID` as
+/// `Bundle::add_user_namespace`'s is.
 pub struct Held {
     child: std::process::Child,
+    user: bool,
 }
 
 impl Held {
     pub fn unshare() -> Self {
-        let ours = std::fs::read_link("/proc/self/ns/mnt").expect("readlink /proc/self/ns/mnt");
         let child = std::process::Command::new("unshare")
             .args(["--mount", "--propagation", "private", "sleep", "1000"])
             .stdin(std::process::Stdio::null())
             .spawn()
             .expect("run unshare");
-        let held = Held { child };
+        Self::made(Held { child, user: false })
+    }
+
+    /// A new user namespace with a private mount namespace of its own, both held.
+    pub fn unshare_with_user() -> Self {
+        use nix::mount::{mount, MsFlags};
+        use nix::sched::CloneFlags;
+        use std::os::unix::process::CommandExt;
+        let mut cmd = std::process::Command::new("sleep");
+        cmd.arg("1000").stdin(std::process::Stdio::null());
+        // SAFETY: unshare and one mount of a fixed path, which nix passes through a stack
+        // buffer: no allocation after the fork.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::sched::unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS)?;
+                mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)?;
+                Ok(())
+            })
+        };
+        let held = Self::made(Held { child: cmd.spawn().expect("run sleep in new user and mount namespaces"), user: true });
+        let map = format!("0 {} 65536", crate::bundle::USERNS_HOST_ID);
+        for file in ["uid_map", "gid_map"] {
+            let path = format!("/proc/{}/{file}", held.child.id());
+            std::fs::write(&path, &map).unwrap_or_else(|e| panic!("write {path}: {e}"));
+        }
+        held
+    }
+
+    fn made(held: Held) -> Self {
+        let ours = std::fs::read_link("/proc/self/ns/mnt").expect("readlink /proc/self/ns/mnt");
         let ns = format!("/proc/{}/ns/mnt", held.child.id());
         let unshared = crate::wait::eventually(|| std::fs::read_link(&ns).is_ok_and(|n| n != ours));
-        assert!(unshared, "unshare --mount made no mount namespace within {:?}", crate::wait::DEADLINE);
+        assert!(unshared, "no new mount namespace within {:?}", crate::wait::DEADLINE);
         held
     }
 
@@ -164,12 +195,17 @@ impl Held {
     pub fn path(&self) -> String {
         format!("/proc/{}/ns/mnt", self.child.id())
     }
-}
 
-impl Drop for Held {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    /// Makes `spec` join the held namespaces: the mount namespace, and the user namespace
+    /// with its mappings where one is held.
+    pub fn join(&self, spec: &mut serde_json::Value) {
+        crate::spec::join_namespace(spec, "mount", &self.path());
+        if self.user {
+            crate::spec::join_namespace(spec, "user", &format!("/proc/{}/ns/user", self.child.id()));
+            let mapping = serde_json::json!([{"containerID": 0, "hostID": crate::bundle::USERNS_HOST_ID, "size": 65_536}]);
+            spec["linux"]["uidMappings"] = mapping.clone();
+            spec["linux"]["gidMappings"] = mapping;
+        }
     }
 }
 

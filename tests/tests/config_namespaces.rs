@@ -167,22 +167,37 @@ fn assert_joined_as(oracle: &str, ours: &str, crun: bool, differs: &str) {
 }
 
 /// A mount namespace joined by path (held by `unshare` on the host; each container its own, as
-/// a container pivots the namespace it joins): the rootfs is made and pivoted into there, as
-/// runc does. What shows is runc's: the mount points and types (the host's own mounts gone), a
-/// masked path empty, a read-only one refusing writes; the container's namespace is the held one.
+/// a container pivots the namespace it joins), alone and with the user namespace that owns it:
+/// the rootfs is made and pivoted into there, as runc does. What shows is runc's: the mount
+/// points and types (the host's own mounts gone), a masked path empty, a read-only one refusing
+/// writes; the container's namespace is the held one.
 #[test]
 fn a_joined_mount_namespace_gets_the_rootfs_as_runcs_does() {
     skip_if!(needs::containers());
-    let seen = |rt: &Runtime| {
-        let held = Held::unshare();
-        let mut bundle = Bundle::new(&["sh", "-c", LOOK_FROM_A_JOINED_MOUNT_NS]);
-        bundle.join_namespace("mount", &held.path());
-        let out = rt.run(&rt.new_id("joined-mnt"), &bundle, &[], b"");
-        from_the_held_namespace(&rt.bin().display().to_string(), &out, &held)
-    };
-    let (oracle, ours) = (seen(&Runtime::runc()), seen(&Runtime::under_test()));
-    let differs = format!("{} differs from {}", Runtime::under_test().bin().display(), Runtime::runc().bin().display());
-    assert_joined_as(&oracle, &ours, env::is_crun(Runtime::runc().bin()), &differs);
+    for user in [false, true] {
+        let seen = |rt: &Runtime| {
+            let held = hold(user);
+            let mut bundle = Bundle::new(&["sh", "-c", LOOK_FROM_A_JOINED_MOUNT_NS]);
+            bundle.edit(|spec| held.join(spec));
+            let out = rt.run(&rt.new_id("joined-mnt"), &bundle, &[], b"");
+            from_the_held_namespace(&rt.bin().display().to_string(), &out, &held)
+        };
+        let (oracle, ours) = (seen(&Runtime::runc()), seen(&Runtime::under_test()));
+        let differs = format!(
+            "{} differs from {} (user namespace joined: {user})",
+            Runtime::under_test().bin().display(),
+            Runtime::runc().bin().display()
+        );
+        assert_joined_as(&oracle, &ours, env::is_crun(Runtime::runc().bin()), &differs);
+    }
+}
+
+/// A mount namespace to join, held with the user namespace that owns it if `user`.
+fn hold(user: bool) -> Held {
+    match user {
+        true => Held::unshare_with_user(),
+        false => Held::unshare(),
+    }
 }
 
 /// The same through containerd, from ctr's own spec: its runc shim driving runc (the
@@ -192,17 +207,20 @@ fn through_containerd_a_joined_mount_namespace_gets_the_rootfs_on_every_path() {
     skip_if!(shim::blocker_with_runc());
     let ctd = ShimContainerd::start();
     let (dir, rootfs) = (ScratchDir::new("joined-mnt"), Bundle::new(SLEEP));
-    let mut reference = None;
-    for (path, flags) in shim::paths() {
-        let held = Held::unshare();
-        let id = unique_name(path);
-        let mut spec = ctd.oci_spec(&id, &rootfs.rootfs());
-        spec["process"]["args"] = json!(["sh", "-c", LOOK_FROM_A_JOINED_MOUNT_NS]);
-        rustpod_tests::spec::join_namespace(&mut spec, "mount", &held.path());
-        let out = ctd.run_spec(&dir, &id, &spec, "--rm", &flags);
-        let seen = from_the_held_namespace(path, &out, &held);
-        let oracle = reference.get_or_insert_with(|| seen.clone());
-        assert_joined_as(oracle, &seen, env::is_crun(&env::runc_bin()), &format!("{path}: next to the reference"));
+    for user in [false, true] {
+        let mut reference = None;
+        for (path, flags) in shim::paths() {
+            let held = hold(user);
+            let id = unique_name(path);
+            let mut spec = ctd.oci_spec(&id, &rootfs.rootfs());
+            spec["process"]["args"] = json!(["sh", "-c", LOOK_FROM_A_JOINED_MOUNT_NS]);
+            held.join(&mut spec);
+            let out = ctd.run_spec(&dir, &id, &spec, "--rm", &flags);
+            let seen = from_the_held_namespace(path, &out, &held);
+            let oracle = reference.get_or_insert_with(|| seen.clone());
+            let differs = format!("{path}: next to the reference (user namespace joined: {user})");
+            assert_joined_as(oracle, &seen, env::is_crun(&env::runc_bin()), &differs);
+        }
     }
 }
 

@@ -3,11 +3,11 @@
 // maskedPaths, readonlyPaths, default devices and linux.devices, /dev/pts, /dev/shm and
 // /dev/mqueue, as the checker sees them in mountinfo, stat and statvfs from inside.
 
-use rustpod_tests::assertions::{assert_create_fails_as_runcs, assert_one_line_error};
+use rustpod_tests::assertions::assert_create_fails_as_runcs;
 use rustpod_tests::checker::{self, report_with, strings, Report};
 use rustpod_tests::host_mount::{bind_spec, HostMounts};
 use rustpod_tests::mount_ns::Held;
-use rustpod_tests::{conform, env, json, needs, skip, skip_if, Bundle, Runtime, Value};
+use rustpod_tests::{conform, env, json, needs, skip_if, Bundle, Runtime, Value};
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
@@ -107,7 +107,7 @@ fn image_dir_modes(rt: &Runtime, joined: Option<&Held>) -> String {
     }
     bundle.add_mount(tmpfs("/explicit", &["mode=1777"]));
     if let Some(held) = joined {
-        bundle.join_namespace("mount", &held.path());
+        bundle.edit(|spec| held.join(spec));
     }
     let out = rt.run(&rt.new_id("tmpfs-mode"), &bundle, &[], b"");
     assert_eq!(out.code(), 0, "{}", out.describe());
@@ -283,7 +283,8 @@ struct RemountCase<'a> {
     /// In a user namespace of its own (`hostUsers: false`), where the host side of `create`
     /// makes plain binds: a remount must still change the one already there.
     userns: bool,
-    /// In a mount namespace joined by path, where the engine made the rootfs before.
+    /// In a mount namespace joined by path (with `userns`, the user namespace that owns it
+    /// too), where the engine made the rootfs before.
     joined: bool,
 }
 
@@ -293,12 +294,17 @@ fn remounted(rt: &Runtime, case: &RemountCase) -> (Vec<(String, String)>, Vec<St
     for m in &case.mounts {
         bundle.add_mount(m.clone());
     }
-    let held = case.joined.then(Held::unshare);
-    if let Some(held) = &held {
-        bundle.join_namespace("mount", &held.path());
-    }
+    let held = match (case.joined, case.userns) {
+        (false, _) => None,
+        (true, false) => Some(Held::unshare()),
+        (true, true) => Some(Held::unshare_with_user()),
+    };
+    match &held {
+        Some(held) => bundle.edit(|spec| held.join(spec)),
+        None if case.userns => bundle.add_user_namespace(),
+        None => &mut bundle,
+    };
     if case.userns {
-        bundle.add_user_namespace();
         // The container's root cannot make them in a root-owned image.
         for dest in case.at {
             fs::create_dir(Path::new(&bundle.rootfs()).join(&dest[1..])).expect("mkdir a destination in the image");
@@ -335,6 +341,7 @@ fn remount_changes_the_mount_already_there_as_runcs_does() {
         tmpfs_and_bind("a tmpfs and a bind remounted read-only", false, false),
         tmpfs_and_bind("in a user namespace, a tmpfs and a bind remounted read-only", true, false),
         tmpfs_and_bind("in a mount namespace joined by path, a tmpfs and a bind remounted read-only", false, true),
+        tmpfs_and_bind("in user and mount namespaces joined by path, a tmpfs and a bind remounted read-only", true, true),
         RemountCase {
             what: "/proc remounted read-only",
             mounts: vec![json!({"destination": "/proc", "type": "proc", "source": "proc", "options": ["remount", "ro", "nosuid"]})],
@@ -391,27 +398,4 @@ fn tmpcopyup_on_a_remount_fails_as_runcs_and_leaves_nothing() {
     skip_if!(needs::containers());
     let mounts = [tmpfs("/t", &["size=1m"]), tmpfs("/t", &["remount", "tmpcopyup"])];
     assert_create_fails_as_runcs("a remount makes no tmpfs to copy into", &mounts, &["mounts[", "(/t)", "tmpcopyup"]);
-}
-
-/// Where the engine makes the rootfs (here: the user and mount namespaces of a user-namespaced
-/// container, both joined by path), it would mount a new filesystem instead of remounting: a
-/// `remount` is refused at create in one line naming the mount and why, and nothing is left
-/// behind.
-#[test]
-fn a_remount_where_the_engine_makes_the_rootfs_is_refused() {
-    skip_if!(needs::containers());
-    if env::testing_runc_itself() {
-        skip!("runc has no route of an engine's");
-    }
-    let mut holder = rustpod_tests::Fixture::new(rustpod_tests::SLEEP);
-    holder.bundle.add_user_namespace();
-    holder.rt.start_container(&holder.id, &holder.bundle);
-    let pid = holder.rt.pid(&holder.id);
-    let mut fx = rustpod_tests::Fixture::new(rustpod_tests::SLEEP);
-    fx.bundle.add_user_namespace();
-    fx.bundle.join_namespace("user", &format!("/proc/{pid}/ns/user")).join_namespace("mount", &format!("/proc/{pid}/ns/mnt"));
-    fx.bundle.add_mount(tmpfs("/t", &["remount", "ro"]));
-    let out = fx.rt.try_create(&fx.id, &fx.bundle, &[]);
-    assert_one_line_error(&out, &["(/t)", "remount", "a mount namespace joined by path with a user namespace"]);
-    fx.assert_nothing_left();
 }

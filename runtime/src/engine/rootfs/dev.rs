@@ -40,14 +40,19 @@ const LINKS: &[(&str, &str)] =
 const STEP_NODES: &str = "creating device nodes";
 const STEP_LINKS: &str = "creating /dev symlinks";
 
+/// runc's order of its six default nodes: in a user namespace, where each
+/// is a bind, mountinfo lists them so.
+const RUNC_ORDER: [&str; 6] = ["/dev/null", "/dev/random", "/dev/full", "/dev/tty", "/dev/zero", "/dev/urandom"];
+
 /// The nodes to make for the spec's `devices`: those, then the defaults
 /// they do not replace. A mode not given is 0666, an owner not given root.
-/// (The defaults are runc's six, as libcontainer lists them.) A listed
+/// (The defaults are runc's six, from libcontainer, in runc's order.) A listed
 /// `/dev/ptmx` (containerd lists every host node for a privileged
 /// container) is left to the link to `pts/ptmx` that replaces it: in a user
 /// namespace it would be a bind the link cannot replace (EBUSY).
 pub fn nodes(devices: &[LinuxDevice]) -> Vec<Node> {
-    let defaults = libcontainer::rootfs::utils::default_devices();
+    let mut defaults = libcontainer::rootfs::utils::default_devices();
+    defaults.sort_by_key(|d| RUNC_ORDER.iter().position(|p| d.path() == Path::new(p)));
     let unlisted = defaults.iter().filter(|d| !devices.iter().any(|listed| listed.path() == d.path()));
     devices.iter().chain(unlisted).filter(|d| d.path() != Path::new("/dev/ptmx")).map(node).collect()
 }
@@ -177,7 +182,7 @@ mod tests {
         let ptmx = LinuxDeviceBuilder::default().path("/dev/ptmx").typ(LinuxDeviceType::C).major(5).minor(2).build().unwrap();
         let made = nodes(&[fuse(), null, ptmx]);
         let paths: Vec<_> = made.iter().map(|n| n.path.to_str().unwrap()).collect();
-        assert_eq!(paths, ["/dev/fuse", "/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/urandom", "/dev/random"]);
+        assert_eq!(paths, ["/dev/fuse", "/dev/null", "/dev/random", "/dev/full", "/dev/tty", "/dev/zero", "/dev/urandom"]);
         assert_eq!(made[0], Node { path: "/dev/fuse".into(), mode: libc::S_IFCHR | 0o600, major: 10, minor: 229, uid: 5, gid: 0 });
         assert_eq!(made[1].mode, libc::S_IFCHR | 0o666, "a mode not given is 0666");
     }
