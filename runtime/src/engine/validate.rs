@@ -29,6 +29,7 @@ pub fn check(config: &Path, spec: &Spec) -> Result<()> {
     }
     mount_ids_mapped(linux, spec.mounts().as_deref().unwrap_or_default()).map_err(bad)?;
     namespaces(linux).map_err(bad)?;
+    mount_namespace(linux).map_err(bad)?;
     joined_mount_with_new_user(linux).map_err(bad)?;
     time_offsets(linux).map_err(bad)?;
     devices(linux).map_err(bad)?;
@@ -243,6 +244,20 @@ fn namespaces(linux: &oci_spec::runtime::Linux) -> Check {
         namespace_file(path, ns.typ()).map_err(|reason| format!("{field}: {reason}"))?;
     }
     Ok(())
+}
+
+/// No mount namespace: the rootfs's mounts (/proc, /dev, the spec's, the
+/// rootfs's own bind) would be made in the host's mount namespace and
+/// outlive the container, as runc's do (it refuses only masked or
+/// read-only paths there, which every client's spec has). Refused before
+/// anything is made.
+fn mount_namespace(linux: &oci_spec::runtime::Linux) -> Check {
+    match linux.namespaces().iter().flatten().any(|ns| ns.typ() == LinuxNamespaceType::Mount) {
+        true => Ok(()),
+        false => Err("linux.namespaces: no mount namespace: the rootfs's mounts would be made in the host's mount namespace and \
+left there after the container; add {\"type\": \"mount\"}"
+            .into()),
+    }
 }
 
 /// A mount namespace joined by path with a new user namespace: the init is
@@ -665,6 +680,17 @@ mod tests {
         assert!(joined_mount_with_new_user(&linux(serde_json::json!([joined_user, mnt]))).is_ok(), "a joined user namespace may own it");
         assert!(joined_mount_with_new_user(&linux(serde_json::json!([mnt]))).is_ok(), "the host's user namespace owns it");
         assert!(joined_mount_with_new_user(&linux(serde_json::json!([{"type": "user"}, {"type": "mount"}]))).is_ok());
+    }
+
+    #[test]
+    fn a_container_needs_a_mount_namespace_new_or_joined() {
+        let linux = |namespaces: serde_json::Value| -> oci_spec::runtime::Linux {
+            serde_json::from_value(serde_json::json!({"namespaces": namespaces})).unwrap()
+        };
+        let refused = mount_namespace(&linux(serde_json::json!([{"type": "pid"}]))).unwrap_err();
+        assert!(refused.starts_with("linux.namespaces: no mount namespace"), "{refused}");
+        assert!(mount_namespace(&linux(serde_json::json!([{"type": "mount"}]))).is_ok());
+        assert!(mount_namespace(&linux(serde_json::json!([{"type": "mount", "path": "/proc/1/ns/mnt"}]))).is_ok());
     }
 
     #[test]
