@@ -209,6 +209,23 @@ impl Held {
     }
 }
 
+/// Makes `cmd` start in a private mount namespace of the host's mounts (what `cmd` starts
+/// inherits it): what it mounts stays there, and goes when its last process does.
+pub fn private(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    use nix::mount::{mount, MsFlags};
+    use std::os::unix::process::CommandExt;
+    let none = None::<&str>;
+    // SAFETY: unshare and one mount of a fixed path, which nix passes through a stack buffer:
+    // no allocation after the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)?;
+            mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)?;
+            Ok(())
+        })
+    }
+}
+
 /// Makes `cmd` start in a private mount namespace whose /run is a tmpfs of its own holding
 /// /run/systemd/system, what runtimes read to tell that systemd runs (what `cmd` starts
 /// inherits it): for a v1 host's checks of systemd's driver, where systemd is not PID 1.
@@ -218,12 +235,10 @@ pub fn as_if_systemd_ran(cmd: &mut std::process::Command) -> &mut std::process::
     use nix::sys::stat::Mode;
     use std::os::unix::process::CommandExt;
     let none = None::<&str>;
-    // SAFETY: the closure makes only unshare, mount and mkdir calls on fixed paths, which nix
-    // passes through a stack buffer: no allocation after the fork.
+    // SAFETY: the closure makes only mount and mkdir calls on fixed paths, which nix passes
+    // through a stack buffer: no allocation after the fork. It runs after `private`'s.
     unsafe {
-        cmd.pre_exec(move || {
-            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)?;
-            mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)?;
+        private(cmd).pre_exec(move || {
             mount(Some("tmpfs"), "/run", Some("tmpfs"), MsFlags::empty(), none)?;
             nix::unistd::mkdir("/run/systemd", Mode::from_bits_truncate(0o755))?;
             nix::unistd::mkdir("/run/systemd/system", Mode::from_bits_truncate(0o755))?;

@@ -76,6 +76,13 @@ pub fn paths() -> Vec<(&'static str, Vec<String>)> {
     ]
 }
 
+/// Which mount namespace containerd starts in.
+enum MountNs {
+    Host,
+    Private,
+    AsIfSystemdRan,
+}
+
 pub struct ShimContainerd {
     dir: ScratchDir,
     pub namespace: String,
@@ -90,27 +97,33 @@ impl ShimContainerd {
     /// Starts containerd with `env` added to its environment, which its shims (and their
     /// helpers) inherit: for fault points such as `RUSTPOD_DEBUG_PAUSE`.
     pub fn start_with_env(env: &[(&str, &str)]) -> Self {
-        Self::start_as(&unique_name("ns"), env, &[], false)
+        Self::start_as(&unique_name("ns"), env, &[], MountNs::Host)
     }
 
     /// Starts containerd (and so its shims and what they run) as if systemd ran on this host:
     /// [`crate::mount_ns::as_if_systemd_ran`].
     pub fn start_as_if_systemd_ran() -> Self {
-        Self::start_as(&unique_name("ns"), &[], &[], true)
+        Self::start_as(&unique_name("ns"), &[], &[], MountNs::AsIfSystemdRan)
+    }
+
+    /// Starts containerd (and so its shims and what they run) in a private mount namespace
+    /// ([`crate::mount_ns::private`]): what they leave mounted stays there, off the host.
+    pub fn start_in_a_private_mount_ns() -> Self {
+        Self::start_as(&unique_name("ns"), &[], &[], MountNs::Private)
     }
 
     /// Starts containerd and uses `namespace` (two containerds may share one).
     pub fn start_in_namespace(namespace: &str) -> Self {
-        Self::start_as(namespace, &[], &[], false)
+        Self::start_as(namespace, &[], &[], MountNs::Host)
     }
 
     /// Starts containerd in the supplementary groups `gids`, which its shims (and what they
     /// run) inherit, as they inherit containerd's from whatever started it.
     pub fn start_in_groups(gids: &[u32]) -> Self {
-        Self::start_as(&unique_name("ns"), &[], gids, false)
+        Self::start_as(&unique_name("ns"), &[], gids, MountNs::Host)
     }
 
-    fn start_as(namespace: &str, env: &[(&str, &str)], gids: &[u32], as_if_systemd_ran: bool) -> Self {
+    fn start_as(namespace: &str, env: &[(&str, &str)], gids: &[u32], mount_ns: MountNs) -> Self {
         let dir = ScratchDir::new("sd");
         let shim_dir = dir.join("bin");
         std::fs::create_dir_all(&shim_dir).expect("create shim dir");
@@ -126,9 +139,11 @@ impl ShimContainerd {
             // SAFETY: the closure makes one setgroups(2) call, async-signal-safe.
             unsafe { start.pre_exec(move || nix::unistd::setgroups(&gids).map_err(std::io::Error::from)) };
         }
-        if as_if_systemd_ran {
-            crate::mount_ns::as_if_systemd_ran(&mut start);
-        }
+        match mount_ns {
+            MountNs::Host => &mut start,
+            MountNs::Private => crate::mount_ns::private(&mut start),
+            MountNs::AsIfSystemdRan => crate::mount_ns::as_if_systemd_ran(&mut start),
+        };
         let started = start.output().expect("run hack/containerd.sh");
         assert!(started.status.success(), "hack/containerd.sh start failed: {}", String::from_utf8_lossy(&started.stderr));
         let tar = ctd.dir.join_str("busybox.tar");
