@@ -72,9 +72,9 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
     if linux.namespaces().is_some() {
         crate::sys::process_setup::make_undumpable()?;
     }
-    let route = match init_launch::route(&spec, cgroup_config.systemd_cgroup, opts.cgroups) {
-        Route::Direct if opts.rootfs.is_none() => init_launch::needs_our_init(&spec).map_or(Route::Direct, Route::Engine),
-        route => route,
+    let route = match opts.rootfs {
+        None => init_launch::needs_our_init(&spec).map_or(Route::Direct, Route::Engine),
+        Some(_) => Route::Direct,
     };
     // Only the engine's intermediate maps a new user namespace from this;
     // our parent writes the maps itself, as runc does, so the engine's
@@ -121,9 +121,6 @@ pub fn spawn(dir: &ContainerDir, bundle: &Path, spec: Spec, opts: InitOptions) -
                 start_hooks: StartHooks { bundle, report: opts.start_report.as_ref().map(|fd| fd.as_fd()) },
             });
             init_launch::spawn(&args, &dir.id, cgroups, own.as_ref())
-        }
-        Route::Engine(_) if opts.rootfs.is_some() => {
-            Err(Error::Invalid(format!("create {}: our rootfs steps need the direct route", dir.id)))
         }
         Route::Engine(why) => {
             tracing::debug!("create through the engine's intermediate process: {why}");

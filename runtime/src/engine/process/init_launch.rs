@@ -10,8 +10,10 @@
 //! network and IPC namespaces are made by the same clone (see
 //! [`born_namespaces`]).
 //!
-//! [`route`] keeps the engine's intermediate where its steps are needed:
-//! systemd on a v1 host. A new user namespace is made by the init's clone
+//! The engine's intermediate starts it only where the engine makes the
+//! rootfs and the spec needs our init's steps ([`needs_our_init`]); create
+//! refuses systemd's driver on a v1 host, which the engine's intermediate
+//! served before. A new user namespace is made by the init's clone
 //! with the others, mapped by us while the init waits; one joined by path,
 //! or a new one with other namespaces given by path (joined before it is
 //! made), is joined or made by a first child, which clones the init as our
@@ -56,18 +58,6 @@ pub enum Route {
     Direct,
     /// The engine's intermediate process, and why.
     Engine(&'static str),
-}
-
-/// Decides how to start the init of `spec` (its engine spec) on a host
-/// with `cgroups`; `systemd` is the cgroup driver the engine is given.
-pub fn route(spec: &Spec, systemd: bool, cgroups: &[Hierarchy]) -> Route {
-    let Some(linux) = spec.linux().as_ref() else { return Route::Engine("no linux section") };
-    let path = linux.cgroups_path().as_deref().unwrap_or(Path::new(""));
-    let systemd = systemd || crate::engine::cgroup::manager::is_systemd_form(path);
-    if systemd && !crate::engine::cgroup::fs::is_unified(cgroups) {
-        return Route::Engine("systemd's driver on a cgroup v1 host is the engine's");
-    }
-    Route::Direct
 }
 
 /// What of `spec` only our own init steps serve without the engine's
@@ -445,30 +435,6 @@ mod tests {
         SpecBuilder::default().linux(linux).build().unwrap()
     }
 
-    fn hosts() -> (Vec<Hierarchy>, Vec<Hierarchy>) {
-        let v2 = vec![Hierarchy { mount_point: "/sys/fs/cgroup".into(), controllers: vec![], unified: true }];
-        let v1 = vec![Hierarchy { mount_point: "/sys/fs/cgroup/memory".into(), controllers: vec!["memory".into()], unified: false }];
-        (v2, v1)
-    }
-
-    #[test]
-    fn a_plain_container_needs_no_intermediate() {
-        use LinuxNamespaceType::*;
-        let (v2, v1) = hosts();
-        for host in [&v2, &v1] {
-            assert_eq!(route(&spec(&[Pid, Mount, Network, Ipc, Uts, Cgroup], "/pods/c1"), false, host), Route::Direct);
-        }
-    }
-
-    #[test]
-    fn systemd_places_the_init_without_an_intermediate_on_v2() {
-        use LinuxNamespaceType::*;
-        let (v2, v1) = hosts();
-        assert_eq!(route(&spec(&[Pid, Mount], "system.slice:rp:c1"), true, &v2), Route::Direct);
-        assert_eq!(route(&spec(&[Pid, Mount], "system.slice:rp:c1"), false, &v2), Route::Direct);
-        assert!(matches!(route(&spec(&[Pid, Mount], "system.slice:rp:c1"), true, &v1), Route::Engine(_)));
-    }
-
     #[test]
     fn new_network_and_ipc_namespaces_are_made_by_the_clone() {
         use LinuxNamespaceType::*;
@@ -500,35 +466,13 @@ mod tests {
         assert_eq!(left, [(Pid, false), (Mount, false), (Network, true)]);
     }
 
-    #[test]
-    fn keeps_the_engines_intermediate_where_its_steps_are_needed() {
-        use LinuxNamespaceType::*;
-        let engine = |r: Route| matches!(r, Route::Engine(_));
-        let (v2, v1) = hosts();
-        for host in [&v2, &v1] {
-            assert_eq!(route(&spec(&[Pid, User], "/pods/c1"), false, host), Route::Direct, "the init's clone makes it");
-            let by_path = |mut spec: Spec, typ| {
-                let ns = LinuxNamespaceBuilder::default().typ(typ).path("/proc/7/ns/x").build().unwrap();
-                spec.linux_mut().as_mut().unwrap().namespaces_mut().as_mut().unwrap().push(ns);
-                spec
-            };
-            let joined = by_path(by_path(spec(&[Pid, Mount], "/pods/c1"), User), Network);
-            assert_eq!(route(&joined, false, host), Route::Direct, "a first child joins it, then clones the init");
-            let after_joins = by_path(spec(&[Pid, User], "/pods/c1"), Network);
-            assert_eq!(route(&after_joins, false, host), Route::Direct, "a first child joins it, then makes the user namespace");
-            assert_eq!(route(&spec(&[Pid, Time], "/pods/c1"), false, host), Route::Direct, "the init makes it (time_ns)");
-        }
-        assert!(engine(route(&spec(&[Pid], "/pods/c1"), true, &v1)));
-        assert!(engine(route(&spec(&[Pid], "system.slice:rp:c1"), false, &v1)));
-    }
-
-    /// A seccomp notify filter, network devices and a time namespace take
-    /// the direct route: our init steps serve them (`seccomp_notify`,
-    /// `net_devices`, `time_ns`); `needs_our_init` names each, for
-    /// `init::spawn` to send the spec the engine's way where the engine
+    /// A seccomp notify filter, network devices, a time namespace and a user
+    /// namespace: our init steps serve them (`seccomp_notify`,
+    /// `net_devices`, `time_ns`, `user_ns`); `needs_our_init` names each,
+    /// for `init::spawn` to send the spec the engine's way where the engine
     /// makes the rootfs.
     #[test]
-    fn what_our_init_serves_needs_no_intermediate() {
+    fn what_only_our_init_serves_is_named() {
         let with = |field: &str, value: serde_json::Value| {
             let mut linux = serde_json::json!({"namespaces": [{"type": "pid"}, {"type": "network"}], "cgroupsPath": "/pods/c1"});
             linux[field] = value;
@@ -542,10 +486,7 @@ mod tests {
             (with("namespaces", serde_json::json!([{"type": "pid"}, {"type": "time"}])), "time namespace"),
             (with("namespaces", serde_json::json!([{"type": "pid"}, {"type": "user"}])), "user namespace"),
         ];
-        let (v2, v1) = hosts();
         for (spec, what) in &cases {
-            assert_eq!(route(spec, false, &v2), Route::Direct, "{what}");
-            assert_eq!(route(spec, false, &v1), Route::Direct, "{what}");
             assert!(needs_our_init(spec).is_some_and(|why| why.contains(what)), "{what}");
         }
         assert_eq!(needs_our_init(&with("sysctl", serde_json::json!({}))), None);

@@ -9,7 +9,6 @@ use oci_spec::runtime::LinuxNamespaceType;
 
 use crate::engine::cgroup::fs::{Hierarchy, ThreadCgroups};
 use crate::engine::engine_bundle::Bundle;
-use crate::engine::process::init_launch::{route, Route};
 use crate::engine::rootfs::cgroup::Placed;
 use crate::engine::rootfs::prepare::Rootfs;
 
@@ -27,9 +26,6 @@ pub struct Request<'a> {
 /// The rootfs steps for `bundle`, or why the engine makes its rootfs.
 pub fn decide(bundle: &Bundle, req: &Request) -> Result<Rootfs, &'static str> {
     let spec = &bundle.spec;
-    if route(spec, req.systemd_cgroup, req.cgroups) != Route::Direct {
-        return Err("the engine's intermediate starts it");
-    }
     let linux = spec.linux().as_ref().ok_or("no linux section")?;
     let listed = |typ| linux.namespaces().iter().flatten().find(|ns| ns.typ() == typ);
     listed(LinuxNamespaceType::Mount).ok_or("no mount namespace")?;
