@@ -358,6 +358,11 @@ fn a_joined_user_namespace_owns_the_containers_new_namespaces_and_leaks_no_fd() 
             assert_ne!(ns_of(init, ns), ns_of(pid, ns), "{who}: a new {ns} namespace");
             assert_eq!(owner_of(&format!("/proc/{init}/ns/{ns}")), userns, "{who}: the owner of the container's {ns} namespace");
         }
+        // `start` returns once the init is told to go, maybe before it has exec'd (runc's init
+        // then still holds its Go runtime's fds): the program's are what count.
+        let comm = format!("/proc/{init}/comm");
+        let execd = rustpod_tests::wait::eventually(|| std::fs::read_to_string(&comm).is_ok_and(|c| c.trim() == "sleep"));
+        assert!(execd, "{who}: the init did not exec sleep within {:?}", rustpod_tests::wait::DEADLINE);
         let fds: Vec<String> = std::fs::read_dir(format!("/proc/{init}/fd"))
             .expect("list the init's fds")
             .map(|e| {
