@@ -209,6 +209,13 @@ impl Held {
     }
 }
 
+impl Drop for Held {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Makes `cmd` start in a private mount namespace of the host's mounts (what `cmd` starts
 /// inherits it): what it mounts stays there, and goes when its last process does.
 pub fn private(cmd: &mut std::process::Command) -> &mut std::process::Command {
