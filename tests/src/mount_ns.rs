@@ -150,31 +150,17 @@ pub struct Held {
 
 impl Held {
     pub fn unshare() -> Self {
-        let child = std::process::Command::new("unshare")
-            .args(["--mount", "--propagation", "private", "sleep", "1000"])
-            .stdin(std::process::Stdio::null())
-            .spawn()
-            .expect("run unshare");
-        Self::made(Held { child, user: false })
+        Self::hold(std::process::Command::new("sleep"), false)
     }
 
     /// A new user namespace with a private mount namespace of its own, both held.
     pub fn unshare_with_user() -> Self {
-        use nix::mount::{mount, MsFlags};
-        use nix::sched::CloneFlags;
         use std::os::unix::process::CommandExt;
         let mut cmd = std::process::Command::new("sleep");
-        cmd.arg("1000").stdin(std::process::Stdio::null());
-        // SAFETY: unshare and one mount of a fixed path, which nix passes through a stack
-        // buffer: no allocation after the fork.
-        unsafe {
-            cmd.pre_exec(|| {
-                nix::sched::unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS)?;
-                mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)?;
-                Ok(())
-            })
-        };
-        let held = Self::made(Held { child: cmd.spawn().expect("run sleep in new user and mount namespaces"), user: true });
+        // SAFETY: one unshare(2) call, async-signal-safe. It runs before `private`'s, so the
+        // user namespace owns the mount namespace made there.
+        unsafe { cmd.pre_exec(|| Ok(nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER)?)) };
+        let held = Self::hold(cmd, true);
         let map = format!("0 {} 65536", crate::bundle::USERNS_HOST_ID);
         for file in ["uid_map", "gid_map"] {
             let path = format!("/proc/{}/{file}", held.child.id());
@@ -183,7 +169,10 @@ impl Held {
         held
     }
 
-    fn made(held: Held) -> Self {
+    /// `sleep 1000` started by `cmd` in a private mount namespace, once it is there.
+    fn hold(mut cmd: std::process::Command, user: bool) -> Self {
+        cmd.arg("1000").stdin(std::process::Stdio::null());
+        let held = Held { child: private(&mut cmd).spawn().expect("run sleep in a private mount namespace"), user };
         let ours = std::fs::read_link("/proc/self/ns/mnt").expect("readlink /proc/self/ns/mnt");
         let ns = format!("/proc/{}/ns/mnt", held.child.id());
         let unshared = crate::wait::eventually(|| std::fs::read_link(&ns).is_ok_and(|n| n != ours));

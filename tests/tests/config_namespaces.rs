@@ -166,7 +166,7 @@ fn assert_joined_as(oracle: &str, ours: &str, crun: bool, differs: &str) {
     assert!(ours.starts_with("/ ") && ours.contains("timer_list=0\nRead-only file system\n"), "{differs}: {ours}");
 }
 
-/// A mount namespace joined by path (held by `unshare` on the host; each container its own, as
+/// A mount namespace joined by path (held by a `sleep` of the suite's on the host; each container its own, as
 /// a container pivots the namespace it joins), alone and with the user namespace that owns it:
 /// the rootfs is made and pivoted into there, as runc does. What shows is runc's: the mount
 /// points and types (the host's own mounts gone), a masked path empty, a read-only one refusing

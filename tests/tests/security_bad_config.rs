@@ -344,11 +344,20 @@ fn a_mount_label_without_selinux_is_refused_like_runc_fails() {
 }
 
 /// How a container without a mount namespace goes, run in a private mount namespace of its own
-/// so nothing it mounts reaches the host: `run` and `delete`, then how many mounts are left on
+/// (`mount_ns::private`) so nothing it mounts reaches the host: `run` and `delete`, then how many mounts are left on
 /// its rootfs. The exit status is `run`'s; stdout ends with `left=N`.
 const RUN_WITHOUT_A_MOUNT_NS: &str = r#""$1" --root "$2" run --bundle "$3" "$4" </dev/null >/dev/null; run=$?
 "$1" --root "$2" delete --force "$4" >/dev/null 2>&1
 echo "left=$(grep -c " $3/rootfs" /proc/self/mountinfo)"; exit $run"#;
+
+/// `spec` without its mount namespace, and without the masked and read-only paths runc refuses
+/// there (so that runc runs it).
+fn without_a_mount_namespace(spec: &mut Value) {
+    spec["linux"]["namespaces"].as_array_mut().expect("the spec has namespaces").retain(|ns| ns["type"] != "mount");
+    let linux = spec["linux"].as_object_mut().expect("the spec has a linux section");
+    linux.remove("maskedPaths");
+    linux.remove("readonlyPaths");
+}
 
 /// No mount namespace in the spec: runc (1.1.5 and 1.3.6 alike) refuses that only with masked
 /// or read-only paths, which every client's spec has; without them it mounts the rootfs, /proc,
@@ -360,14 +369,11 @@ fn no_mount_namespace_is_refused_where_runc_leaves_its_mounts_behind() {
     for rt in Runtime::runc_and_under_test() {
         let bin = rt.bin().display().to_string();
         let mut fx = Fixture::on(rt, &["true"]);
-        let mut namespaces = fx.bundle.config()["linux"]["namespaces"].clone();
-        namespaces.as_array_mut().expect("namespaces array").retain(|ns| ns["type"] != "mount");
-        set(&mut fx, "/linux/namespaces", namespaces);
-        fx.bundle.remove("/linux/maskedPaths").remove("/linux/readonlyPaths");
-        fx.bundle.prepare(&fx.id);
-        let args = ["--mount", "--propagation", "private", "sh", "-c", RUN_WITHOUT_A_MOUNT_NS, "sh"];
-        let args = [&args[..], &[bin.as_str(), fx.rt.root(), fx.bundle.path(), &fx.id]].concat();
-        let out = rustpod_tests::process::run_with(std::path::Path::new("unshare"), &args, b"", |_| {});
+        fx.bundle.edit(without_a_mount_namespace).prepare(&fx.id);
+        let args = ["-c", RUN_WITHOUT_A_MOUNT_NS, "sh", bin.as_str(), fx.rt.root(), fx.bundle.path(), &fx.id];
+        let out = rustpod_tests::process::run_with(std::path::Path::new("/bin/sh"), &args, b"", |cmd| {
+            rustpod_tests::mount_ns::private(cmd);
+        });
         if rustpod_tests::env::is_crun(fx.rt.bin()) {
             // Recorded, not compared: crun is not the oracle for this.
             eprintln!("{bin}: {}", out.describe());
@@ -398,10 +404,7 @@ fn through_containerd_no_mount_namespace_is_refused_where_runc_leaves_its_mounts
         let id = unique_name(path);
         let mut spec = ctd.oci_spec(&id, &rootfs.rootfs());
         spec["process"]["args"] = json!(["true"]);
-        spec["linux"]["namespaces"].as_array_mut().expect("ctr's spec has namespaces").retain(|ns| ns["type"] != "mount");
-        let linux = spec["linux"].as_object_mut().expect("ctr's spec has a linux section");
-        linux.remove("maskedPaths");
-        linux.remove("readonlyPaths");
+        without_a_mount_namespace(&mut spec);
         let out = ctd.run_spec(&dir, &id, &spec, "--rm", &flags);
         let info = std::fs::read_to_string(format!("/proc/{containerd}/mountinfo")).expect("read containerd's mountinfo");
         let left =

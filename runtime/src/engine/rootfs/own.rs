@@ -111,7 +111,7 @@ mod tests {
     }
 
     #[test]
-    fn only_a_container_without_a_mount_namespace_keeps_the_engines_rootfs() {
+    fn every_mount_namespace_new_or_joined_gets_our_rootfs_steps() {
         let bundle = |extra: serde_json::Value| {
             let mut spec = serde_json::json!({
                 "ociVersion": "1.2.0", "root": {"path": "rootfs"}, "process": {"cwd": "/", "args": ["true"], "user": {"uid": 0, "gid": 0}},
